@@ -1,0 +1,250 @@
+"""The option registry: every labformat option declared once, with its Apache Hudi key as alias.
+
+An option has a short labformat name (`max_file_size`) and the Hudi key it mirrors
+(`hoodie.parquet.max.file.size`); callers may use either. Values are parsed and checked
+here, so the rest of the code reads typed values and never sees a raw string.
+`python -m labformat.config` prints the options table that docs/options.md holds.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from labformat.errors import ConfigError
+
+
+class Scope(str, enum.Enum):
+    TABLE = "table"  # fixed when the table is created; stored in hoodie.properties
+    WRITE = "write"  # per write operation
+    READ = "read"  # per read / query
+
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    hudi_key: str | None
+    default: Any
+    doc: str
+    scope: Scope
+    parse: Callable[[Any], Any]
+    check: Callable[[Any], str | None] = lambda value: None  # returns a problem, or None when fine
+
+    def coerce(self, raw: Any, given_as: str) -> Any:
+        try:
+            value = self.parse(raw)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"option {given_as!r}: cannot parse {raw!r} ({exc})") from None
+        problem = self.check(value)
+        if problem:
+            raise ConfigError(f"option {given_as!r}: {raw!r} {problem}")
+        return value
+
+
+# ---- parsers -------------------------------------------------------------------------------
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_size(raw: Any) -> int:
+    """Bytes from an int or a string such as `4MB`, `512k`, `1.5 GiB` (binary units, as Hudi's docs use)."""
+    if isinstance(raw, bool):
+        raise ValueError("a size, not a boolean")
+    if isinstance(raw, int):
+        return raw
+    match = _SIZE_RE.match(str(raw))
+    if not match:
+        raise ValueError("expected bytes as an integer or with a unit (KB, MB, GB)")
+    number, unit = match.group(1), (match.group(2) or "").lower()
+    return int(float(number) * _SIZE_UNITS[unit[:1]])
+
+
+def parse_int(raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise ValueError("an integer, not a boolean")
+    if isinstance(raw, float) and not raw.is_integer():
+        raise ValueError("an integer")
+    return int(raw)
+
+
+def parse_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def parse_str(raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise ValueError("expected a string")
+    return raw
+
+
+def parse_optional_str(raw: Any) -> str | None:
+    if raw is None or raw == "":
+        return None
+    return parse_str(raw)
+
+
+def one_of(*choices: str) -> Callable[[Any], str]:
+    def parse(raw: Any) -> str:
+        text = str(raw).strip().upper()
+        if text not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return text
+
+    parse.choices = choices  # type: ignore[attr-defined]
+    return parse
+
+
+def at_least(low: float) -> Callable[[Any], str | None]:
+    return lambda value: None if value >= low else f"must be >= {low}"
+
+
+def open_unit_interval(value: float) -> str | None:
+    return None if 0.0 < value < 1.0 else "must be between 0 and 1 (exclusive)"
+
+
+# ---- the registry -----------------------------------------------------------------------------
+
+SORT_MODES = ("NONE", "GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PATH_REPARTITION")
+
+OPTIONS: tuple[Option, ...] = (
+    # table scope: written to hoodie.properties at create time
+    Option("table_name", "hoodie.table.name", None, "Table name; defaults to the folder name.",
+           Scope.TABLE, parse_optional_str),
+    Option("hive_style_partitioning", "hoodie.datasource.write.hive_style_partitioning", False,
+           "Partition folders named `field=value` instead of `value`.", Scope.TABLE, parse_bool),
+    # write scope
+    Option("bulk_insert_sort_mode", "hoodie.bulkinsert.sort.mode", "NONE",
+           "How bulk insert orders rows before writing: NONE (as they come), GLOBAL_SORT (by partition "
+           "and record key across all tasks: non-overlapping key ranges), PARTITION_SORT (sorted within "
+           "each Spark partition), PARTITION_PATH_REPARTITION (one table partition per task, unsorted).",
+           Scope.WRITE, one_of(*SORT_MODES)),
+    Option("bulk_insert_parallelism", "hoodie.bulkinsert.shuffle.parallelism", 0,
+           "Write tasks for bulk insert; 0 keeps the input's partition count (sorting modes use "
+           "spark.sql.shuffle.partitions then).", Scope.WRITE, parse_int, at_least(0)),
+    Option("max_file_size", "hoodie.parquet.max.file.size", 120 * 1024**2,
+           "Target maximum base file size in bytes; a writer rolls over to a new file group past it.",
+           Scope.WRITE, parse_size, at_least(1024)),
+    Option("small_file_limit", "hoodie.parquet.small.file.limit", 100 * 1024**2,
+           "Base files below this size are small files: upserts route inserts into them first. "
+           "0 turns the small-file handling off.", Scope.WRITE, parse_size, at_least(0)),
+    Option("compression_codec", "hoodie.parquet.compression.codec", "snappy",
+           "Parquet compression of base files (Hudi's own default is gzip; snappy writes faster).",
+           Scope.WRITE, lambda raw: one_of("SNAPPY", "GZIP", "ZSTD", "UNCOMPRESSED")(raw).lower()),
+    Option("bloom_fpp", "hoodie.index.bloom.fpp", 1e-9,
+           "False-positive rate each base file's record-key bloom filter is sized for.",
+           Scope.WRITE, float, open_unit_interval),
+)
+
+_BY_NAME: dict[str, Option] = {}
+for _opt in OPTIONS:
+    for _key in (_opt.name, _opt.hudi_key):
+        if _key is None:
+            continue
+        if _key in _BY_NAME:
+            raise RuntimeError(f"option key declared twice: {_key}")
+        _BY_NAME[_key] = _opt
+
+
+def option(key: str) -> Option:
+    """The option a name or Hudi key stands for; ConfigError with the nearest valid key otherwise."""
+    found = _BY_NAME.get(key)
+    if found is None:
+        near = difflib.get_close_matches(key, list(_BY_NAME), n=1, cutoff=0.5)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise ConfigError(f"unknown option {key!r}{hint}")
+    return found
+
+
+class Config(Mapping[str, Any]):
+    """Resolved, typed options of one scope: every option of the scope, by its labformat name."""
+
+    def __init__(self, values: Mapping[str, Any], explicit: frozenset[str]):
+        self._values = dict(values)
+        self.explicit = explicit  # names the caller set, as opposed to defaults
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __repr__(self) -> str:
+        return f"Config({self._values!r})"
+
+
+def resolve(options: Mapping[str, Any] | None, scopes: Iterable[Scope], base: Mapping[str, Any] | None = None) -> Config:
+    """Parse `options` (names or Hudi keys) over `base` over the defaults, for the given scopes.
+
+    An option of another scope is an error too: silently ignoring a table option passed to a
+    write would hide a mistake.
+    """
+    scopes = tuple(scopes)
+    values: dict[str, Any] = {o.name: o.default for o in OPTIONS if o.scope in scopes}
+    explicit: set[str] = set()
+    for source in (base or {}), (options or {}):
+        seen: dict[str, str] = {}
+        for key, raw in source.items():
+            opt = option(key)
+            if opt.scope not in scopes:
+                raise ConfigError(
+                    f"option {key!r} is a {opt.scope.value} option; it cannot be set here "
+                    f"(this call takes {', '.join(s.value for s in scopes)} options)"
+                )
+            if opt.name in seen and seen[opt.name] != key:
+                raise ConfigError(f"option {opt.name!r} given twice, as {seen[opt.name]!r} and {key!r}")
+            seen[opt.name] = key
+            values[opt.name] = opt.coerce(raw, key)
+            explicit.add(opt.name)
+    return Config(values, frozenset(explicit))
+
+
+def options_markdown() -> str:
+    """The options table of docs/options.md, generated from the registry."""
+    lines = [
+        "# labformat options",
+        "",
+        "Generated by `python -m labformat.config` from `labformat/config.py`; do not edit by hand.",
+        "Pass options by labformat name or by Apache Hudi key.",
+        "",
+        "| name | Hudi key | scope | default | description |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for o in OPTIONS:
+        choices = getattr(o.parse, "choices", None)
+        doc = o.doc + (f" One of: {', '.join(choices)}." if choices and "One of" not in o.doc else "")
+        default = "(none)" if o.default is None else f"`{o.default}`"
+        lines.append(f"| `{o.name}` | `{o.hudi_key or '-'}` | {o.scope.value} | {default} | {doc} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--write":
+        with open(sys.argv[2], "w", encoding="utf-8") as fh:
+            fh.write(options_markdown())
+    else:
+        sys.stdout.write(options_markdown())

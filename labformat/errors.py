@@ -1,0 +1,39 @@
+"""The one exception tree of labformat: every error a caller can act on is a LabformatError."""
+
+from __future__ import annotations
+
+
+class LabformatError(Exception):
+    """Base of every error labformat raises on purpose."""
+
+
+class ConfigError(LabformatError, ValueError):
+    """An option is unknown, or its value cannot be parsed or is out of range."""
+
+
+class JavaNotFoundError(LabformatError, RuntimeError):
+    """No Java 17+ runtime to start Spark with."""
+
+
+class TableNotFoundError(LabformatError, FileNotFoundError):
+    """The path holds no labformat/Hudi table (no `.hoodie/hoodie.properties`)."""
+
+
+class TableExistsError(LabformatError, FileExistsError):
+    """`Table.create` was pointed at a path that already holds a table."""
+
+
+class CorruptTableError(LabformatError):
+    """A file the table depends on (properties, an instant, a base file footer) cannot be read."""
+
+
+class InvalidInputError(LabformatError, ValueError):
+    """A write's input is not acceptable: missing columns, null or empty record keys, ..."""
+
+
+class SchemaMismatchError(InvalidInputError):
+    """The input's schema conflicts with the table's schema."""
+
+
+class InstantNotFoundError(LabformatError, LookupError):
+    """An `as_of` instant that is not a completed instant of the timeline."""

@@ -1,0 +1,44 @@
+"""The file-system view: file groups and their latest file slice as of an instant, from commit metadata."""
+
+from __future__ import annotations
+
+from labformat.model.file_group import FileGroup, FileSlice
+from labformat.timeline import Timeline
+
+
+class FileSystemView:
+    """Every file group the completed commits up to `as_of` wrote, and each one's latest slice.
+
+    Built from the commits' write stats rather than by listing folders: a listing would
+    also see files of failed or in-flight instants, which are not part of the table.
+    """
+
+    def __init__(self, timeline: Timeline, as_of: str | None = None):
+        self.as_of = as_of
+        self._groups: dict[tuple[str, str], FileGroup] = {}
+        replaced: set[tuple[str, str]] = set()
+        for instant in timeline.completed_writes(as_of):
+            metadata = timeline.commit_metadata(instant)
+            for stat in metadata.write_stats:
+                key = (stat.partition_path, stat.file_id)
+                group = self._groups.setdefault(key, FileGroup(stat.partition_path, stat.file_id))
+                group.add(FileSlice(stat.partition_path, stat.file_id, instant.time, stat.path,
+                                    stat.file_size_bytes, stat.num_writes))
+            for partition, file_ids in metadata.replaced_file_ids.items():
+                replaced.update((partition, fid) for fid in file_ids)
+        for key in replaced:
+            self._groups.pop(key, None)
+
+    def file_groups(self) -> list[FileGroup]:
+        return sorted(self._groups.values(), key=lambda g: (g.partition_path, g.file_id))
+
+    def partitions(self) -> list[str]:
+        return sorted({p for p, _ in self._groups})
+
+    def latest_file_slices(self, partitions: set[str] | None = None) -> list[FileSlice]:
+        """The latest slice of each file group (in the given partitions, or all), sorted by path."""
+        slices = [
+            g.latest_slice(self.as_of) for g in self._groups.values()
+            if partitions is None or g.partition_path in partitions
+        ]
+        return sorted((s for s in slices if s is not None), key=lambda s: s.path)

@@ -1,0 +1,96 @@
+"""The record-key bloom filter stored with each base file: sized for its keys, hashed in bulk."""
+
+from __future__ import annotations
+
+import base64
+import math
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+# Header: magic, format version, number of bits, number of hash functions.
+_MAGIC = b"LFBF"
+_VERSION = 1
+_HEADER = struct.Struct("<4sBQI")
+# pandas' SipHash key; part of the on-disk format: changing it invalidates stored filters.
+_HASH_KEY = "labformat-bloom1"
+
+
+def _hashes(keys) -> tuple[np.ndarray, np.ndarray]:
+    """Two 32-bit hashes per key (Kirsch-Mitzenmacher double hashing), computed in C by pandas."""
+    if hasattr(keys, "to_numpy") and not isinstance(keys, np.ndarray):
+        values = keys.to_numpy(zero_copy_only=False) if hasattr(keys, "type") else keys.to_numpy()
+    else:
+        values = keys
+    values = np.asarray(values, dtype=object)
+    h = pd.util.hash_array(values, hash_key=_HASH_KEY, categorize=False)
+    h1 = h & np.uint64(0xFFFFFFFF)
+    h2 = (h >> np.uint64(32)) | np.uint64(1)  # odd, so the probe sequence never stalls
+    return h1, h2
+
+
+@dataclass
+class BloomFilter:
+    """A standard bloom filter over strings; `might_contain` has no false negatives."""
+
+    num_bits: int
+    num_hashes: int
+    bits: np.ndarray  # bool, one entry per bit
+
+    @classmethod
+    def empty(cls, expected_keys: int, fpp: float) -> "BloomFilter":
+        n = max(int(expected_keys), 1)
+        num_bits = max(64, math.ceil(-n * math.log(fpp) / (math.log(2) ** 2)))
+        num_hashes = max(1, min(32, round(num_bits / n * math.log(2))))
+        return cls(num_bits, num_hashes, np.zeros(num_bits, dtype=bool))
+
+    @classmethod
+    def for_keys(cls, keys, fpp: float) -> "BloomFilter":
+        """A filter sized for exactly these keys at the given false-positive probability."""
+        bloom = cls.empty(len(keys), fpp)
+        bloom.add(keys)
+        return bloom
+
+    def _positions(self, keys) -> np.ndarray:
+        h1, h2 = _hashes(keys)
+        steps = np.arange(self.num_hashes, dtype=np.uint64)
+        # uint64 arithmetic wraps; the modulus keeps positions in range either way.
+        return (h1[:, None] + steps[None, :] * h2[:, None]) % np.uint64(self.num_bits)
+
+    def add(self, keys) -> None:
+        if len(keys):
+            self.bits[self._positions(keys).ravel()] = True
+
+    def might_contain(self, keys) -> np.ndarray:
+        """One bool per key: False means certainly absent, True means maybe present."""
+        if not len(keys):
+            return np.zeros(0, dtype=bool)
+        return self.bits[self._positions(keys)].all(axis=1)
+
+    def to_bytes(self) -> bytes:
+        return _HEADER.pack(_MAGIC, _VERSION, self.num_bits, self.num_hashes) + np.packbits(self.bits).tobytes()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "BloomFilter":
+        if len(data) < _HEADER.size:
+            raise ValueError("bloom filter too short")
+        magic, version, num_bits, num_hashes = _HEADER.unpack_from(data)
+        if magic != _MAGIC or version != _VERSION:
+            raise ValueError(f"not a labformat bloom filter (magic {magic!r}, version {version})")
+        packed = np.frombuffer(data, dtype=np.uint8, offset=_HEADER.size)
+        if packed.size * 8 < num_bits:
+            raise ValueError("bloom filter truncated")
+        return cls(num_bits, num_hashes, np.unpackbits(packed)[:num_bits].astype(bool))
+
+    def to_base64(self) -> str:
+        return base64.b64encode(self.to_bytes()).decode("ascii")
+
+    @classmethod
+    def from_base64(cls, text: str | bytes) -> "BloomFilter":
+        return cls.from_bytes(base64.b64decode(text))
+
+    @property
+    def size_bytes(self) -> int:
+        return _HEADER.size + math.ceil(self.num_bits / 8)

@@ -1,0 +1,126 @@
+"""Commit metadata: what a completed instant wrote, in Hudi's JSON shape (`partitionToWriteStats`, ...)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+NULL_COMMIT = "null"  # Hudi writes the string "null" as prevCommit of a new file group
+
+
+@dataclass(frozen=True)
+class WriteStat:
+    """One base file written by one instant (Hudi's HoodieWriteStat, the fields we fill)."""
+
+    partition_path: str
+    file_id: str
+    path: str
+    prev_commit: str = NULL_COMMIT
+    num_writes: int = 0
+    num_inserts: int = 0
+    num_update_writes: int = 0
+    num_deletes: int = 0
+    file_size_bytes: int = 0
+    total_write_bytes: int = 0
+    create_time_ms: int = 0
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "fileId": self.file_id,
+            "path": self.path,
+            "prevCommit": self.prev_commit,
+            "numWrites": self.num_writes,
+            "numDeletes": self.num_deletes,
+            "numUpdateWrites": self.num_update_writes,
+            "numInserts": self.num_inserts,
+            "totalWriteBytes": self.total_write_bytes,
+            "totalWriteErrors": 0,
+            "tempPath": None,
+            "partitionPath": self.partition_path,
+            "totalLogRecords": 0,
+            "totalLogFilesCompacted": 0,
+            "totalLogSizeCompacted": 0,
+            "totalUpdatedRecordsCompacted": 0,
+            "totalLogBlocks": 0,
+            "totalCorruptLogBlock": 0,
+            "totalRollbackBlocks": 0,
+            "fileSizeInBytes": self.file_size_bytes,
+            "minEventTime": None,
+            "maxEventTime": None,
+            "runtimeStats": {"totalScanTime": 0, "totalUpsertTime": 0, "totalCreateTime": self.create_time_ms},
+        }
+
+    @classmethod
+    def from_json_dict(cls, d: dict[str, Any]) -> "WriteStat":
+        runtime = d.get("runtimeStats") or {}
+        return cls(
+            partition_path=d.get("partitionPath") or "",
+            file_id=d["fileId"],
+            path=d["path"],
+            prev_commit=d.get("prevCommit") or NULL_COMMIT,
+            num_writes=int(d.get("numWrites") or 0),
+            num_inserts=int(d.get("numInserts") or 0),
+            num_update_writes=int(d.get("numUpdateWrites") or 0),
+            num_deletes=int(d.get("numDeletes") or 0),
+            file_size_bytes=int(d.get("fileSizeInBytes") or 0),
+            total_write_bytes=int(d.get("totalWriteBytes") or 0),
+            create_time_ms=int(runtime.get("totalCreateTime") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class CommitMetadata:
+    """The JSON body of a completed commit: its write stats, schema and operation type.
+
+    `replaced_file_ids` (partition -> fileIds) is set by replacecommits: those file groups
+    end at this instant.
+    """
+
+    operation_type: str
+    write_stats: tuple[WriteStat, ...] = ()
+    extra_metadata: dict[str, str] = field(default_factory=dict)
+    replaced_file_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def schema(self) -> str | None:
+        return self.extra_metadata.get("schema")
+
+    def partition_to_write_stats(self) -> dict[str, list[WriteStat]]:
+        out: dict[str, list[WriteStat]] = {}
+        for stat in self.write_stats:
+            out.setdefault(stat.partition_path, []).append(stat)
+        return out
+
+    def to_json(self) -> str:
+        body: dict[str, Any] = {
+            "partitionToWriteStats": {
+                p: [s.to_json_dict() for s in stats] for p, stats in self.partition_to_write_stats().items()
+            },
+            "compacted": False,
+            "extraMetadata": dict(self.extra_metadata),
+            "operationType": self.operation_type,
+        }
+        if self.replaced_file_ids:
+            body["partitionToReplaceFileIds"] = {p: list(ids) for p, ids in self.replaced_file_ids.items()}
+        return json.dumps(body, indent=2, sort_keys=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "CommitMetadata":
+        """Parse a commit body; raises ValueError (with the reason) when it is not one."""
+        try:
+            body = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not JSON: {exc}") from exc
+        if not isinstance(body, dict) or "partitionToWriteStats" not in body:
+            raise ValueError("no partitionToWriteStats")
+        stats = tuple(
+            WriteStat.from_json_dict(s) for stats in (body["partitionToWriteStats"] or {}).values() for s in stats
+        )
+        replaced = {p: tuple(ids) for p, ids in (body.get("partitionToReplaceFileIds") or {}).items()}
+        return cls(
+            operation_type=body.get("operationType") or "UNKNOWN",
+            write_stats=stats,
+            extra_metadata=dict(body.get("extraMetadata") or {}),
+            replaced_file_ids=replaced,
+        )

@@ -1,0 +1,96 @@
+"""Table schemas: the meta columns, Spark <-> Avro conversion, and the compatibility check for writes."""
+
+from __future__ import annotations
+
+import json
+
+from pyspark.sql import types as T
+
+from labformat.errors import SchemaMismatchError
+
+COMMIT_TIME = "_hoodie_commit_time"
+COMMIT_SEQNO = "_hoodie_commit_seqno"
+RECORD_KEY = "_hoodie_record_key"
+PARTITION_PATH = "_hoodie_partition_path"
+FILE_NAME = "_hoodie_file_name"
+META_COLUMNS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME)
+
+
+def with_meta_columns(data_schema: T.StructType) -> T.StructType:
+    """The schema of a base file: the five meta columns first, then the data columns."""
+    return T.StructType([T.StructField(c, T.StringType(), True) for c in META_COLUMNS] + list(data_schema.fields))
+
+
+def data_schema_of(schema: T.StructType) -> T.StructType:
+    return T.StructType([f for f in schema.fields if f.name not in META_COLUMNS])
+
+
+def _avro_type(dtype: T.DataType, name: str):
+    simple = {
+        T.StringType: "string", T.BooleanType: "boolean", T.IntegerType: "int", T.ShortType: "int",
+        T.ByteType: "int", T.LongType: "long", T.FloatType: "float", T.DoubleType: "double",
+        T.BinaryType: "bytes",
+    }
+    for spark_type, avro in simple.items():
+        if isinstance(dtype, spark_type):
+            return avro
+    if isinstance(dtype, T.TimestampType):
+        return {"type": "long", "logicalType": "timestamp-micros"}
+    if isinstance(dtype, T.TimestampNTZType):
+        return {"type": "long", "logicalType": "local-timestamp-micros"}
+    if isinstance(dtype, T.DateType):
+        return {"type": "int", "logicalType": "date"}
+    if isinstance(dtype, T.DecimalType):
+        return {"type": "fixed", "name": f"{name}_fixed", "size": 16, "logicalType": "decimal",
+                "precision": dtype.precision, "scale": dtype.scale}
+    if isinstance(dtype, T.ArrayType):
+        return {"type": "array", "items": _nullable(_avro_type(dtype.elementType, name + "_item"), dtype.containsNull)}
+    if isinstance(dtype, T.MapType):
+        return {"type": "map", "values": _nullable(_avro_type(dtype.valueType, name + "_value"), dtype.valueContainsNull)}
+    if isinstance(dtype, T.StructType):
+        return avro_record(dtype, name)
+    raise SchemaMismatchError(f"column {name!r}: type {dtype.simpleString()} is not supported")
+
+
+def _nullable(avro, nullable: bool):
+    return ["null", avro] if nullable else avro
+
+
+def avro_record(schema: T.StructType, name: str) -> dict:
+    fields = []
+    for f in schema.fields:
+        field = {"name": f.name, "type": _nullable(_avro_type(f.dataType, f.name), f.nullable)}
+        if f.nullable:
+            field["default"] = None
+        fields.append(field)
+    return {"type": "record", "name": name, "fields": fields}
+
+
+def avro_schema_json(data_schema: T.StructType, table_name: str) -> str:
+    """The Avro schema Hudi keeps in a commit's extraMetadata.schema (data columns only)."""
+    safe = "".join(ch if ch.isalnum() else "_" for ch in table_name) or "table"
+    record = avro_record(data_schema, f"{safe}_record")
+    record["namespace"] = f"hoodie.{safe}"
+    return json.dumps(record)
+
+
+def check_compatible(table_schema: T.StructType, incoming: T.StructType) -> None:
+    """Raise SchemaMismatchError unless `incoming` has exactly the table's columns and types.
+
+    Column order may differ (writers select by name); nullability may differ, since Spark
+    marks many derived columns nullable.
+    """
+    want = {f.name: f.dataType for f in table_schema.fields}
+    got = {f.name: f.dataType for f in incoming.fields}
+    problems = []
+    missing = [n for n in want if n not in got]
+    extra = [n for n in got if n not in want]
+    if missing:
+        problems.append(f"missing columns {missing}")
+    if extra:
+        problems.append(f"columns not in the table {extra}")
+    for name in want.keys() & got.keys():
+        if want[name] != got[name]:
+            problems.append(f"column {name!r} is {got[name].simpleString()}, the table has {want[name].simpleString()}")
+    if problems:
+        raise SchemaMismatchError("input does not match the table schema: " + "; ".join(sorted(problems)))

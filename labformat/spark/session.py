@@ -1,0 +1,128 @@
+"""The one SparkSession builder: local by default, any master accepted, JVM output kept in a log file."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from labformat.errors import JavaNotFoundError
+
+MIN_JAVA = 17
+
+_JAVA_FIX = (
+    "Spark 4 needs Java {min}+. Install it with `apt-get install openjdk-17-jre-headless` "
+    "(Debian/Ubuntu), or create the conda environment from environment.yml "
+    "(`conda env create -f environment.yml`), then set JAVA_HOME or put `java` on PATH."
+)
+
+# Options every labformat session gets unless the caller overrides them.
+DEFAULT_CONF = {
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Arrow batches are what the base-file writers receive; 10k rows keeps task memory flat.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+    # One time zone everywhere, or the same data renders differently per laptop.
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "true",
+    # Progress bars on the JVM's stderr end up inside notebook cells and break nbval.
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "4g",
+}
+
+
+def _java_executable() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = Path(home) / "bin" / "java"
+        if candidate.exists():
+            return str(candidate)
+    return shutil.which("java")
+
+
+def check_java() -> int:
+    """Return the major version of the Java that Spark will use; raise JavaNotFoundError if it cannot start Spark 4."""
+    java = _java_executable()
+    fix = _JAVA_FIX.format(min=MIN_JAVA)
+    if java is None:
+        raise JavaNotFoundError(f"No Java runtime found (JAVA_HOME unset and no `java` on PATH). {fix}")
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise JavaNotFoundError(f"`{java} -version` failed: {exc}. {fix}") from exc
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        raise JavaNotFoundError(f"Could not read the version of {java}. {fix}")
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # "1.8.0" style
+        major = int(match.group(2))
+    if major < MIN_JAVA:
+        raise JavaNotFoundError(f"{java} is Java {major}. {fix}")
+    return major
+
+
+def default_log_path() -> Path:
+    return Path(os.environ.get("LABFORMAT_SPARK_LOG", Path(tempfile.gettempdir()) / "labformat-spark.log"))
+
+
+@contextmanager
+def _jvm_output_to(log_path: Path):
+    """Point file descriptors 1 and 2 at the log while the JVM starts.
+
+    The JVM (and the Python workers it forks later) inherit these descriptors, so
+    log4j lines and progress output land in the log, not in a notebook cell.
+    Python's own sys.stdout/sys.stderr objects are untouched.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = []
+    try:
+        saved = [os.dup(1), os.dup(2)]
+    except OSError:  # no real descriptors (some embedded interpreters): nothing to redirect
+        yield
+        return
+    with open(log_path, "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+
+
+def spark_session(master: str | None = None, app_name: str = "labformat", log_path: str | os.PathLike | None = None, **conf):
+    """Return the process's SparkSession, creating it if needed.
+
+    `master` is any Spark master URL (`local[*]` by default, or $LABFORMAT_SPARK_MASTER;
+    `spark://host:7077`, `local-cluster[...]`, `yarn`, ... work unchanged). Extra Spark
+    options are keyword arguments: `spark_session(**{"spark.sql.shuffle.partitions": "8"})`.
+    The JVM's own output goes to `log_path` (default: $LABFORMAT_SPARK_LOG or a temp file).
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+
+    check_java()
+    # Executors must run the same interpreter (and so the same installed labformat) as the driver.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+    options = dict(DEFAULT_CONF)
+    options.update({key: str(value) for key, value in conf.items()})
+    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("LABFORMAT_SPARK_MASTER", "local[*]"))
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    with _jvm_output_to(Path(log_path) if log_path else default_log_path()):
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -1,0 +1,100 @@
+"""File I/O for one table over pyarrow.fs: local paths now, any pyarrow filesystem URI later."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+from labformat.errors import LabformatError
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    path: str  # relative to the table's base path, '/'-separated
+    size: int
+
+
+class Storage:
+    """The table's base path and the few operations the format needs.
+
+    Paths given to and returned by these methods are relative to the base path.
+    """
+
+    def __init__(self, base_uri: str | os.PathLike):
+        uri = os.fspath(base_uri)
+        if "://" in uri:
+            self.fs, root = pafs.FileSystem.from_uri(uri)
+            self.base_uri = uri.rstrip("/")
+        else:
+            root = os.path.abspath(uri)
+            self.fs = pafs.LocalFileSystem()
+            self.base_uri = root
+        self.root = root.rstrip("/")
+
+    def _full(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if rel else self.root
+
+    def uri(self, rel: str) -> str:
+        """A location Spark and other readers understand (a plain path for local tables)."""
+        return f"{self.base_uri}/{rel}" if rel else self.base_uri
+
+    def exists(self, rel: str) -> bool:
+        return self.fs.get_file_info(self._full(rel)).type != pafs.FileType.NotFound
+
+    def read_bytes(self, rel: str) -> bytes:
+        with self.fs.open_input_stream(self._full(rel)) as stream:
+            return stream.read()
+
+    def read_text(self, rel: str) -> str:
+        return self.read_bytes(rel).decode("utf-8")
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Plain write (not atomic): for files whose partial state is harmless (requested/inflight markers)."""
+        self.makedirs(rel.rsplit("/", 1)[0] if "/" in rel else "")
+        with self.fs.open_output_stream(self._full(rel)) as out:
+            out.write(data)
+
+    def publish(self, rel: str, data: bytes) -> None:
+        """Write `rel` atomically: a temp file beside it, then a rename; never overwrite.
+
+        A reader sees the whole file or no file, which is what makes a completed instant
+        all-or-nothing.
+        """
+        if self.exists(rel):
+            raise LabformatError(f"refusing to overwrite {rel}: completed files are immutable")
+        folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        tmp = f"{folder}/.{rel.rsplit('/', 1)[-1]}.{uuid.uuid4().hex}.tmp" if folder else f".{rel}.{uuid.uuid4().hex}.tmp"
+        self.write_bytes(tmp, data)
+        try:
+            self.fs.move(self._full(tmp), self._full(rel))
+        except Exception:
+            self.delete(tmp)
+            raise
+
+    def delete(self, rel: str) -> bool:
+        try:
+            self.fs.delete_file(self._full(rel))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def makedirs(self, rel: str) -> None:
+        self.fs.create_dir(self._full(rel), recursive=True)
+
+    def list(self, rel: str = "", recursive: bool = False) -> list[FileInfo]:
+        """Files (not folders) under `rel`; empty when it does not exist."""
+        selector = pafs.FileSelector(self._full(rel), recursive=recursive, allow_not_found=True)
+        out = []
+        prefix = len(self.root) + 1
+        for info in self.fs.get_file_info(selector):
+            if info.type == pafs.FileType.File:
+                out.append(FileInfo(info.path[prefix:], info.size))
+        return out
+
+    def list_dirs(self, rel: str = "") -> list[str]:
+        selector = pafs.FileSelector(self._full(rel), recursive=False, allow_not_found=True)
+        prefix = len(self.root) + 1
+        return [i.path[prefix:] for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.Directory]

@@ -1,0 +1,295 @@
+"""The Table: create/open a copy-on-write table, write to it through the commit protocol, read snapshots."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from labformat import config as C
+from labformat import properties as P
+from labformat._faults import crash_point
+from labformat.errors import (
+    CorruptTableError,
+    InvalidInputError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from labformat.fs_view import FileSystemView
+from labformat.model.base_file import BaseFile
+from labformat.model.commit import CommitMetadata, WriteStat
+from labformat.model.file_group import FileSlice
+from labformat.model.instant import Action, Instant, State
+from labformat.model.report import FileReport, WriteReport
+from labformat.schema import avro_schema_json, check_compatible, data_schema_of, with_meta_columns
+from labformat.spark.jobs import StepRecorder
+from labformat.storage import Storage
+from labformat.timeline import TIMELINE_DIR, Timeline
+
+SPARK_SCHEMA_KEY = "labformat.sparkSchema"  # extraMetadata key: the exact Spark schema of the data columns
+
+
+class Table:
+    """A labformat (Apache Hudi v6 copy-on-write) table at `path`.
+
+    Writes follow the commit protocol: requested -> inflight -> base files written ->
+    completed commit published atomically. A writer that dies leaves the table readable at
+    its last completed commit; the next writer rolls the unfinished instant back.
+    """
+
+    def __init__(self, spark: SparkSession, storage: Storage, props: dict[str, str]):
+        self.spark = spark
+        self.storage = storage
+        self.properties = props
+        self._timeline = Timeline(storage)
+
+    # ---- create / open ------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, spark: SparkSession, path: str | os.PathLike, record_key: str = "record_key",
+               precombine_field: str = "updated_at", partition_field: str | None = None,
+               options: Mapping[str, Any] | None = None) -> "Table":
+        """Create an empty table: writes `.hoodie/hoodie.properties`. Fails if one exists."""
+        storage = Storage(path)
+        for label, name in (("record_key", record_key), ("precombine_field", precombine_field)):
+            if not isinstance(name, str) or not name.strip():
+                raise InvalidInputError(f"{label} must be a column name, got {name!r}")
+        if partition_field is not None and (not isinstance(partition_field, str) or not partition_field.strip()):
+            raise InvalidInputError(f"partition_field must be a column name or None, got {partition_field!r}")
+        if storage.exists(P.PROPERTIES_PATH):
+            raise TableExistsError(f"{storage.base_uri} already holds a table; use Table.open")
+        cfg = C.resolve(options, [C.Scope.TABLE])
+        name = cfg.table_name or os.path.basename(storage.root.rstrip("/")) or "labformat_table"
+        props = {
+            P.TABLE_NAME: name,
+            P.TABLE_TYPE: "COPY_ON_WRITE",
+            P.TABLE_VERSION: "6",
+            P.TIMELINE_LAYOUT_VERSION: "1",
+            P.RECORD_KEY_FIELDS: record_key,
+            P.PRECOMBINE_FIELD: precombine_field,
+            "hoodie.table.base.file.format": "PARQUET",
+            "hoodie.populate.meta.fields": "true",
+            "hoodie.archivelog.folder": "archived",
+            P.HIVE_STYLE: str(cfg.hive_style_partitioning).lower(),
+            "hoodie.table.keygenerator.class": (
+                "org.apache.hudi.keygen.SimpleKeyGenerator" if partition_field
+                else "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+            ),
+        }
+        if partition_field:
+            props[P.PARTITION_FIELDS] = partition_field
+        storage.makedirs(TIMELINE_DIR)
+        storage.publish(P.PROPERTIES_PATH, P.format_properties(props).encode("utf-8"))
+        return cls(spark, storage, props)
+
+    @classmethod
+    def open(cls, spark: SparkSession, path: str | os.PathLike) -> "Table":
+        storage = Storage(path)
+        if not storage.exists(P.PROPERTIES_PATH):
+            raise TableNotFoundError(f"{storage.base_uri} is not a table: no {P.PROPERTIES_PATH}")
+        try:
+            text = storage.read_text(P.PROPERTIES_PATH)
+        except UnicodeDecodeError as exc:
+            raise CorruptTableError(f"{P.PROPERTIES_PATH} is not text: {exc}") from None
+        return cls(spark, storage, P.parse_properties(text))
+
+    # ---- identity -----------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self.storage.base_uri
+
+    @property
+    def name(self) -> str:
+        return self.properties[P.TABLE_NAME]
+
+    @property
+    def record_key(self) -> str:
+        return self.properties[P.RECORD_KEY_FIELDS]
+
+    @property
+    def precombine_field(self) -> str:
+        return self.properties[P.PRECOMBINE_FIELD]
+
+    @property
+    def partition_field(self) -> str | None:
+        return self.properties.get(P.PARTITION_FIELDS) or None
+
+    @property
+    def hive_style_partitioning(self) -> bool:
+        return self.properties.get(P.HIVE_STYLE, "false") == "true"
+
+    def __repr__(self) -> str:
+        return f"Table({self.path!r}, record_key={self.record_key!r}, partition_field={self.partition_field!r})"
+
+    # ---- timeline and views ---------------------------------------------------------------
+
+    def timeline(self) -> list[Instant]:
+        """Completed instants (commits, replacecommits, rollbacks), oldest first."""
+        return [i for i in self._timeline.reload().instants if i.is_completed]
+
+    def file_system_view(self, as_of: str | None = None) -> FileSystemView:
+        timeline = self._timeline.reload()
+        if as_of is not None:
+            timeline.resolve_as_of(as_of)
+        return FileSystemView(timeline, as_of)
+
+    def file_slices(self, as_of: str | None = None) -> list[FileSlice]:
+        """The latest file slice of every file group (the files a snapshot reads)."""
+        return self.file_system_view(as_of).latest_file_slices()
+
+    def commit_metadata(self, instant: Instant | str) -> CommitMetadata:
+        timeline = self._timeline.reload()
+        if isinstance(instant, str):
+            matches = [i for i in timeline.completed_writes() if i.time == instant]
+            if not matches:
+                timeline.resolve_as_of(instant)  # raises with the reason
+            instant = matches[0]
+        return timeline.commit_metadata(instant)
+
+    def schema(self, as_of: str | None = None) -> T.StructType | None:
+        """The data columns' Spark schema as of a commit (latest by default); None before any write."""
+        writes = self._timeline.reload().completed_writes(as_of)
+        for instant in reversed(writes):
+            raw = self._timeline.commit_metadata(instant).extra_metadata.get(SPARK_SCHEMA_KEY)
+            if raw:
+                try:
+                    return T.StructType.fromJson(json.loads(raw))
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise CorruptTableError(f"commit {instant.time}: unreadable schema ({exc})") from None
+        return None
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    def read(self, as_of: str | None = None) -> DataFrame:
+        """The snapshot as of the latest completed commit (or `as_of`), as a Spark DataFrame.
+
+        Only the latest file slice of each file group is read; files of failed or
+        unfinished instants are never in the list.
+        """
+        view = self.file_system_view(as_of)
+        data_schema = self.schema(as_of) or T.StructType([])
+        schema = with_meta_columns(data_schema)
+        paths = [self.storage.uri(s.path) for s in view.latest_file_slices()]
+        if not paths:
+            return self.spark.createDataFrame([], schema)
+        return self.spark.read.schema(schema).parquet(*paths)
+
+    # ---- writes ---------------------------------------------------------------------------
+
+    def partition_path_column(self) -> Column:
+        """Each row's partition path, computed in Spark ('' for a non-partitioned table)."""
+        field = self.partition_field
+        if not field:
+            return F.lit("")
+        value = F.coalesce(F.col(field).cast("string"), F.lit("default"))
+        return F.concat(F.lit(f"{field}="), value) if self.hive_style_partitioning else value
+
+    def schema_for_write(self, df: DataFrame) -> T.StructType:
+        """The data schema a write of `df` will have: the table's, if it has one (checked), else df's."""
+        incoming = data_schema_of(df.schema)
+        current = self.schema()
+        if current is None:
+            return incoming
+        check_compatible(current, incoming)
+        return current
+
+    def _validate_input(self, df: DataFrame, need_precombine: bool) -> None:
+        columns = set(df.columns)
+        needed = [self.record_key] + ([self.precombine_field] if need_precombine else []) + (
+            [self.partition_field] if self.partition_field else [])
+        missing = [c for c in needed if c not in columns]
+        if missing:
+            raise InvalidInputError(f"input lacks column(s) {missing}; the table needs {needed}")
+        self.schema_for_write(df)
+        key = F.col(self.record_key)
+        bad = df.filter(key.isNull() | (F.trim(key.cast("string")) == "")).limit(1).count()
+        if bad:
+            raise InvalidInputError(f"input has null or empty record keys in column {self.record_key!r}")
+
+    def _start_instant(self, action: Action, operation: str) -> tuple[Instant, tuple[str, ...]]:
+        timeline = self._timeline.reload()
+        rolled_back = tuple(r.rolled_back for r in timeline.rollback_pending())
+        requested = timeline.request(action, {"operationType": operation})
+        crash_point("after_requested")
+        return timeline.to_inflight(requested), rolled_back
+
+    def _reconcile(self, instant: Instant, written_paths: set[str], partitions: set[str]) -> None:
+        """Delete files this instant's failed or duplicate task attempts left behind (not in the stats)."""
+        for partition in partitions:
+            for info in self.storage.list(partition):
+                base = BaseFile.try_parse(info.path)
+                if base is not None and base.instant_time == instant.time and info.path not in written_paths:
+                    self.storage.delete(info.path)
+
+    def _commit(self, instant: Instant, operation: str, stats: list[dict], data_schema: T.StructType,
+                extra: dict[str, str] | None = None) -> None:
+        write_stats = tuple(
+            WriteStat(
+                partition_path=s["partition_path"], file_id=s["file_id"], path=s["path"],
+                prev_commit=s["prev_commit"] or "null", num_writes=s["num_writes"],
+                num_inserts=s["num_inserts"], num_update_writes=s["num_update_writes"],
+                num_deletes=s["num_deletes"], file_size_bytes=s["file_size"],
+                total_write_bytes=s["file_size"], create_time_ms=s["write_ms"],
+            )
+            for s in sorted(stats, key=lambda s: s["path"])
+        )
+        metadata = CommitMetadata(
+            operation_type=operation,
+            write_stats=write_stats,
+            extra_metadata={
+                "schema": avro_schema_json(data_schema, self.name),
+                SPARK_SCHEMA_KEY: data_schema.json(),
+                **(extra or {}),
+            },
+        )
+        self._reconcile(instant, {s.path for s in write_stats}, {s.partition_path for s in write_stats})
+        self._timeline.complete(instant, metadata.to_json(), before_publish=lambda: crash_point("before_publish"))
+
+    def _abandon(self, instant: Instant) -> None:
+        """Remove an instant that wrote nothing (an empty input): nothing to roll back but its markers."""
+        for state_instant in (instant, instant.to(State.REQUESTED)):
+            self.storage.delete(f"{TIMELINE_DIR}/{state_instant.file_name}")
+        self._timeline.reload()
+
+    def bulk_insert(self, df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
+        """Write `df` as new file groups, without index lookups or deduplication (Hudi's bulk_insert).
+
+        Options: `bulk_insert_sort_mode`, `bulk_insert_parallelism`, `max_file_size`,
+        `compression_codec`, `bloom_fpp` (or their `hoodie.*` keys); see docs/options.md.
+        """
+        from labformat.write.bulk_insert import write_bulk_insert
+
+        cfg = C.resolve(options, [C.Scope.WRITE])
+        steps = StepRecorder(self.spark)
+        with steps.step("validate"):
+            self._validate_input(df, need_precombine=False)
+            data_schema = self.schema_for_write(df)
+        with steps.step("start_instant"):
+            instant, rolled_back = self._start_instant(Action.COMMIT, "BULK_INSERT")
+        try:
+            with steps.step("write"):
+                stats = write_bulk_insert(self, df, cfg, instant.time)
+            crash_point("after_write")
+        except BaseException:
+            # A failed write rolls itself back now rather than leaving it to the next writer.
+            self._timeline.reload().rollback_pending()
+            raise
+        if not stats:
+            self._abandon(instant)
+            return WriteReport("bulk_insert", None, 0, 0, 0, steps=tuple(steps.steps), options=dict(cfg),
+                               rolled_back=rolled_back)
+        with steps.step("commit"):
+            self._commit(instant, "BULK_INSERT", stats, data_schema)
+        files = tuple(
+            FileReport(s["partition_path"], s["file_id"], s["path"], s["num_writes"], s["file_size"],
+                       s["min_key"], s["max_key"], created=True, inserts=s["num_inserts"])
+            for s in sorted(stats, key=lambda s: s["path"])
+        )
+        rows = sum(f.rows for f in files)
+        return WriteReport("bulk_insert", instant.time, rows_in=rows, rows_written=rows, rows_inserted=rows,
+                           steps=tuple(steps.steps), files=files, options=dict(cfg), rolled_back=rolled_back)

@@ -1,0 +1,165 @@
+"""The timeline: instants under `.hoodie/`, their transitions, and the rollback of failed ones."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from labformat.errors import CorruptTableError, InstantNotFoundError
+from labformat.model.base_file import BaseFile
+from labformat.model.commit import CommitMetadata
+from labformat.model.instant import WRITE_ACTIONS, Action, Instant, State, next_instant_time
+from labformat.storage import Storage
+
+TIMELINE_DIR = ".hoodie"
+_STATE_RANK = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    rollback_instant: str
+    rolled_back: str
+    deleted_files: tuple[str, ...]
+
+
+class Timeline:
+    """The instants of one table, each in its furthest state, oldest first.
+
+    A snapshot: `reload()` re-reads `.hoodie/`. Completed commit metadata is cached,
+    since completed instants never change.
+    """
+
+    def __init__(self, storage: Storage):
+        self.storage = storage
+        self._metadata_cache: dict[str, CommitMetadata] = {}
+        self.reload()
+
+    def reload(self) -> "Timeline":
+        furthest: dict[tuple[str, Action], Instant] = {}
+        for info in self.storage.list(TIMELINE_DIR):
+            instant = Instant.parse(info.path.rsplit("/", 1)[-1])
+            if instant is None:
+                continue
+            key = (instant.time, instant.action)
+            if key not in furthest or _STATE_RANK[instant.state] > _STATE_RANK[furthest[key].state]:
+                furthest[key] = instant
+        self.instants: tuple[Instant, ...] = tuple(sorted(furthest.values(), key=lambda i: (i.time, i.action.value)))
+        return self
+
+    # ---- queries --------------------------------------------------------------------------
+
+    def completed_writes(self, as_of: str | None = None) -> list[Instant]:
+        """Completed commits and replacecommits, oldest first, up to `as_of` inclusive."""
+        return [
+            i for i in self.instants
+            if i.is_completed and i.action in WRITE_ACTIONS and (as_of is None or i.time <= as_of)
+        ]
+
+    def latest_completed_write(self) -> Instant | None:
+        writes = self.completed_writes()
+        return writes[-1] if writes else None
+
+    def pending(self) -> list[Instant]:
+        return [i for i in self.instants if not i.is_completed]
+
+    def last_time(self) -> str | None:
+        return self.instants[-1].time if self.instants else None
+
+    def new_instant_time(self) -> str:
+        return next_instant_time(self.last_time())
+
+    def resolve_as_of(self, as_of: str) -> str:
+        """The time of the completed write instant `as_of` names; InstantNotFoundError otherwise."""
+        if not any(i.time == as_of for i in self.completed_writes()):
+            known = ", ".join(i.time for i in self.completed_writes()[-5:]) or "none"
+            raise InstantNotFoundError(f"{as_of!r} is not a completed commit of this table (latest: {known})")
+        return as_of
+
+    def commit_metadata(self, instant: Instant) -> CommitMetadata:
+        if instant.time not in self._metadata_cache:
+            rel = f"{TIMELINE_DIR}/{instant.file_name}"
+            try:
+                self._metadata_cache[instant.time] = CommitMetadata.from_json(self.storage.read_text(rel))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CorruptTableError(f"{rel}: unreadable commit metadata ({exc})") from None
+        return self._metadata_cache[instant.time]
+
+    # ---- transitions ----------------------------------------------------------------------
+
+    def request(self, action: Action, plan: dict | None = None) -> Instant:
+        """Start an instant: `<time>.<action>.requested`, holding the plan (may be empty)."""
+        instant = Instant(self.new_instant_time(), action, State.REQUESTED)
+        self.storage.write_bytes(f"{TIMELINE_DIR}/{instant.file_name}", json.dumps(plan or {}).encode())
+        self.reload()
+        return instant
+
+    def to_inflight(self, instant: Instant) -> Instant:
+        inflight = instant.to(State.INFLIGHT)
+        self.storage.write_bytes(f"{TIMELINE_DIR}/{inflight.file_name}", b"")
+        self.reload()
+        return inflight
+
+    def complete(self, instant: Instant, body: str, before_publish=None) -> Instant:
+        """Publish the completed instant atomically; from here on readers see it.
+
+        `before_publish` runs just before the rename (the crash tests hook in there).
+        """
+        done = instant.to(State.COMPLETED)
+        payload = body.encode("utf-8")
+        if before_publish is not None:
+            before_publish()
+        self.storage.publish(f"{TIMELINE_DIR}/{done.file_name}", payload)
+        self.reload()
+        return done
+
+    # ---- rollback -------------------------------------------------------------------------
+
+    def rollback_pending(self) -> list[RollbackResult]:
+        """Roll back every unfinished write instant (its writer died): delete its base files and
+        its timeline files, and record a completed rollback instant for each.
+
+        labformat assumes one writer at a time (Hudi's default too), so an unfinished
+        instant found by a new writer is a failed one.
+        """
+        results = []
+        for rollback in [i for i in self.pending() if i.action is Action.ROLLBACK]:
+            plan = json.loads(self.storage.read_text(f"{TIMELINE_DIR}/{rollback.to(State.REQUESTED).file_name}") or "{}")
+            results.append(self._execute_rollback(rollback, plan["instant"], plan["action"]))
+        for failed in [i for i in self.pending() if i.action in WRITE_ACTIONS]:
+            rollback = self.request(Action.ROLLBACK, {"instant": failed.time, "action": failed.action.value})
+            results.append(self._execute_rollback(rollback, failed.time, failed.action.value))
+        return results
+
+    def _execute_rollback(self, rollback: Instant, failed_time: str, failed_action: str) -> RollbackResult:
+        started = time.monotonic()
+        inflight = self.to_inflight(rollback) if rollback.state is State.REQUESTED else rollback
+        deleted = []
+        for info in self.storage.list("", recursive=True):
+            if info.path.startswith(TIMELINE_DIR + "/"):
+                continue
+            leaf = info.path.rsplit("/", 1)[-1]
+            base = BaseFile.try_parse(leaf)
+            # Half-written files and temp files from the failed instant carry its time too.
+            if (base is not None and base.instant_time == failed_time) or (leaf.startswith(".") and failed_time in leaf):
+                self.storage.delete(info.path)
+                deleted.append(info.path)
+        # Timeline files last: until they are gone, a crash here just means rolling back again.
+        for state in (State.INFLIGHT, State.REQUESTED):
+            self.storage.delete(f"{TIMELINE_DIR}/{Instant(failed_time, Action(failed_action), state).file_name}")
+        partitions: dict[str, list[str]] = {}
+        for path in deleted:
+            partitions.setdefault(path.rsplit("/", 1)[0] if "/" in path else "", []).append(path)
+        body = {
+            "startRollbackTime": rollback.time,
+            "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+            "totalFilesDeleted": len(deleted),
+            "commitsRollback": [failed_time],
+            "instantsRollback": [{"commitTime": failed_time, "action": failed_action}],
+            "partitionMetadata": {
+                p: {"partitionPath": p, "successDeleteFiles": files, "failedDeleteFiles": []}
+                for p, files in partitions.items()
+            },
+        }
+        self.complete(inflight, json.dumps(body, indent=2))
+        return RollbackResult(rollback.time, failed_time, tuple(deleted))

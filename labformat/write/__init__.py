@@ -1,0 +1,1 @@
+"""Write paths: bulk insert (and, next, the seven-step upsert), and the base-file writers they run in tasks."""

@@ -1,0 +1,231 @@
+"""Base-file writers that run inside Spark tasks: Arrow batches in, parquet base files out, one write-stat row per file."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from labformat.index.bloom_filter import BloomFilter
+from labformat.model.base_file import BaseFile, new_file_id, write_token
+from labformat.schema import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
+from labformat.storage import Storage
+
+# Footer keys: Hudi's names for the key range; our own for the bloom filter (Hudi's
+# org.apache.hudi.bloomfilter is a Java serialization we do not produce).
+MIN_KEY_FOOTER = "hoodie_min_record_key"
+MAX_KEY_FOOTER = "hoodie_max_record_key"
+BLOOM_FOOTER = "labformat_bloom_filter"
+BLOOM_TYPE_FOOTER = "labformat_bloom_filter_type"
+BLOOM_TYPE = "LFBF1_SIPHASH_DOUBLE_HASHING"
+
+# Helper column the driver adds: the partition path each row goes to.
+PARTITION_COL = "_lf_partition_path"
+
+# What each task returns per base file it wrote (Spark DDL; Arrow types must match exactly).
+WRITE_STAT_DDL = (
+    "partition_path string, file_id string, path string, prev_commit string, num_writes long, "
+    "num_inserts long, num_update_writes long, num_deletes long, file_size long, min_key string, "
+    "max_key string, write_ms long, bloom_ms long, task_partition int, task_attempt int"
+)
+WRITE_STAT_SCHEMA = pa.schema([
+    ("partition_path", pa.string()), ("file_id", pa.string()), ("path", pa.string()),
+    ("prev_commit", pa.string()), ("num_writes", pa.int64()), ("num_inserts", pa.int64()),
+    ("num_update_writes", pa.int64()), ("num_deletes", pa.int64()), ("file_size", pa.int64()),
+    ("min_key", pa.string()), ("max_key", pa.string()), ("write_ms", pa.int64()),
+    ("bloom_ms", pa.int64()), ("task_partition", pa.int32()), ("task_attempt", pa.int32()),
+])
+
+# Rows per parquet row group: big enough to compress well, small enough for row-group skipping.
+ROW_GROUP_ROWS = 128 * 1024
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """Everything a task needs to write base files; plain values so it pickles to executors."""
+
+    base_uri: str
+    instant_time: str
+    record_key: str
+    data_columns: tuple[str, ...]
+    max_file_size: int
+    compression: str
+    bloom_fpp: float
+
+
+def _task_identity() -> tuple[int, int, int]:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:  # called outside Spark (unit tests)
+        return 0, 0, 0
+    return ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()
+
+
+class _OpenFile:
+    """One base file being written: the parquet writer plus what its footer and stats need."""
+
+    def __init__(self, storage: Storage, spec: WriteSpec, partition_path: str, file_id: str, token: str,
+                 schema: pa.Schema, prev_commit: str):
+        self.spec = spec
+        self.partition_path = partition_path
+        self.file_id = file_id
+        self.prev_commit = prev_commit
+        self.name = BaseFile(file_id, token, spec.instant_time).name
+        self.path = f"{partition_path}/{self.name}" if partition_path else self.name
+        storage.makedirs(partition_path)
+        self.sink = storage.fs.open_output_stream(storage._full(self.path))
+        self.writer = pq.ParquetWriter(self.sink, schema, compression=spec.compression, write_statistics=True)
+        self.keys: list[pa.Array] = []
+        self.rows = 0
+        self.inserts = 0
+        self.updates = 0
+        self.started = time.monotonic()
+
+    @property
+    def bytes_written(self) -> int:
+        return self.sink.tell()
+
+    def write(self, table: pa.Table, inserts: int, updates: int) -> None:
+        self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        self.keys.append(table.column(RECORD_KEY).combine_chunks())
+        self.rows += table.num_rows
+        self.inserts += inserts
+        self.updates += updates
+
+    def close(self, task_partition: int, attempt: int) -> dict:
+        keys = pa.concat_arrays(self.keys) if self.keys else pa.array([], pa.string())
+        bloom_started = time.monotonic()
+        bloom = BloomFilter.for_keys(keys, self.spec.bloom_fpp)
+        bloom_ms = int((time.monotonic() - bloom_started) * 1000)
+        bounds = pc.min_max(keys) if len(keys) else None
+        min_key = bounds["min"].as_py() if bounds else None
+        max_key = bounds["max"].as_py() if bounds else None
+        footer = {BLOOM_FOOTER: bloom.to_base64(), BLOOM_TYPE_FOOTER: BLOOM_TYPE}
+        if min_key is not None:
+            footer.update({MIN_KEY_FOOTER: min_key, MAX_KEY_FOOTER: max_key})
+        self.writer.add_key_value_metadata(footer)
+        self.writer.close()
+        size = self.sink.tell()
+        self.sink.close()
+        return {
+            "partition_path": self.partition_path, "file_id": self.file_id, "path": self.path,
+            "prev_commit": self.prev_commit, "num_writes": self.rows, "num_inserts": self.inserts,
+            "num_update_writes": self.updates, "num_deletes": 0, "file_size": size,
+            "min_key": min_key, "max_key": max_key,
+            "write_ms": int((time.monotonic() - self.started) * 1000), "bloom_ms": bloom_ms,
+            "task_partition": task_partition, "task_attempt": attempt,
+        }
+
+
+def add_meta_columns(table: pa.Table, spec: WriteSpec, schema: pa.Schema, partition_path: str, file_name: str,
+                     seq_prefix: str, seq_start: int) -> pa.Table:
+    """Prepend the five `_hoodie_*` columns to a batch of data columns (vectorised)."""
+    n = table.num_rows
+    seqno = pc.binary_join_element_wise(
+        pa.scalar(seq_prefix), pc.cast(pa.array(range(seq_start, seq_start + n), pa.int64()), pa.string()), ""
+    )
+    meta = {
+        COMMIT_TIME: pa.array([spec.instant_time] * n, pa.string()) if n else pa.array([], pa.string()),
+        COMMIT_SEQNO: seqno,
+        RECORD_KEY: pc.cast(table.column(spec.record_key), pa.string()),
+        PARTITION_PATH: pa.array([partition_path] * n, pa.string()),
+        FILE_NAME: pa.array([file_name] * n, pa.string()),
+    }
+    columns = [meta[c] for c in META_COLUMNS] + [table.column(c) for c in spec.data_columns]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+class RollingFileWriter:
+    """Writes rows of one or more partitions into new file groups, rolling over past the max size.
+
+    Row counts per file are planned from the compressed bytes per row seen so far, so files
+    land near `max_file_size` without writing one row group at a time.
+    """
+
+    def __init__(self, spec: WriteSpec, data_schema: pa.Schema):
+        self.spec = spec
+        self.storage = Storage(spec.base_uri)
+        self.task_partition, stage, self.attempt = _task_identity()
+        self.token = write_token(self.task_partition, stage, self.attempt)
+        # Every column nullable: Spark reads base files as nullable anyway, and Arrow's per-batch
+        # not-null flags would otherwise make two batches of one file disagree.
+        self.schema = pa.schema(
+            [pa.field(c, pa.string()) for c in META_COLUMNS]
+            + [data_schema.field(c).with_nullable(True) for c in spec.data_columns]
+        )
+        self.open: dict[str, _OpenFile] = {}
+        self.stats: list[dict] = []
+        self.bytes_per_row: float | None = None
+        self.seq = 0
+
+    def _estimate_rows_left(self, f: _OpenFile, sample: pa.Table) -> int:
+        per_row = self.bytes_per_row
+        if per_row is None:
+            # Nothing written yet: assume parquet shrinks Arrow's in-memory size about 3x, then learn.
+            per_row = max(sample.nbytes / max(sample.num_rows, 1) / 3, 1.0)
+        return max(int((self.spec.max_file_size - f.bytes_written) / per_row), 1)
+
+    def write(self, partition_path: str, data: pa.Table, inserts_are_all: bool = True) -> None:
+        offset = 0
+        while offset < data.num_rows:
+            f = self.open.get(partition_path)
+            if f is None:
+                f = _OpenFile(self.storage, self.spec, partition_path, new_file_id(), self.token, self.schema, "null")
+                self.open[partition_path] = f
+            room = self._estimate_rows_left(f, data)
+            chunk = data.slice(offset, min(room, data.num_rows - offset, ROW_GROUP_ROWS))
+            before = f.bytes_written
+            f.write(
+                add_meta_columns(chunk, self.spec, self.schema, partition_path, f.name,
+                                 f"{self.spec.instant_time}_{self.task_partition}_", self.seq),
+                inserts=chunk.num_rows if inserts_are_all else 0, updates=0,
+            )
+            self.seq += chunk.num_rows
+            grown = f.bytes_written - before
+            if grown > 0:
+                self.bytes_per_row = grown / chunk.num_rows
+            offset += chunk.num_rows
+            if f.bytes_written >= self.spec.max_file_size or self._estimate_rows_left(f, data) <= 1:
+                self.stats.append(f.close(self.task_partition, self.attempt))
+                del self.open[partition_path]
+
+    def close(self) -> list[dict]:
+        for f in self.open.values():
+            self.stats.append(f.close(self.task_partition, self.attempt))
+        self.open.clear()
+        return self.stats
+
+
+def stats_batch(stats: list[dict]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(stats, schema=WRITE_STAT_SCHEMA)
+
+
+def write_new_file_groups(batches: Iterable[pa.RecordBatch], spec: WriteSpec) -> Iterator[pa.RecordBatch]:
+    """The bulk-insert task: route each row to its partition path and write new file groups.
+
+    Rows arrive in the order Spark's sort mode left them; within a task each partition's
+    rows go to that partition's current file, in arrival order.
+    """
+    writer: RollingFileWriter | None = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch])
+        if writer is None:
+            writer = RollingFileWriter(spec, table.schema)
+        parts = table.column(PARTITION_COL)
+        unique = pc.unique(parts)
+        if len(unique) == 1:
+            writer.write(unique[0].as_py(), table)
+            continue
+        for value in unique.to_pylist():
+            writer.write(value, table.filter(pc.equal(parts, value)))
+    if writer is not None:
+        stats = writer.close()
+        if stats:
+            yield stats_batch(stats)

@@ -1,0 +1,25 @@
+"""Shared fixtures: one SparkSession for the whole pytest session, tiny data everywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    import labformat as lf
+
+    session = lf.spark_session(
+        master="local[2]",
+        log_path=str(tmp_path_factory.mktemp("spark-log") / "spark.log"),
+        **{
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "4",
+            "spark.driver.memory": "2g",
+            # Tests start many short jobs; a JVM that stops at C1 and uses the serial GC starts faster.
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            "spark.ui.enabled": "true",
+        },
+    )
+    yield session
+    session.stop()
