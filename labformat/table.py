@@ -29,6 +29,15 @@ from labformat.schema import avro_schema_json, check_compatible, data_schema_of,
 from labformat.spark.jobs import StepRecorder
 from labformat.storage import Storage
 from labformat.timeline import TIMELINE_DIR, Timeline
+from labformat.write.arrow_writer import INVALID_INPUT_MARKER
+
+def raise_invalid_input_from(exc: BaseException) -> None:
+    """Re-raise a task's bad-input failure (it arrives wrapped in a Spark exception) as InvalidInputError."""
+    text = str(exc)
+    if INVALID_INPUT_MARKER in text:
+        detail = text.split(INVALID_INPUT_MARKER, 1)[1].splitlines()[0].strip()
+        raise InvalidInputError(f"input rejected, table unchanged: {detail}") from None
+
 
 SPARK_SCHEMA_KEY = "labformat.sparkSchema"  # extraMetadata key: the exact Spark schema of the data columns
 
@@ -199,6 +208,7 @@ class Table:
         return current
 
     def _validate_input(self, df: DataFrame, need_precombine: bool) -> None:
+        """Checks that need no pass over the data; record keys are checked by the write tasks."""
         columns = set(df.columns)
         needed = [self.record_key] + ([self.precombine_field] if need_precombine else []) + (
             [self.partition_field] if self.partition_field else [])
@@ -206,10 +216,6 @@ class Table:
         if missing:
             raise InvalidInputError(f"input lacks column(s) {missing}; the table needs {needed}")
         self.schema_for_write(df)
-        key = F.col(self.record_key)
-        bad = df.filter(key.isNull() | (F.trim(key.cast("string")) == "")).limit(1).count()
-        if bad:
-            raise InvalidInputError(f"input has null or empty record keys in column {self.record_key!r}")
 
     def _start_instant(self, action: Action, operation: str) -> tuple[Instant, tuple[str, ...]]:
         timeline = self._timeline.reload()
@@ -275,9 +281,10 @@ class Table:
             with steps.step("write"):
                 stats = write_bulk_insert(self, df, cfg, instant.time)
             crash_point("after_write")
-        except BaseException:
+        except BaseException as exc:
             # A failed write rolls itself back now rather than leaving it to the next writer.
             self._timeline.reload().rollback_pending()
+            raise_invalid_input_from(exc)
             raise
         if not stats:
             self._abandon(instant)

@@ -26,8 +26,8 @@ def _hashes(keys) -> tuple[np.ndarray, np.ndarray]:
         values = keys
     values = np.asarray(values, dtype=object)
     h = pd.util.hash_array(values, hash_key=_HASH_KEY, categorize=False)
-    h1 = h & np.uint64(0xFFFFFFFF)
-    h2 = (h >> np.uint64(32)) | np.uint64(1)  # odd, so the probe sequence never stalls
+    h1 = (h & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    h2 = ((h >> np.uint64(32)) | np.uint64(1)).astype(np.uint32)  # odd, so the probe sequence never stalls
     return h1, h2
 
 
@@ -55,9 +55,11 @@ class BloomFilter:
 
     def _positions(self, keys) -> np.ndarray:
         h1, h2 = _hashes(keys)
-        steps = np.arange(self.num_hashes, dtype=np.uint64)
-        # uint64 arithmetic wraps; the modulus keeps positions in range either way.
-        return (h1[:, None] + steps[None, :] * h2[:, None]) % np.uint64(self.num_bits)
+        steps = np.arange(self.num_hashes, dtype=np.uint32)
+        # g_i = h1 + i*h2 wraps in 32 bits; (g * num_bits) >> 32 maps it onto [0, num_bits)
+        # with a multiply instead of a division (Lemire's range reduction).
+        g = h1[:, None] + steps[None, :] * h2[:, None]
+        return (g.astype(np.uint64) * np.uint64(self.num_bits)) >> np.uint64(32)
 
     def add(self, keys) -> None:
         if len(keys):

@@ -40,6 +40,9 @@ WRITE_STAT_SCHEMA = pa.schema([
     ("bloom_ms", pa.int64()), ("task_partition", pa.int32()), ("task_attempt", pa.int32()),
 ])
 
+# A task that finds bad input fails with this marker; the driver turns it into InvalidInputError.
+INVALID_INPUT_MARKER = "LABFORMAT_INVALID_INPUT:"
+
 # Rows per parquet row group: big enough to compress well, small enough for row-group skipping.
 ROW_GROUP_ROWS = 128 * 1024
 
@@ -205,6 +208,15 @@ def stats_batch(stats: list[dict]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(stats, schema=WRITE_STAT_SCHEMA)
 
 
+def check_record_keys(table: pa.Table, record_key: str) -> None:
+    """Fail the task on null or blank record keys (checked here, in the write pass, to avoid a
+    separate scan of the input)."""
+    keys = pc.cast(table.column(record_key), pa.string())
+    bad = pc.or_kleene(pc.is_null(keys), pc.equal(pc.utf8_trim_whitespace(keys), ""))
+    if pc.any(bad).as_py():
+        raise ValueError(f"{INVALID_INPUT_MARKER} null or empty record keys in column {record_key!r}")
+
+
 def write_new_file_groups(batches: Iterable[pa.RecordBatch], spec: WriteSpec) -> Iterator[pa.RecordBatch]:
     """The bulk-insert task: route each row to its partition path and write new file groups.
 
@@ -216,6 +228,7 @@ def write_new_file_groups(batches: Iterable[pa.RecordBatch], spec: WriteSpec) ->
         if batch.num_rows == 0:
             continue
         table = pa.Table.from_batches([batch])
+        check_record_keys(table, spec.record_key)
         if writer is None:
             writer = RollingFileWriter(spec, table.schema)
         parts = table.column(PARTITION_COL)

@@ -1,0 +1,195 @@
+"""The dataset cache: history and batches written once as parquet, then read back by every lab.
+
+Layout of one cached dataset (`<cache root>/datasets/<preset>-<key_style>-<digest>/`):
+
+    history/            parquet, the initial history
+    batch_001/ ...      parquet, one folder per upsert batch
+    _COMPLETE.json      written last: spec, generator version, row counts, seconds taken
+
+The cache root is $LABFORMAT_CACHE if set, else `.cache/` in the labformat checkout
+(the folder holding labformat's pyproject.toml), else `~/.cache/labformat`. A folder
+without the marker is an interrupted run and is regenerated.
+
+Public: `generate(spark, spec, cache_dir=None, *, force=False) -> CachedDataset`,
+`load_history(spark, cached)`, `load_batch(spark, cached, day)`, `default_cache_dir(spec)`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+from labformat.datasets.drone import SCHEMA, _resolve, batch, history
+from labformat.datasets.spec import GENERATOR_VERSION, DatasetSpec, check_day
+from labformat.errors import LabformatError
+
+MARKER = "_COMPLETE.json"
+
+
+class DatasetNotCachedError(LabformatError, FileNotFoundError):
+    """A cached dataset was asked for before `generate()` completed it."""
+
+
+@dataclass(frozen=True)
+class CachedDataset:
+    """Where a generated dataset lives: `history_path`, one path per batch day, and its spec."""
+
+    spec: DatasetSpec
+    root: str
+    history_path: str
+    batch_paths: list[str] = field(default_factory=list)
+    history_rows: int | None = None
+    batch_rows: list[int] = field(default_factory=list)
+    seconds: float | None = None  # time the generating run took (not this call)
+
+    @property
+    def marker_path(self) -> str:
+        return str(Path(self.root) / MARKER)
+
+    def batch_path(self, day: int) -> str:
+        check_day(self.spec, day)
+        return self.batch_paths[day - 1]
+
+
+def cache_root() -> Path:
+    """$LABFORMAT_CACHE, else `<labformat checkout>/.cache`, else `~/.cache/labformat`."""
+    env = os.environ.get("LABFORMAT_CACHE")
+    if env:
+        return Path(env).expanduser()
+    here = Path(__file__).resolve()
+    for folder in here.parents:
+        pyproject = folder / "pyproject.toml"
+        # An installed (non-editable) labformat may sit inside someone else's project: check the name.
+        if pyproject.is_file() and _names_labformat(pyproject):
+            return folder / ".cache"
+    return Path.home() / ".cache" / "labformat"
+
+
+def _names_labformat(pyproject: Path) -> bool:
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return 'name = "labformat"' in text
+
+
+def default_cache_dir(spec: DatasetSpec | str) -> Path:
+    """`<cache root>/datasets/<preset>-<key_style>-<digest>`."""
+    return cache_root() / "datasets" / _resolve(spec).cache_name
+
+
+def _layout(spec: DatasetSpec, root: Path) -> CachedDataset:
+    return CachedDataset(
+        spec=spec,
+        root=str(root),
+        history_path=str(root / "history"),
+        batch_paths=[str(root / f"batch_{day:03d}") for day in range(1, spec.batch_days + 1)],
+    )
+
+
+def _read_marker(root: Path, spec: DatasetSpec) -> dict | None:
+    try:
+        marker = json.loads((root / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if marker.get("spec") != spec.params() or marker.get("generator_version") != GENERATOR_VERSION:
+        return None
+    return marker
+
+
+def _with_marker(cached: CachedDataset, marker: dict) -> CachedDataset:
+    return CachedDataset(
+        spec=cached.spec,
+        root=cached.root,
+        history_path=cached.history_path,
+        batch_paths=cached.batch_paths,
+        history_rows=marker.get("history_rows"),
+        batch_rows=list(marker.get("batch_rows", [])),
+        seconds=marker.get("seconds"),
+    )
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, key: str, value: str):
+    old = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if old is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, old)
+
+
+def _parquet_rows(path: str) -> int:
+    """Row count from the parquet footers (metadata only, no data read)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(str(p)).num_rows for p in sorted(Path(path).glob("*.parquet")))
+
+
+def generate(spark: SparkSession, spec: DatasetSpec | str, cache_dir: str | os.PathLike | None = None, *, force: bool = False) -> CachedDataset:
+    """Write history and every batch of `spec` as parquet under `cache_dir`, unless already complete.
+
+    Returns a `CachedDataset` (paths, spec, row counts). A second call with the same spec
+    finds the marker and does no Spark work; `force=True` regenerates.
+    """
+    spec = _resolve(spec)
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir(spec)
+    cached = _layout(spec, root)
+    marker = None if force else _read_marker(root, spec)
+    if marker is not None:
+        return _with_marker(cached, marker)
+
+    # Only our own entries are removed: cache_dir may be a folder the caller also uses.
+    (root / MARKER).unlink(missing_ok=True)
+    for old in [root / "history", *root.glob("batch_[0-9][0-9][0-9]")]:
+        shutil.rmtree(old, ignore_errors=True)
+    root.mkdir(parents=True, exist_ok=True)
+
+    started = time.perf_counter()
+    # Microsecond timestamps (not Spark's legacy INT96) so pyarrow and hudi-rs read them as-is.
+    with _session_conf(spark, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
+        history(spark, spec).write.mode("overwrite").parquet(cached.history_path)
+        for day, path in enumerate(cached.batch_paths, start=1):
+            batch(spark, spec, day).write.mode("overwrite").parquet(path)
+    seconds = round(time.perf_counter() - started, 3)
+
+    marker = {
+        "spec": spec.params(),
+        "generator_version": GENERATOR_VERSION,
+        "history_rows": _parquet_rows(cached.history_path),
+        "batch_rows": [_parquet_rows(p) for p in cached.batch_paths],
+        "seconds": seconds,
+    }
+    # The marker goes last, via a temp name, so a crash never leaves a cache that looks complete.
+    tmp = root / (MARKER + ".tmp")
+    tmp.write_text(json.dumps(marker, indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, root / MARKER)
+    return _with_marker(cached, marker)
+
+
+def _require_complete(cached: CachedDataset) -> None:
+    if _read_marker(Path(cached.root), cached.spec) is None:
+        raise DatasetNotCachedError(f"no complete dataset at {cached.root}; run datasets.generate(spark, spec) first")
+
+
+def load_history(spark: SparkSession, cached: CachedDataset) -> DataFrame:
+    """The cached history as a DataFrame with exactly SCHEMA."""
+    _require_complete(cached)
+    return spark.read.schema(SCHEMA).parquet(cached.history_path)
+
+
+def load_batch(spark: SparkSession, cached: CachedDataset, day: int) -> DataFrame:
+    """Cached upsert batch `day` (1..spec.batch_days) as a DataFrame with exactly SCHEMA."""
+    path = cached.batch_path(day)
+    _require_complete(cached)
+    return spark.read.schema(SCHEMA).parquet(path)
