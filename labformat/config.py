@@ -35,6 +35,8 @@ class Option:
     scope: Scope
     parse: Callable[[Any], Any]
     check: Callable[[Any], str | None] = lambda value: None  # returns a problem, or None when fine
+    # A table option a single write may override (None in a write's Config means "the table's").
+    per_write: bool = False
 
     def coerce(self, raw: Any, given_as: str) -> Any:
         try:
@@ -126,6 +128,14 @@ OPTIONS: tuple[Option, ...] = (
            Scope.TABLE, parse_optional_str),
     Option("hive_style_partitioning", "hoodie.datasource.write.hive_style_partitioning", False,
            "Partition folders named `field=value` instead of `value`.", Scope.TABLE, parse_bool),
+    Option("index_type", "hoodie.index.type", "BLOOM",
+           "How upserts and deletes find the file group of each record: SIMPLE (join with every key of "
+           "the affected partitions), BLOOM (range pruning, bloom filters, exact check) or BUCKET (hash "
+           "of the key picks the file group). Stored with the table; a write may switch between SIMPLE "
+           "and BLOOM, never to or from BUCKET.", Scope.TABLE, one_of("SIMPLE", "BLOOM", "BUCKET"), per_write=True),
+    Option("bucket_num", "hoodie.bucket.index.num.buckets", 4,
+           "File groups per partition of a BUCKET table; fixed when the table is created.",
+           Scope.TABLE, parse_int, at_least(1)),
     # write scope
     Option("bulk_insert_sort_mode", "hoodie.bulkinsert.sort.mode", "NONE",
            "How bulk insert orders rows before writing: NONE (as they come), GLOBAL_SORT (by partition "
@@ -141,6 +151,23 @@ OPTIONS: tuple[Option, ...] = (
     Option("small_file_limit", "hoodie.parquet.small.file.limit", 100 * 1024**2,
            "Base files below this size are small files: upserts route inserts into them first. "
            "0 turns the small-file handling off.", Scope.WRITE, parse_size, at_least(0)),
+    Option("upsert_parallelism", "hoodie.upsert.shuffle.parallelism", 0,
+           "Partitions of the deduplication shuffle. Hudi >= 0.13: min(input partitions, this) when "
+           "above 0, else the input's partition count. See `upsert_parallelism_mode`.",
+           Scope.WRITE, parse_int, at_least(0)),
+    Option("upsert_parallelism_mode", None, "HUDI_0_13",
+           "HUDI_0_13 sizes the deduplication shuffle as above; LEGACY is Hudi < 0.13: exactly "
+           "`upsert_parallelism` partitions, 200 when it is 0 (the lab compares both).",
+           Scope.WRITE, one_of("HUDI_0_13", "LEGACY")),
+    Option("bloom_prune_by_ranges", "hoodie.bloom.index.prune.by.ranges", True,
+           "BLOOM index: skip files whose min/max record key cannot hold an incoming key before "
+           "checking bloom filters.", Scope.WRITE, parse_bool),
+    Option("record_size_estimate", "hoodie.copyonwrite.record.size.estimate", 1024,
+           "Bytes per record assumed for insert bin packing until a commit gives a real average.",
+           Scope.WRITE, parse_size, at_least(1)),
+    Option("record_size_estimation_threshold", "hoodie.record.size.estimation.threshold", 1.0,
+           "A commit's average record size is used once it wrote more than this times "
+           "`small_file_limit` bytes.", Scope.WRITE, float, at_least(0)),
     Option("compression_codec", "hoodie.parquet.compression.codec", "snappy",
            "Parquet compression of base files (Hudi's own default is gzip; snappy writes faster).",
            Scope.WRITE, lambda raw: one_of("SNAPPY", "GZIP", "ZSTD", "UNCOMPRESSED")(raw).lower()),
@@ -203,12 +230,14 @@ def resolve(options: Mapping[str, Any] | None, scopes: Iterable[Scope], base: Ma
     """
     scopes = tuple(scopes)
     values: dict[str, Any] = {o.name: o.default for o in OPTIONS if o.scope in scopes}
+    if Scope.WRITE in scopes:
+        values.update({o.name: None for o in OPTIONS if o.per_write and o.scope not in scopes})
     explicit: set[str] = set()
     for source in (base or {}), (options or {}):
         seen: dict[str, str] = {}
         for key, raw in source.items():
             opt = option(key)
-            if opt.scope not in scopes:
+            if opt.scope not in scopes and not (opt.per_write and Scope.WRITE in scopes):
                 raise ConfigError(
                     f"option {key!r} is a {opt.scope.value} option; it cannot be set here "
                     f"(this call takes {', '.join(s.value for s in scopes)} options)"
@@ -236,6 +265,8 @@ def options_markdown() -> str:
         choices = getattr(o.parse, "choices", None)
         doc = o.doc + (f" One of: {', '.join(choices)}." if choices and "One of" not in o.doc else "")
         default = "(none)" if o.default is None else f"`{o.default}`"
-        lines.append(f"| `{o.name}` | `{o.hudi_key or '-'}` | {o.scope.value} | {default} | {doc} |")
+        scope = o.scope.value + (", write" if o.per_write else "")
+        hudi = f"`{o.hudi_key}`" if o.hudi_key else "(labformat only)"
+        lines.append(f"| `{o.name}` | {hudi} | {scope} | {default} | {doc} |")
     return "\n".join(lines) + "\n"
 

@@ -21,8 +21,14 @@ def test_defaults_fill_every_option_of_the_scope():
     cfg = C.resolve(None, [C.Scope.WRITE])
     assert cfg.bulk_insert_sort_mode == "NONE"
     assert cfg.max_file_size == 120 * 1024 * 1024
-    assert set(cfg) == {o.name for o in C.OPTIONS if o.scope is C.Scope.WRITE}
+    assert set(cfg) == {o.name for o in C.OPTIONS if o.scope is C.Scope.WRITE or o.per_write}
+    assert cfg.index_type is None  # a per-write table option: None means "the table's"
     assert cfg.explicit == frozenset()
+
+
+def test_a_per_write_table_option_may_be_set_on_a_write():
+    assert C.resolve({"hoodie.index.type": "simple"}, [C.Scope.WRITE]).index_type == "SIMPLE"
+    assert C.resolve({"index_type": "BUCKET"}, [C.Scope.TABLE]).index_type == "BUCKET"
 
 
 @pytest.mark.parametrize("raw,expected", [("512k", 524288), ("1.5 GB", int(1.5 * 1024**3)), (2048, 2048), ("64", 64)])

@@ -49,7 +49,9 @@ def check_java() -> int:
     java = _java_executable()
     fix = _JAVA_FIX.format(min=MIN_JAVA)
     if java is None:
-        raise JavaNotFoundError(f"No Java runtime found (JAVA_HOME unset and no `java` on PATH). {fix}")
+        home = os.environ.get("JAVA_HOME")
+        where = f"JAVA_HOME={home} has no bin/java" if home else "JAVA_HOME is unset"
+        raise JavaNotFoundError(f"No Java runtime found ({where}, and no `java` on PATH). {fix}")
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Set up the project's virtual environment and run the lab, the tests or JupyterLab.
+
+    python3 scripts/lab.py run [ARGS...]    the main job: python -m labformat.lab.main ARGS
+    python3 scripts/lab.py test [ARGS...]   the tests: python -m pytest -ra ARGS
+    python3 scripts/lab.py lab [ARGS...]    JupyterLab on notebooks/, at 127.0.0.1, no browser
+    python3 scripts/lab.py check            only set up .venv and check Java
+
+Every sub-command first makes sure `.venv/` (at the repository root) matches
+pyproject.toml: when it is missing, or its stamp file does not hold the sha256
+of pyproject.toml and the Python version, it runs `python -m venv .venv` and
+`.venv/bin/pip install -e '.[test]'` (pip's output goes to .venv/pip.log).
+When it is up to date this costs a file read and a hash, and prints nothing.
+Then the script runs itself again with .venv's interpreter, checks Java, and
+does the job.
+
+Set LABFORMAT_NO_VENV=1 to skip .venv and use the interpreter running this
+script as it is (e.g. inside the conda environment from environment.yml).
+
+Standard library only, and no syntax newer than Python 3.6, so that an old
+interpreter gets the version message instead of a SyntaxError.
+"""
+
+import hashlib
+import os
+import platform
+import signal
+import subprocess
+import sys
+
+MIN_PYTHON = (3, 11)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VENV = os.path.join(ROOT, ".venv")
+STAMP = os.path.join(VENV, ".labformat-stamp")
+LOCK = os.path.join(VENV, ".labformat-lock")
+PIP_LOG = os.path.join(VENV, "pip.log")
+PYPROJECT = os.path.join(ROOT, "pyproject.toml")
+NO_VENV_ENV = "LABFORMAT_NO_VENV"
+
+USAGE = """usage: python3 scripts/lab.py {run,test,lab,check} [ARGS...]
+
+  run [--preset NAME] [ARGS...]  run the lab (python -m labformat.lab.main ARGS)
+  test [ARGS...]                 run the tests (python -m pytest -ra ARGS; default: the whole suite)
+  lab [ARGS...]                  open JupyterLab on notebooks/ (127.0.0.1, no browser)
+  check                          only set up .venv and check Java
+
+Each one first creates or refreshes .venv/ from pyproject.toml when needed.
+"""
+
+
+def python_version_problem(version_info=None):
+    """Return the message for a too-old Python, or None when this one is new enough."""
+    version_info = sys.version_info if version_info is None else version_info
+    if tuple(version_info[:2]) >= MIN_PYTHON:
+        return None
+    return "labformat needs Python {}.{} or newer; this is Python {}.{} ({}). Run this script with a newer python3.".format(
+        MIN_PYTHON[0], MIN_PYTHON[1], version_info[0], version_info[1], sys.executable
+    )
+
+
+def bin_dir(venv=VENV):
+    return os.path.join(venv, "Scripts" if os.name == "nt" else "bin")
+
+
+def venv_python(venv=VENV):
+    return os.path.join(bin_dir(venv), "python.exe" if os.name == "nt" else "python")
+
+
+def expected_stamp(pyproject=PYPROJECT):
+    """What the stamp must hold for .venv to count as up to date."""
+    with open(pyproject, "rb") as handle:
+        digest = hashlib.sha256(handle.read()).hexdigest()
+    return "pyproject.toml sha256 {}\npython {}\n".format(digest, platform.python_version())
+
+
+def venv_is_current(venv=VENV, pyproject=PYPROJECT):
+    """True when venv has an interpreter and its stamp matches pyproject.toml and this Python."""
+    if not os.path.exists(venv_python(venv)):
+        return False
+    try:
+        with open(os.path.join(venv, ".labformat-stamp")) as handle:
+            return handle.read() == expected_stamp(pyproject)
+    except OSError:
+        return False
+
+
+def running_in(venv=VENV):
+    return os.path.realpath(sys.prefix) == os.path.realpath(venv)
+
+
+def _tail(path, lines=40):
+    try:
+        with open(path, errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return "(no log at {})\n".format(path)
+
+
+def _fail_setup(message):
+    sys.stderr.write("\n" + _tail(PIP_LOG))
+    sys.stderr.write("error: {} (full log: {})\n".format(message, os.path.relpath(PIP_LOG)))
+    sys.exit(1)
+
+
+class _Lock(object):
+    """An exclusive lock on a file inside .venv, so two first runs do not install at once."""
+
+    def __init__(self, path):
+        self.path = path
+        self.handle = None
+
+    def __enter__(self):
+        self.handle = open(self.path, "a")
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock
+            return self
+        fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.close()  # closing releases the lock
+
+
+def ensure_venv():
+    """Create or refresh .venv when pyproject.toml or the Python version changed; silent when up to date."""
+    if venv_is_current():
+        return
+    os.makedirs(VENV, exist_ok=True)
+    with _Lock(LOCK):
+        if venv_is_current():  # another run finished the set-up while we waited
+            return
+        print("setting up .venv from pyproject.toml (first run: 1-2 minutes; log: .venv/pip.log)...", flush=True)
+        if os.path.exists(STAMP):
+            os.remove(STAMP)
+        create = not os.path.exists(venv_python())
+        if not create and _venv_version() != platform.python_version():
+            _empty_venv_dir()  # built by another Python version: start again (keeps only the lock)
+            create = True
+        with open(PIP_LOG, "w") as log:
+            if create:
+                command = [sys.executable, "-m", "venv", VENV]
+                if _run_logged(command, log) != 0:
+                    _fail_setup(
+                        "`{}` failed; on Debian/Ubuntu the venv module comes with "
+                        "`apt-get install python3-venv`".format(" ".join(command))
+                    )
+            command = [venv_python(), "-m", "pip", "install", "--disable-pip-version-check", "-e", ".[test]"]
+            status = _run_logged(command, log)
+        if status != 0:
+            _fail_setup("`.venv/bin/pip install -e '.[test]'` failed with exit code {}".format(status))
+        with open(STAMP, "w") as handle:
+            handle.write(expected_stamp())
+
+
+def _run_logged(command, log):
+    log.write("$ {}\n".format(" ".join(command)))
+    log.flush()
+    return subprocess.call(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def _venv_version():
+    try:
+        out = subprocess.check_output([venv_python(), "-c", "import platform; print(platform.python_version())"])
+        return out.decode().strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def _empty_venv_dir():
+    import shutil
+
+    for entry in os.listdir(VENV):
+        path = os.path.join(VENV, entry)
+        if path == LOCK:
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+
+
+def check_java():
+    """Return Java's major version, or print the reason it cannot start Spark and exit 2."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    from labformat.errors import JavaNotFoundError
+    from labformat.spark import check_java as labformat_check_java
+
+    try:
+        return labformat_check_java()
+    except JavaNotFoundError as exc:
+        sys.stderr.write("error: {}\n".format(exc))
+        sys.exit(2)
+
+
+def call(command, cwd=None):
+    """Run command (in cwd, default: the current folder) and return its exit code.
+
+    A Ctrl-C in the terminal reaches the child too; we wait for it to finish. A SIGINT
+    sent to this process alone is passed on when the child has not stopped after a moment.
+    """
+    process = subprocess.Popen(command, cwd=cwd)
+    while True:
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            try:
+                return process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGINT)
+            except KeyboardInterrupt:
+                process.send_signal(signal.SIGINT)
+
+
+def replace_process(command, cwd=None):
+    """Become command (POSIX exec: its exit code and signals are its own); elsewhere run it and return its code."""
+    if os.name != "posix":
+        return call(command, cwd)
+    if cwd:
+        os.chdir(cwd)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(command[0], command)
+
+
+def cmd_check(args):
+    if args:
+        sys.stderr.write("error: `check` takes no arguments\n")
+        return 2
+    major = check_java()
+    where = "the current interpreter ({})".format(sys.executable) if os.environ.get(NO_VENV_ENV) else ".venv"
+    print("ok: {} is up to date, Java {} found.".format(where, major))
+    return 0
+
+
+def cmd_run(args):
+    check_java()
+    return replace_process([sys.executable, "-m", "labformat.lab.main"] + args)
+
+
+def cmd_test(args):
+    check_java()
+    # No arguments: the whole suite (pyproject's testpaths), which pytest only applies when run from the root.
+    code = call([sys.executable, "-m", "pytest", "-ra"] + args, cwd=None if args else ROOT)
+    if code == 5:
+        sys.stderr.write("error: pytest collected no tests (exit code 5); treating that as a failure.\n")
+        return 1
+    return code
+
+
+def cmd_lab(args):
+    check_java()
+    jupyter = os.path.join(os.path.dirname(sys.executable), "jupyter")
+    command = [jupyter, "lab", "--notebook-dir", "notebooks", "--ip", "127.0.0.1", "--no-browser"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")  # containers often run as root; Jupyter refuses to start there without it
+    return replace_process(command + args, cwd=ROOT)
+
+
+COMMANDS = {"run": cmd_run, "test": cmd_test, "lab": cmd_lab, "check": cmd_check}
+
+
+def main(argv):
+    problem = python_version_problem()
+    if problem:
+        sys.stderr.write("error: " + problem + "\n")
+        return 1
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        sys.stdout.write(USAGE)
+        return 0 if argv else 2
+    name, args = argv[0], argv[1:]
+    if name not in COMMANDS:
+        sys.stderr.write("error: unknown command {!r}\n\n{}".format(name, USAGE))
+        return 2
+    if not os.environ.get(NO_VENV_ENV):
+        ensure_venv()
+        if not running_in(VENV):
+            python = venv_python()
+            os.execv(python, [python, os.path.abspath(__file__)] + argv)
+    return COMMANDS[name](args)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        sys.stderr.write("\ninterrupted\n")  # an unfinished set-up wrote no stamp: the next run redoes it
+        sys.exit(130)
