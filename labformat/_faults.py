@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-POINTS = ("after_requested", "after_write", "before_publish")
+POINTS = ("after_requested", "after_write", "before_publish", "after_commit")
 
 
 def crash_point(name: str) -> None:

@@ -29,15 +29,7 @@ from labformat.schema import avro_schema_json, check_compatible, data_schema_of,
 from labformat.spark.jobs import StepRecorder
 from labformat.storage import Storage
 from labformat.timeline import TIMELINE_DIR, Timeline
-from labformat.write.arrow_writer import INVALID_INPUT_MARKER
-
-def raise_invalid_input_from(exc: BaseException) -> None:
-    """Re-raise a task's bad-input failure (it arrives wrapped in a Spark exception) as InvalidInputError."""
-    text = str(exc)
-    if INVALID_INPUT_MARKER in text:
-        detail = text.split(INVALID_INPUT_MARKER, 1)[1].splitlines()[0].strip()
-        raise InvalidInputError(f"input rejected, table unchanged: {detail}") from None
-
+from labformat.write.arrow_writer import raise_invalid_input_from
 
 SPARK_SCHEMA_KEY = "labformat.sparkSchema"  # extraMetadata key: the exact Spark schema of the data columns
 
@@ -91,6 +83,9 @@ class Table:
         }
         if partition_field:
             props[P.PARTITION_FIELDS] = partition_field
+        props["hoodie.index.type"] = cfg.index_type
+        if cfg.index_type == "BUCKET":
+            props["hoodie.bucket.index.num.buckets"] = str(cfg.bucket_num)
         storage.makedirs(TIMELINE_DIR)
         storage.publish(P.PROPERTIES_PATH, P.format_properties(props).encode("utf-8"))
         return cls(spark, storage, props)
@@ -127,6 +122,14 @@ class Table:
     @property
     def partition_field(self) -> str | None:
         return self.properties.get(P.PARTITION_FIELDS) or None
+
+    @property
+    def index_type(self) -> str:
+        return self.properties.get("hoodie.index.type", "BLOOM")
+
+    @property
+    def bucket_num(self) -> int:
+        return int(self.properties.get("hoodie.bucket.index.num.buckets", "4"))
 
     @property
     def hive_style_partitioning(self) -> bool:
@@ -207,7 +210,7 @@ class Table:
         check_compatible(current, incoming)
         return current
 
-    def _validate_input(self, df: DataFrame, need_precombine: bool) -> None:
+    def _validate_input(self, df: DataFrame, need_precombine: bool, keys_only: bool = False) -> None:
         """Checks that need no pass over the data; record keys are checked by the write tasks."""
         columns = set(df.columns)
         needed = [self.record_key] + ([self.precombine_field] if need_precombine else []) + (
@@ -215,7 +218,8 @@ class Table:
         missing = [c for c in needed if c not in columns]
         if missing:
             raise InvalidInputError(f"input lacks column(s) {missing}; the table needs {needed}")
-        self.schema_for_write(df)
+        if not keys_only:
+            self.schema_for_write(df)
 
     def _start_instant(self, action: Action, operation: str) -> tuple[Instant, tuple[str, ...]]:
         timeline = self._timeline.reload()
@@ -271,6 +275,10 @@ class Table:
         from labformat.write.bulk_insert import write_bulk_insert
 
         cfg = C.resolve(options, [C.Scope.WRITE])
+        if self.index_type == "BUCKET":
+            from labformat.write import upsert
+
+            return upsert.run(self, df, cfg, "bulk_insert")
         steps = StepRecorder(self.spark)
         with steps.step("validate"):
             self._validate_input(df, need_precombine=False)
@@ -300,3 +308,23 @@ class Table:
         rows = sum(f.rows for f in files)
         return WriteReport("bulk_insert", instant.time, rows_in=rows, rows_written=rows, rows_inserted=rows,
                            steps=tuple(steps.steps), files=files, options=dict(cfg), rolled_back=rolled_back)
+
+    def upsert(self, df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
+        """Insert new records and update existing ones, Hudi's seven steps (see labformat.write.upsert).
+
+        The batch is deduplicated by record key first: the row with the highest precombine
+        value wins. An empty batch commits nothing (the report's instant is None).
+        """
+        from labformat.write import upsert
+
+        return upsert.run(self, df, C.resolve(options, [C.Scope.WRITE]), "upsert")
+
+    def delete(self, keys_df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
+        """Delete the records whose keys (and partition field, if any) `keys_df` holds.
+
+        Keys the table does not hold are ignored (reported as zero deletes); a delete that
+        matches nothing commits nothing.
+        """
+        from labformat.write import upsert
+
+        return upsert.run(self, keys_df, C.resolve(options, [C.Scope.WRITE]), "delete")

@@ -54,6 +54,7 @@ class WriteReport:
     funnel: Mapping[str, Any] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
     rolled_back: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)  # index type, parallelism, bytes read, ...
 
     @property
     def files_created(self) -> int:
@@ -100,10 +101,13 @@ class WriteReport:
             "rows_inserted": self.rows_inserted,
             "rows_updated": self.rows_updated,
             "rows_deleted": self.rows_deleted,
+            "rows_deduplicated": self.rows_deduplicated,
             "files_created": self.files_created,
             "files_rewritten": self.files_rewritten,
             "bytes_written": self.bytes_written,
             "seconds": round(self.seconds, 3),
+            **{f"funnel_{k}": v for k, v in self.funnel.items() if k != "note"},
+            **{k: v for k, v in self.details.items()},
             **{f"{s.name}_s": round(s.seconds, 3) for s in self.steps},
             **{f"{s.name}_tasks": s.tasks for s in self.steps},
         }

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from labformat.errors import InvalidInputError
 from labformat.index.bloom_filter import BloomFilter
 from labformat.model.base_file import BaseFile, new_file_id, write_token
 from labformat.schema import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
@@ -30,7 +31,8 @@ PARTITION_COL = "_lf_partition_path"
 WRITE_STAT_DDL = (
     "partition_path string, file_id string, path string, prev_commit string, num_writes long, "
     "num_inserts long, num_update_writes long, num_deletes long, file_size long, min_key string, "
-    "max_key string, write_ms long, bloom_ms long, task_partition int, task_attempt int"
+    "max_key string, write_ms long, bloom_ms long, task_partition int, task_attempt int, "
+    "prev_min_key string, prev_max_key string, prev_size long, incoming_bytes long"
 )
 WRITE_STAT_SCHEMA = pa.schema([
     ("partition_path", pa.string()), ("file_id", pa.string()), ("path", pa.string()),
@@ -38,6 +40,8 @@ WRITE_STAT_SCHEMA = pa.schema([
     ("num_update_writes", pa.int64()), ("num_deletes", pa.int64()), ("file_size", pa.int64()),
     ("min_key", pa.string()), ("max_key", pa.string()), ("write_ms", pa.int64()),
     ("bloom_ms", pa.int64()), ("task_partition", pa.int32()), ("task_attempt", pa.int32()),
+    ("prev_min_key", pa.string()), ("prev_max_key", pa.string()), ("prev_size", pa.int64()),
+    ("incoming_bytes", pa.int64()),
 ])
 
 # A task that finds bad input fails with this marker; the driver turns it into InvalidInputError.
@@ -122,6 +126,7 @@ class _OpenFile:
             "min_key": min_key, "max_key": max_key,
             "write_ms": int((time.monotonic() - self.started) * 1000), "bloom_ms": bloom_ms,
             "task_partition": task_partition, "task_attempt": attempt,
+            "prev_min_key": None, "prev_max_key": None, "prev_size": 0, "incoming_bytes": 0,
         }
 
 
@@ -215,6 +220,14 @@ def check_record_keys(table: pa.Table, record_key: str) -> None:
     bad = pc.or_kleene(pc.is_null(keys), pc.equal(pc.utf8_trim_whitespace(keys), ""))
     if pc.any(bad).as_py():
         raise ValueError(f"{INVALID_INPUT_MARKER} null or empty record keys in column {record_key!r}")
+
+
+def raise_invalid_input_from(exc: BaseException) -> None:
+    """Re-raise a task's bad-input failure (it arrives wrapped in a Spark exception) as InvalidInputError."""
+    text = str(exc)
+    if INVALID_INPUT_MARKER in text:
+        detail = text.split(INVALID_INPUT_MARKER, 1)[1].splitlines()[0].strip()
+        raise InvalidInputError(f"input rejected, table unchanged: {detail}") from None
 
 
 def write_new_file_groups(batches: Iterable[pa.RecordBatch], spec: WriteSpec) -> Iterator[pa.RecordBatch]:

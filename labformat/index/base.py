@@ -1,0 +1,40 @@
+"""What every index shares: the helper column names, the tagging context, and the tag result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+# Helper columns carried next to the data while a write is planned (never written to files).
+PART = "_lf_partition_path"
+KEY = "_lf_key"
+FILE_ID = "_lf_file_id"  # the file group an incoming record updates; null: an insert
+BUCKET = "_lf_bucket"  # BUCKET index only
+COUNT = "_lf_n"  # rows this deduplicated record stood for
+HELPER_COLUMNS = (PART, KEY, FILE_ID, BUCKET, COUNT)
+
+
+@dataclass(frozen=True)
+class IndexContext:
+    spark: Any
+    base_uri: str
+    record_key: str
+    index_type: str
+    bucket_num: int
+    prune_by_ranges: bool
+
+
+@dataclass
+class TagResult:
+    """Incoming records tagged with their file group (FILE_ID null: insert), plus what the lookup did.
+
+    `funnel` holds the file counts the index really observed; keys that do not apply to
+    an index are None and `funnel["note"]` says why.
+    """
+
+    tagged: DataFrame
+    funnel: dict[str, Any] = field(default_factory=dict)
+    lookup_source: str | None = None
+    cleanup: list = field(default_factory=list)  # persisted DataFrames to release after the write

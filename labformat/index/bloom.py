@@ -1,0 +1,128 @@
+"""BLOOM index: (a) range pruning by each file's min/max key, (b) bloom filter check, (c) exact key check."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from labformat.index.base import FILE_ID, KEY, PART, IndexContext, TagResult
+from labformat.index.footers import bloom_filter, key_ranges
+from labformat.model.file_group import FileSlice
+from labformat.storage import Storage
+
+CANDIDATE_DDL = f"{PART} string, {KEY} string, {FILE_ID} string, path string"
+CHECKED_DDL = f"{PART} string, {KEY} string, {FILE_ID} string, candidates long, after_bloom long, matched long"
+_CHECKED_SCHEMA = pa.schema([(PART, pa.string()), (KEY, pa.string()), (FILE_ID, pa.string()),
+                             ("candidates", pa.int64()), ("after_bloom", pa.int64()), ("matched", pa.int64())])
+
+
+def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
+    """Task (a): pair each incoming key with the files of its partition whose key range holds it.
+
+    `files` maps a partition path to (min keys, max keys, file ids, paths). Keys are sorted
+    once per batch, so each file's candidates are one slice found by binary search.
+    Without pruning every file of the partition is a candidate for every key.
+    """
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        parts = table.column(PART)
+        for part in pc.unique(parts).to_pylist():
+            entry = files.get(part)
+            if entry is None:
+                continue  # no file in this partition: every key is an insert
+            mins, maxs, ids, paths = entry
+            keys = table.filter(pc.equal(parts, part)).column(KEY).to_numpy(zero_copy_only=False)
+            keys = np.sort(keys.astype(object))
+            if prune:
+                lo = np.searchsorted(keys, mins, side="left")
+                hi = np.searchsorted(keys, maxs, side="right")
+            else:
+                lo = np.zeros(len(ids), dtype=np.int64)
+                hi = np.full(len(ids), len(keys), dtype=np.int64)
+            counts = np.maximum(hi - lo, 0)
+            if counts.sum() == 0:
+                continue
+            picked = np.concatenate([keys[a:b] for a, b in zip(lo, hi) if b > a])
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([part] * len(picked), pa.string()), pa.array(picked, pa.string()),
+                 pa.array(np.repeat(ids, counts), pa.string()), pa.array(np.repeat(paths, counts), pa.string())],
+                schema=pa.schema([(PART, pa.string()), (KEY, pa.string()), (FILE_ID, pa.string()), ("path", pa.string())]),
+            )
+
+
+def check_file(table: pa.Table, base_uri: str) -> pa.Table:
+    """Tasks (b)+(c), one file group at a time: its bloom filter, then its real keys.
+
+    Returns the keys really found in the file, plus one stats row (KEY null) counting
+    candidates, keys that passed the bloom filter, and keys really present.
+    """
+    file_id = table.column(FILE_ID)[0].as_py()
+    part = table.column(PART)[0].as_py()
+    path = table.column("path")[0].as_py()
+    keys = table.column(KEY)
+    maybe = bloom_filter(base_uri, path).might_contain(keys.to_numpy(zero_copy_only=False))
+    survivors = pc.filter(keys, pa.array(maybe))
+    matched = pa.array([], pa.string())
+    if len(survivors):
+        storage = Storage(base_uri)
+        in_file = pq.read_table(storage._full(path), columns=["_hoodie_record_key"], filesystem=storage.fs).column(0)
+        matched = pc.filter(survivors, pc.is_in(survivors, value_set=in_file.combine_chunks()))
+    n = len(matched)
+    return pa.Table.from_arrays(
+        [pa.array([part] * (n + 1), pa.string()),
+         pa.concat_arrays([matched.combine_chunks() if isinstance(matched, pa.ChunkedArray) else matched,
+                           pa.array([None], pa.string())]),
+         pa.array([file_id] * (n + 1), pa.string()),
+         pa.array([None] * n + [len(keys)], pa.int64()),
+         pa.array([None] * n + [int(maybe.sum())], pa.int64()),
+         pa.array([None] * n + [n], pa.int64())],
+        schema=_CHECKED_SCHEMA,
+    )
+
+
+def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_in_table: int) -> TagResult:
+    ranges = key_ranges(ctx.base_uri, [s.path for s in slices])
+    by_partition: dict[str, list[tuple]] = {}
+    for s in slices:
+        info = ranges[s.path]
+        if info.num_rows == 0 or info.min_key is None:
+            continue  # an empty base file (every row deleted) holds no key
+        by_partition.setdefault(s.partition_path, []).append((info.min_key, info.max_key, s.file_id, s.path))
+    files = {
+        part: tuple(np.array(col, dtype=object) for col in zip(*entries))
+        for part, entries in by_partition.items()
+    }
+    funnel = {"files_in_table": files_in_table, "files_in_affected_partitions": len(slices)}
+    if not files:
+        funnel.update(after_range_pruning=0, after_bloom=0, matched=0, false_positives=0)
+        return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, "footers")
+
+    candidates = incoming.select(PART, KEY).mapInArrow(
+        partial(prune_by_ranges, files=files, prune=ctx.prune_by_ranges), CANDIDATE_DDL)
+    base_uri = ctx.base_uri
+
+    # A plain typed function: pyspark 4.3 cannot infer the eval type of a functools.partial here.
+    def check(table: pa.Table) -> pa.Table:
+        return check_file(table, base_uri)
+
+    checked = candidates.groupBy(FILE_ID).applyInArrow(check, CHECKED_DDL)
+    checked = checked.persist()
+    stats = checked.filter(F.col(KEY).isNull()).collect()  # one row per file that survived range pruning
+    funnel.update(
+        after_range_pruning=len(stats),
+        after_bloom=sum(1 for r in stats if r.after_bloom > 0),
+        matched=sum(1 for r in stats if r.matched > 0),
+        false_positives=sum(1 for r in stats if r.after_bloom > 0 and r.matched == 0),
+        keys_after_range_pruning=sum(r.candidates for r in stats),
+        keys_after_bloom=sum(r.after_bloom for r in stats),
+        keys_matched=sum(r.matched for r in stats),
+    )
+    matches = checked.filter(F.col(KEY).isNotNull()).select(PART, KEY, FILE_ID)
+    tagged = incoming.join(matches, on=[PART, KEY], how="left")
+    return TagResult(tagged, funnel, "footers", cleanup=[checked])

@@ -1,0 +1,137 @@
+"""The copy-on-write merge, run in a Spark task per file group: old base file + updates + inserts -> new file slice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from labformat.model.base_file import new_file_id, write_token
+from labformat.schema import COMMIT_TIME, FILE_NAME, META_COLUMNS, RECORD_KEY
+from labformat.storage import Storage
+from labformat.write.arrow_writer import (
+    MAX_KEY_FOOTER,
+    MIN_KEY_FOOTER,
+    WriteSpec,
+    _OpenFile,
+    _task_identity,
+    add_meta_columns,
+    check_record_keys,
+    stats_batch,
+)
+
+TARGET = "_lf_target"  # which write target (file group) a row goes to
+
+
+@dataclass(frozen=True)
+class Target:
+    """One file group the write produces a new slice for."""
+
+    partition_path: str
+    file_id: str
+    old_path: str | None  # the latest base file, None for a new file group
+    prev_commit: str
+    file_id_prefix: str | None = None  # BUCKET tables: overflow file groups keep the bucket prefix
+
+
+def _incoming_parquet_bytes(table: pa.Table, compression: str) -> int:
+    """What the incoming rows alone take as parquet: the denominator of write amplification."""
+    if table.num_rows == 0:
+        return 0
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression=compression)
+    return sink.tell()
+
+
+def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets: dict[int, Target],
+                     operation: str) -> Iterator[pa.RecordBatch]:
+    """Merge one target's incoming rows into its file group and write the new file slice(s).
+
+    upsert: rows of the old base file whose key is not incoming are carried over as they
+    were (their _hoodie_commit_time stays, which is what incremental reads rely on);
+    incoming rows replace old rows with the same key or are inserted. delete: the incoming
+    keys are dropped. The result is sorted by record key, so the new slice keeps a tight
+    key range, and split into several files when it would pass the maximum file size.
+    """
+    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+    if not tables:
+        return
+    incoming = pa.concat_tables(tables)
+    target_ids = pc.unique(incoming.column(TARGET)).to_pylist()
+    if len(target_ids) != 1:
+        raise RuntimeError(f"a write task received rows of {len(target_ids)} file groups; expected one")
+    target = targets[target_ids[0]]
+    check_record_keys(incoming, spec.record_key)
+    storage = Storage(spec.base_uri)
+    task_partition, stage, attempt = _task_identity()
+    token = write_token(task_partition, stage, attempt)
+    incoming_keys = pc.cast(incoming.column(spec.record_key), pa.string())
+
+    old = None
+    prev_min = prev_max = None
+    prev_size = 0
+    if target.old_path is not None:
+        full = storage._full(target.old_path)
+        old = pq.read_table(full, filesystem=storage.fs)
+        meta = pq.read_metadata(full, filesystem=storage.fs)
+        kv = meta.metadata or {}
+        prev_min = kv.get(MIN_KEY_FOOTER.encode(), b"").decode() or None
+        prev_max = kv.get(MAX_KEY_FOOTER.encode(), b"").decode() or None
+        prev_size = storage.fs.get_file_info(full).size
+
+    old_keys = old.column(RECORD_KEY).combine_chunks() if old is not None else pa.array([], pa.string())
+    kept = old.filter(pc.invert(pc.is_in(old.column(RECORD_KEY), value_set=incoming_keys))) if old is not None else None
+    if operation == "delete":
+        if old is None:
+            raise RuntimeError(f"delete routed to file group {target.file_id} that has no base file")
+        deletes = int(pc.sum(pc.is_in(incoming_keys, value_set=old_keys)).as_py() or 0)
+        file_schema = pa.schema([f.with_nullable(True) for f in old.schema])
+        fresh = None
+        new_rows = file_schema.empty_table()
+    else:
+        deletes = 0
+        fresh = incoming.select(list(spec.data_columns))
+        # Carried-over rows keep their meta columns; new rows get this instant's.
+        file_schema = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS]
+                                + [fresh.schema.field(c).with_nullable(True) for c in spec.data_columns])
+        new_rows = add_meta_columns(fresh, spec, file_schema, target.partition_path, "",
+                                    f"{spec.instant_time}_{task_partition}_", 0)
+    merged = new_rows if kept is None else pa.concat_tables([kept.select(file_schema.names).cast(file_schema), new_rows])
+    merged = merged.sort_by(RECORD_KEY)
+    is_new = pc.equal(merged.column(COMMIT_TIME), spec.instant_time)
+    is_update = pc.and_(is_new, pc.is_in(merged.column(RECORD_KEY), value_set=old_keys))
+
+    # How many rows fit one file: learned from the old file when there is one.
+    if old is not None and old.num_rows and prev_size:
+        per_row = prev_size / old.num_rows
+    else:
+        per_row = max(merged.nbytes / max(merged.num_rows, 1) / 3, 1.0)
+    rows_per_file = max(int(spec.max_file_size / per_row), 1)
+    if target.file_id_prefix is not None:
+        rows_per_file = max(merged.num_rows, 1)  # a bucket is one file group: it grows, it never splits
+    incoming_bytes = _incoming_parquet_bytes(
+        fresh if fresh is not None else incoming.select([spec.record_key]), spec.compression)
+
+    stats = []
+    offset = 0
+    while offset == 0 or offset < merged.num_rows:
+        first = offset == 0
+        chunk = merged.slice(offset, rows_per_file)
+        file_id = target.file_id if first else new_file_id(target.file_id_prefix)
+        f = _OpenFile(storage, spec, target.partition_path, file_id, token, file_schema,
+                      target.prev_commit if first else "null")
+        n = chunk.num_rows
+        chunk = chunk.set_column(chunk.schema.get_field_index(FILE_NAME), FILE_NAME, pa.array([f.name] * n, pa.string()))
+        new_n = int(pc.sum(is_new.slice(offset, n)).as_py() or 0) if n else 0
+        upd_n = int(pc.sum(is_update.slice(offset, n)).as_py() or 0) if n else 0
+        f.write(chunk, inserts=new_n - upd_n, updates=upd_n)
+        stat = f.close(task_partition, attempt)
+        if first:  # the first slice continues the file group: its deletes and its old range
+            stat.update(num_deletes=deletes, prev_min_key=prev_min, prev_max_key=prev_max, prev_size=prev_size,
+                        incoming_bytes=incoming_bytes)
+        stats.append(stat)
+        offset += max(n, 1)
+    yield stats_batch(stats)

@@ -1,0 +1,374 @@
+"""Upsert and delete: Hudi's seven steps, one named function each, read top to bottom like the lesson.
+
+1. deduplicate the batch by record key (highest precombine value wins; a shuffle)
+2. latest file slices of every affected partition
+3. tag each record as update (with its file group) or insert, through the index
+4. small files: base files below hoodie.parquet.small.file.limit
+5. average record size, from earlier commits
+6. assign inserts to small files, then to new file groups (bin packing)
+7. write: one Spark task per file group, copy-on-write merge into a new file slice; commit
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from labformat._faults import crash_point
+from labformat.config import Config
+from labformat.errors import ConfigError
+from labformat.model.instant import Action
+from labformat.model.report import FileReport, WriteReport
+from labformat.spark.jobs import StepRecorder
+from labformat.index import bloom, bucket, simple
+from labformat.index.base import BUCKET, COUNT, FILE_ID, KEY, PART, IndexContext, TagResult
+from labformat.index.bucket import bucket_prefix
+from labformat.model.base_file import new_file_id
+from labformat.model.file_group import FileSlice
+from labformat.write import sizing
+from labformat.write.arrow_writer import WRITE_STAT_DDL, WriteSpec, raise_invalid_input_from
+from labformat.write.merge import TARGET, Target, merge_file_group
+
+if TYPE_CHECKING:
+    from labformat.table import Table
+
+TASK_KEY = "_lf_task_key"
+_INDEXES = {"SIMPLE": simple.tag, "BLOOM": bloom.tag, "BUCKET": bucket.tag}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The workload profile: per (partition, file group or bucket), records and input rows."""
+
+    rows: list  # Row(PART, FILE_ID, [BUCKET], records, rows_in)
+
+    @property
+    def rows_in(self) -> int:
+        return sum(r.rows_in for r in self.rows)
+
+    @property
+    def records(self) -> int:
+        return sum(r.records for r in self.rows)
+
+    def inserts_per_partition(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.rows:
+            if r[FILE_ID] is None:
+                out[r[PART]] = out.get(r[PART], 0) + r.records
+        return out
+
+    def updated_file_groups(self) -> list[tuple[str, str]]:
+        return sorted({(r[PART], r[FILE_ID]) for r in self.rows if r[FILE_ID] is not None})
+
+
+# ---- step 1 -------------------------------------------------------------------------------------
+
+def shuffle_parallelism(input_partitions: int, cfg: Config) -> int:
+    """Hudi >= 0.13: min(input partitions, hoodie.upsert.shuffle.parallelism) when that is above 0,
+    else the input's partition count. Hudi < 0.13 (LEGACY): the option itself, 200 by default."""
+    configured = cfg.upsert_parallelism
+    if cfg.upsert_parallelism_mode == "LEGACY":
+        return configured or 200
+    return min(input_partitions, configured) if configured > 0 else input_partitions
+
+
+def deduplicate(table: "Table", df: DataFrame, cfg: Config, keys_only: bool = False,
+                dedupe: bool = True) -> tuple[DataFrame, int]:
+    """Step 1: one record per (partition path, record key), the one with the highest precombine value.
+
+    Ties on the precombine value are broken by the remaining columns, compared in order, so the
+    winner never depends on the order rows arrive in. COUNT keeps how many input rows each
+    record stood for (the report's deduplicated count).
+    """
+    parallelism = shuffle_parallelism(df.rdd.getNumPartitions(), cfg)
+    keyed = df.withColumn(PART, table.partition_path_column()).withColumn(KEY, F.col(table.record_key).cast("string"))
+    if not dedupe:  # bulk insert into a BUCKET table: route rows to buckets, keep every row
+        return keyed.withColumn(COUNT, F.lit(1).cast("long")), df.rdd.getNumPartitions()
+    shuffled = keyed.repartition(parallelism, PART, KEY)
+    if keys_only:
+        deduped = shuffled.groupBy(PART, KEY).agg(F.count(F.lit(1)).alias(COUNT))
+        return deduped.withColumn(table.record_key, F.col(KEY)), parallelism
+    data_columns = [c for c in df.columns]
+    ordering = [table.precombine_field] + [c for c in data_columns if c != table.precombine_field]
+    deduped = shuffled.groupBy(PART, KEY).agg(
+        F.max(F.struct(*[F.col(c) for c in ordering])).alias("_lf_row"), F.count(F.lit(1)).alias(COUNT))
+    return deduped.select(PART, KEY, COUNT, *[F.col(f"_lf_row.{c}").alias(c) for c in data_columns]), parallelism
+
+
+def affected_partitions(table: "Table", deduped: DataFrame) -> set[str]:
+    if not table.partition_field:
+        return {""}
+    return {r[PART] for r in deduped.select(PART).distinct().collect()}
+
+
+# ---- step 2 -------------------------------------------------------------------------------------
+
+def latest_file_slices(table: "Table", partitions: set[str]) -> tuple[list[FileSlice], int]:
+    """Step 2: the latest file slice of each file group in the affected partitions (and the table's file count)."""
+    view = table.file_system_view()
+    return view.latest_file_slices(partitions), len(view.latest_file_slices())
+
+
+# ---- step 3 -------------------------------------------------------------------------------------
+
+def tag_records(ctx: IndexContext, deduped: DataFrame, slices: list[FileSlice], files_in_table: int) -> TagResult:
+    """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert."""
+    result = _INDEXES[ctx.index_type](ctx, deduped, slices, files_in_table)
+    result.tagged = result.tagged.persist()
+    result.cleanup.append(result.tagged)
+    return result
+
+
+def workload_profile(tagged: DataFrame, index_type: str) -> Profile:
+    columns = [PART, FILE_ID] + ([BUCKET] if index_type == "BUCKET" else [])
+    rows = tagged.groupBy(*columns).agg(F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in")).collect()
+    return Profile(rows)
+
+
+# ---- steps 4-6 ----------------------------------------------------------------------------------
+
+def find_small_files(slices: list[FileSlice], cfg: Config) -> dict[str, list[FileSlice]]:
+    """Step 4: small files per partition, the first place inserts go."""
+    out: dict[str, list[FileSlice]] = {}
+    for s in sizing.small_files(slices, cfg.small_file_limit):
+        out.setdefault(s.partition_path, []).append(s)
+    return out
+
+
+def estimate_record_size(table: "Table", cfg: Config) -> tuple[int, str]:
+    """Step 5: average bytes per record from the commit history."""
+    timeline = table._timeline
+    commits = [timeline.commit_metadata(i) for i in timeline.completed_writes()]
+    return sizing.average_record_size(commits, cfg.record_size_estimation_threshold, cfg.small_file_limit,
+                                      cfg.record_size_estimate)
+
+
+@dataclass
+class WritePlan:
+    """The targets of the write (one Spark task each) and how records are routed to them."""
+
+    targets: list[Target]
+    update_routes: list[tuple[str, str, int]]  # (partition, file id, target)
+    insert_routes: list[tuple[str, float, float, int]]  # (partition, lo, hi, target): hash share of inserts
+    bucket_routes: list[tuple[str, int, int]]  # BUCKET: (partition, bucket, target)
+    insert_buckets: list[sizing.InsertBucket]
+
+
+def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, list[FileSlice]],
+                   record_size: int, cfg: Config, index_type: str, operation: str) -> WritePlan:
+    """Step 6: every update's file group is a target; inserts fill small files, then new file groups."""
+    latest = {(s.partition_path, s.file_id): s for s in slices}
+    targets: list[Target] = []
+    index_of: dict[tuple[str, str], int] = {}
+
+    def target_for(part: str, file_id: str | None, prefix: str | None = None) -> int:
+        if file_id is None:
+            file_id = new_file_id(prefix)
+        key = (part, file_id)
+        if key not in index_of:
+            old = latest.get(key)
+            index_of[key] = len(targets)
+            targets.append(Target(part, file_id, old.path if old else None,
+                                  old.base_instant_time if old else "null", prefix))
+        return index_of[key]
+
+    if index_type == "BUCKET":
+        routes = []
+        for r in profile.rows:
+            prefix = bucket_prefix(r[BUCKET])
+            if operation == "delete" and r[FILE_ID] is None:
+                continue  # no file group in that bucket: nothing to delete
+            routes.append((r[PART], r[BUCKET], target_for(r[PART], r[FILE_ID], prefix)))
+        return WritePlan(targets, [], [], sorted(set(routes)), [])
+
+    update_routes = [(p, f, target_for(p, f)) for p, f in profile.updated_file_groups()]
+    if operation == "delete":
+        return WritePlan(targets, update_routes, [], [], [])
+    buckets = sizing.assign_inserts(profile.inserts_per_partition(), small, record_size, cfg.max_file_size)
+    insert_routes = []
+    cumulative: dict[str, float] = {}
+    last_of_partition = {b.partition_path: i for i, b in enumerate(buckets)}
+    for i, b in enumerate(buckets):
+        lo = cumulative.get(b.partition_path, 0.0)
+        hi = 2.0 if last_of_partition[b.partition_path] == i else lo + b.weight  # the last share takes the rest
+        cumulative[b.partition_path] = hi
+        insert_routes.append((b.partition_path, lo, hi, target_for(b.partition_path, b.file_id)))
+    return WritePlan(targets, update_routes, insert_routes, [], buckets)
+
+
+# ---- step 7 -------------------------------------------------------------------------------------
+
+def task_keys(spark, n: int) -> list[int]:
+    """One value per task index such that Spark's hash partitioner sends it exactly there.
+
+    `repartition(n, col)` places a row in partition pmod(hash(col), n); routing each target's
+    rows by its own such value gives every file group a Spark task of its own, with no two
+    file groups sharing one (Hudi does this with a custom partitioner).
+    """
+    found: dict[int, int] = {}
+    limit = 64 * n + 64
+    rows = spark.range(0, limit).select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p")).collect()
+    for r in rows:
+        found.setdefault(r.p, r.id)
+    missing = [p for p in range(n) if p not in found]
+    if missing:
+        raise RuntimeError(f"no hash key found for task partitions {missing[:5]}")
+    return [found[p] for p in range(n)]
+
+
+def route_records(table: "Table", tag: TagResult, plan: WritePlan, keys: list[int]) -> DataFrame:
+    """Add TARGET and TASK_KEY to every record that goes to a file group; drop the rest."""
+    spark = table.spark
+    tagged = tag.tagged
+    parts = []
+    if plan.bucket_routes:
+        routes = spark.createDataFrame([(p, b, t, keys[t]) for p, b, t in plan.bucket_routes],
+                                       f"{PART} string, {BUCKET} int, {TARGET} int, {TASK_KEY} long")
+        parts.append(tagged.join(F.broadcast(routes), on=[PART, BUCKET], how="inner"))
+    if plan.update_routes:
+        routes = spark.createDataFrame([(p, f, t, keys[t]) for p, f, t in plan.update_routes],
+                                       f"{PART} string, {FILE_ID} string, {TARGET} int, {TASK_KEY} long")
+        parts.append(tagged.filter(F.col(FILE_ID).isNotNull()).join(F.broadcast(routes), on=[PART, FILE_ID]))
+    if plan.insert_routes:
+        routes = spark.createDataFrame([(p, lo, hi, t, keys[t]) for p, lo, hi, t in plan.insert_routes],
+                                       "_lf_rp string, _lf_lo double, _lf_hi double, "
+                                       f"{TARGET} int, {TASK_KEY} long")
+        # A uniform share in [0, 1) from the key's hash: inserts spread over the buckets by weight.
+        share = F.xxhash64(F.col(KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2**63))
+        inserts = tagged.filter(F.col(FILE_ID).isNull()).withColumn("_lf_u", share)
+        joined = inserts.join(F.broadcast(routes), (F.col(PART) == F.col("_lf_rp"))
+                              & (F.col("_lf_u") >= F.col("_lf_lo")) & (F.col("_lf_u") < F.col("_lf_hi")))
+        parts.append(joined.drop("_lf_rp", "_lf_lo", "_lf_hi", "_lf_u"))
+    routed = parts[0]
+    for other in parts[1:]:
+        routed = routed.unionByName(other)
+    return routed
+
+
+def write_file_groups(table: "Table", routed: DataFrame, plan: WritePlan, keys: list[int], spec: WriteSpec,
+                      operation: str) -> list[dict]:
+    """Step 7: one task per target file group merges and writes; returns the tasks' write stats."""
+    n = len(plan.targets)
+    targets = dict(enumerate(plan.targets))
+    columns = list(spec.data_columns) if operation != "delete" else [table.record_key]
+    stats = (
+        routed.repartition(n, TASK_KEY)
+        .select(*columns, TARGET)
+        .mapInArrow(lambda batches: merge_file_group(batches, spec, targets, operation), WRITE_STAT_DDL)
+        .collect()
+    )
+    return [r.asDict() for r in stats]
+
+
+# ---- the whole operation --------------------------------------------------------------------------
+
+def run(table: "Table", df: DataFrame, cfg: Config, operation: str):
+    """Upsert ("upsert") or delete ("delete") `df` into `table` through the seven steps.
+
+    "bulk_insert" is the BUCKET table's bulk insert: the same routing by bucket, without
+    deduplication, so that later upserts find every row in its bucket's file group.
+    """
+    table_index = table.index_type
+    index_type = cfg.index_type or table_index
+    if (index_type == "BUCKET") != (table_index == "BUCKET"):
+        raise ConfigError(f"hoodie.index.type={index_type}: this table was created with {table_index}; "
+                          "a BUCKET table's layout is fixed, so neither switch to nor from BUCKET")
+    steps = StepRecorder(table.spark)
+    with steps.step("validate"):
+        table._validate_input(df, need_precombine=operation == "upsert", keys_only=operation == "delete")
+        data_schema = table.schema() if operation == "delete" else table.schema_for_write(df)
+        if data_schema is None:  # a delete on a table never written to
+            return WriteReport(operation, None, 0, 0, 0, steps=tuple(steps.steps), options=dict(cfg))
+    ctx = IndexContext(table.spark, table.storage.base_uri, table.record_key, index_type, table.bucket_num,
+                       cfg.bloom_prune_by_ranges)
+    cleanup: list = []
+    try:
+        with steps.step("deduplicate"):
+            deduped, parallelism = deduplicate(table, df, cfg, keys_only=operation == "delete",
+                                               dedupe=operation != "bulk_insert")
+            deduped = deduped.persist()
+            cleanup.append(deduped)
+            partitions = affected_partitions(table, deduped)
+        with steps.step("latest_file_slices"):
+            slices, files_in_table = latest_file_slices(table, partitions)
+        with steps.step("tag"):
+            tag = tag_records(ctx, deduped, slices, files_in_table)
+            cleanup.extend(tag.cleanup)
+            profile = workload_profile(tag.tagged, index_type)
+        with steps.step("small_files"):
+            small = find_small_files(slices, cfg) if operation != "delete" and index_type != "BUCKET" else {}
+        with steps.step("record_size"):
+            record_size, record_size_source = estimate_record_size(table, cfg)
+        with steps.step("assign_inserts"):
+            plan = assign_inserts(profile, slices, small, record_size, cfg, index_type, operation)
+        if not plan.targets:
+            return WriteReport(operation, None, rows_in=profile.rows_in, rows_written=0, rows_inserted=0,
+                               rows_deduplicated=profile.rows_in - profile.records, steps=tuple(steps.steps),
+                               funnel=_funnel(tag, profile, [], index_type), options=dict(cfg),
+                               details={"shuffle_parallelism": parallelism, "index_type": index_type})
+        with steps.step("start_instant"):
+            action = Action.COMMIT
+            instant, rolled_back = table._start_instant(action, operation.upper())
+        try:
+            with steps.step("write"):
+                spec = WriteSpec(table.storage.base_uri, instant.time, table.record_key,
+                                 tuple(f.name for f in data_schema.fields), cfg.max_file_size,
+                                 cfg.compression_codec, cfg.bloom_fpp)
+                keys = task_keys(table.spark, len(plan.targets))
+                routed = route_records(table, tag, plan, keys)
+                stats = write_file_groups(table, routed, plan, keys, spec,
+                                          "delete" if operation == "delete" else "upsert")
+        except BaseException as exc:
+            table._timeline.reload().rollback_pending()
+            raise_invalid_input_from(exc)
+            raise
+        with steps.step("commit"):
+            table._commit(instant, operation.upper(), stats, data_schema)
+            crash_point("after_commit")
+    finally:
+        for frame in cleanup:
+            frame.unpersist()
+
+    first_of_group = {(t.partition_path, t.file_id) for t in plan.targets if t.old_path is not None}
+    files = tuple(
+        FileReport(s["partition_path"], s["file_id"], s["path"], s["num_writes"], s["file_size"], s["min_key"],
+                   s["max_key"], created=(s["partition_path"], s["file_id"]) not in first_of_group,
+                   inserts=s["num_inserts"], updates=s["num_update_writes"], deletes=s["num_deletes"],
+                   prev_size_bytes=s["prev_size"] or 0, prev_min_key=s["prev_min_key"],
+                   prev_max_key=s["prev_max_key"])
+        for s in sorted(stats, key=lambda s: s["path"])
+    )
+    incoming_bytes = sum(s["incoming_bytes"] or 0 for s in stats)
+    written = sum(f.size_bytes for f in files)
+    details = {
+        "index_type": index_type,
+        "lookup_source": tag.lookup_source,
+        "shuffle_parallelism": parallelism,
+        "record_size": record_size,
+        "record_size_source": record_size_source,
+        "small_files": sum(len(v) for v in small.values()),
+        "write_targets": len(plan.targets),
+        "bytes_read": sum(s["prev_size"] or 0 for s in stats),
+        "incoming_bytes": incoming_bytes,
+        "write_amplification": round(written / incoming_bytes, 2) if incoming_bytes else None,
+    }
+    return WriteReport(
+        operation, instant.time, rows_in=profile.rows_in, rows_written=sum(f.rows for f in files),
+        rows_inserted=sum(f.inserts for f in files), rows_updated=sum(f.updates for f in files),
+        rows_deleted=sum(f.deletes for f in files), rows_deduplicated=profile.rows_in - profile.records,
+        steps=tuple(steps.steps), files=files, funnel=_funnel(tag, profile, files, index_type),
+        options=dict(cfg), rolled_back=rolled_back, details=details,
+    )
+
+
+def _funnel(tag: TagResult, profile: Profile, files, index_type: str) -> dict:
+    """The pruning funnel: file counts the index observed; `matched` from what really held a key."""
+    funnel = dict(tag.funnel)
+    if index_type == "SIMPLE":
+        funnel["matched"] = len(profile.updated_file_groups())
+    elif index_type == "BUCKET":
+        funnel["matched"] = sum(1 for f in files if not f.created and (f.updates or f.deletes))
+    return funnel
