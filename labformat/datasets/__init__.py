@@ -15,6 +15,7 @@ gives the same rows on any machine and core count. See datasets/README.md for th
 
 from labformat.datasets.cache import (
     CachedDataset,
+    session_conf,
     DatasetNotCachedError,
     cache_root,
     default_cache_dir,
@@ -24,6 +25,7 @@ from labformat.datasets.cache import (
 )
 from labformat.datasets.drone import (
     COLUMNS,
+    GENERATOR_CONF,
     PARTITION_FIELD,
     PRECOMBINE_FIELD,
     RECORD_KEY,
@@ -34,6 +36,7 @@ from labformat.datasets.drone import (
     batch_parts,
     fingerprint,
     history,
+    salt,
     uniform,
 )
 from labformat.datasets.sample import write_sample
@@ -52,6 +55,7 @@ __all__ = [
     "CachedDataset",
     "DatasetNotCachedError",
     "DatasetSpec",
+    "GENERATOR_CONF",
     "batch",
     "batch_parts",
     "cache_root",
@@ -61,7 +65,9 @@ __all__ = [
     "history",
     "load_batch",
     "load_history",
+    "session_conf",
     "spec",
+    "salt",
     "uniform",
     "write_sample",
 ]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from labformat.datasets.drone import SCHEMA, _resolve, batch, history
+from labformat.datasets.drone import GENERATOR_CONF, SCHEMA, _resolve, batch, history
 from labformat.datasets.spec import GENERATOR_VERSION, DatasetSpec, check_day
 from labformat.errors import LabformatError
 
@@ -117,16 +117,19 @@ def _with_marker(cached: CachedDataset, marker: dict) -> CachedDataset:
 
 
 @contextmanager
-def _session_conf(spark: SparkSession, key: str, value: str):
-    old = spark.conf.get(key, None)
-    spark.conf.set(key, value)
+def session_conf(spark: SparkSession, options: dict[str, str]):
+    """Set Spark SQL options for the duration of a `with` block, then restore what was there."""
+    saved = {key: spark.conf.get(key, None) for key in options}
+    for key, value in options.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        if old is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, old)
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def _parquet_rows(path: str) -> int:
@@ -155,20 +158,25 @@ def generate(spark: SparkSession, spec: DatasetSpec | str, cache_dir: str | os.P
         shutil.rmtree(old, ignore_errors=True)
     root.mkdir(parents=True, exist_ok=True)
 
-    started = time.perf_counter()
     # Microsecond timestamps (not Spark's legacy INT96) so pyarrow and hudi-rs read them as-is.
-    with _session_conf(spark, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
-        history(spark, spec).write.mode("overwrite").parquet(cached.history_path)
-        for day, path in enumerate(cached.batch_paths, start=1):
-            batch(spark, spec, day).write.mode("overwrite").parquet(path)
-    seconds = round(time.perf_counter() - started, 3)
+    options = {**GENERATOR_CONF, "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+    timings = []
+    with session_conf(spark, options):
+        for frame, path in [(lambda: history(spark, spec), cached.history_path)] + [
+            (lambda day=day: batch(spark, spec, day), path) for day, path in enumerate(cached.batch_paths, start=1)
+        ]:
+            started = time.perf_counter()
+            frame().write.mode("overwrite").parquet(path)
+            timings.append(round(time.perf_counter() - started, 3))
 
     marker = {
         "spec": spec.params(),
         "generator_version": GENERATOR_VERSION,
         "history_rows": _parquet_rows(cached.history_path),
         "batch_rows": [_parquet_rows(p) for p in cached.batch_paths],
-        "seconds": seconds,
+        "seconds": round(sum(timings), 3),
+        "history_seconds": timings[0],
+        "batch_seconds": timings[1:],
     }
     # The marker goes last, via a temp name, so a crash never leaves a cache that looks complete.
     tmp = root / (MARKER + ".tmp")

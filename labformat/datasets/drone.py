@@ -1,11 +1,11 @@
 """The drone telemetry generator: deterministic minute readings and daily upsert batches, built in Spark.
 
-Every row is computed by Spark column expressions from `spark.range`; nothing is
-built on the driver. Every pseudo-random number is `uniform(seed, ...)`, a hash of
-(seed, drone, minute or flight, purpose) mapped to [0, 1), so a reading does not
-depend on which task computes it: the same spec gives the same rows on one core or
-a thousand. Derived values are rounded (lat/lon to 1e-6 degrees, most others to
-0.1) so that last-bit differences of `sin`/`cos` between JVMs cannot leak out.
+Every row is computed by Spark SQL expressions over `spark.range`; nothing is built on
+the driver. Every pseudo-random number is a hash of (drone, minute or duty cycle, and a
+salt made of the seed and a purpose name) mapped to [0, 1) (`uniform`), so a reading does
+not depend on which task computes it: the same spec gives the same rows on one core or
+a thousand. Values are rounded (lat/lon to 1e-6 degrees, most others to 0.1), so a
+last-bit difference in `sin`/`cos` between JVMs is very unlikely to change a stored value.
 
 The flight model, per drone:
 - a home base (lat/lon) and a duty cycle of 180..240 minutes with its own phase;
@@ -16,17 +16,24 @@ The flight model, per drone:
 - the battery drains 0.7..1.0 %/minute in flight, 0.02 %/minute while landed, and
   charges 1.5 %/minute (capped at 100) while charging, so every flight starts full.
 
-Public functions:
+Public:
 - `history(spark, spec, *, num_partitions=None)`: the first `spec.history_days` days;
 - `batch(spark, spec, day, *, num_partitions=None)`: upsert batch `day` (1..batch_days);
-- `batch_parts(spark, spec, day, ...)`: the same batch as its named parts;
-- `fingerprint(df)`: an order-independent checksum (count + sum of row hashes).
+- `batch_parts(spark, spec, day, *, num_partitions=None) -> BatchParts`: the same batch
+  split into `inserts`, `updates`, `late` and `duplicates`;
+- `fingerprint(df) -> (rows, hash sum)`: an order-independent checksum;
+- `uniform(seed, *keys, purpose=...)`, `salt(seed, purpose)`: the randomness, as Columns;
+- `SCHEMA`, `COLUMNS`, `RECORD_KEY`, `PRECOMBINE_FIELD`, `PARTITION_FIELD`, `STATUSES`;
+- `GENERATOR_CONF`: Spark options that make generation at scale ~6x faster.
+`num_partitions` only changes how Spark splits the work, never the rows.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import math
+import re
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -75,19 +82,34 @@ _CORRECTION_DELAY_US = (1_800_000_000, 1_800_000_000)
 _DUPLICATE_AGE_US = (1_000_000, 28_000_000)
 _US_PER_MINUTE = 60_000_000
 
+# Spark options under which the generator runs fast. Its model compiles into one Java method
+# of ~10 KB; HotSpot never JIT-compiles methods over 8,000 bytes, so that method would run
+# interpreted, about 6x slower. With this limit Spark skips whole-stage codegen for such a
+# plan and compiles each step on its own. `generate()` applies it while it writes; set it on
+# your session to run `history()`/`batch()` at millions of rows.
+GENERATOR_CONF = {"spark.sql.codegen.hugeMethodLimit": "8000"}
+
 _EPOCH = dt.date(1970, 1, 1)
+_TWO_POW_MINUS_53 = 1.0 / (1 << 53)
 _ROWS_PER_PARTITION = 1_000_000
 
 
-def uniform(seed: int, *parts: Column | str | int) -> Column:
-    """A pseudo-random double in [0, 1) that depends only on (seed, *parts).
+def salt(seed: int, purpose: str) -> int:
+    """A signed 64-bit constant for (seed, purpose): the one literal every hash of that purpose mixes in.
 
-    The top 53 bits of Spark's `xxhash64` become the mantissa. Strings are purposes
-    ("home_lat", "fix_temp", ...) so that two uses of the same (drone, minute) draw
-    independent numbers.
+    Folding seed and purpose into one literal keeps each hash small in Spark's generated code.
     """
-    cols = [F.lit(seed).cast("long")] + [p if isinstance(p, Column) else F.lit(p) for p in parts]
-    return F.shiftrightunsigned(F.xxhash64(*cols), 11).cast("double") * (1.0 / (1 << 53))
+    return int.from_bytes(hashlib.sha256(f"{seed}/{purpose}".encode()).digest()[:8], "big", signed=True)
+
+
+def uniform(seed: int, *keys: Column, purpose: str) -> Column:
+    """A pseudo-random double in [0, 1) that depends only on (seed, purpose, *keys).
+
+    The top 53 bits of Spark's `xxhash64` become the mantissa. The purpose ("home_lat",
+    "fix_temp", ...) makes two uses of the same (drone, minute) draw independent numbers.
+    """
+    hashed = F.xxhash64(*keys, F.lit(salt(seed, purpose)).cast("long"))
+    return F.shiftrightunsigned(hashed, 11).cast("double") * _TWO_POW_MINUS_53
 
 
 def _resolve(spec: DatasetSpec | str) -> DatasetSpec:
@@ -111,200 +133,215 @@ def _grid(spark: SparkSession, spec: DatasetSpec, first_day: int, days: int, num
     rows = spec.drones * days * MINUTES_PER_DAY
     first_minute = _start_minute(spec) + first_day * MINUTES_PER_DAY
     ids = spark.range(0, rows, 1, _partitions(spark, rows, num_partitions))
-    return ids.select(
-        (F.col("id") % spec.drones).alias("_drone"),
-        (F.lit(first_minute).cast("long") + F.expr(f"id div {spec.drones}")).alias("_minute"),
-    )
+    return _select(ids, f"id % {spec.drones} AS _drone", f"CAST({first_minute} AS BIGINT) + id div {spec.drones} AS _minute")
+
+
+def _u(seed: int, keys: str, purpose: str, day: int | None = None) -> str:
+    """SQL twin of `uniform`: a [0, 1) double from the hash of (keys..., salt of seed and purpose[ and batch day])."""
+    if day is not None:
+        purpose = f"{purpose}@{int(day)}"
+    return f"(CAST(shiftrightunsigned(xxhash64({keys}, CAST({salt(seed, purpose)} AS BIGINT)), 11) AS DOUBLE) * {_TWO_POW_MINUS_53!r})"
+
+
+# Spark SQL reads `1.5` as DECIMAL(2,1), and decimal arithmetic is an order of magnitude slower
+# than double arithmetic: every fractional literal gets the `D` (double) suffix.
+_FRACTIONAL_LITERAL = re.compile(r"(?<![\w.'])(\d+\.\d+)(?![\w.])")
+
+
+def _doubles(sql: str) -> str:
+    return _FRACTIONAL_LITERAL.sub(r"\1D", sql)
+
+
+def _select(df: DataFrame, *sql: str) -> DataFrame:
+    return df.selectExpr(*(_doubles(e) for e in sql))
+
+
+def _where(df: DataFrame, sql: str) -> DataFrame:
+    return df.where(_doubles(sql))
+
+
+def _round(sql: str, digits: int) -> str:
+    """SQL rounding `sql` to `digits` decimals, half up.
+
+    Plain double arithmetic (Spark's ROUND goes through BigDecimal, several times slower);
+    the integer divided by 10**digits is the double nearest that decimal, as ROUND's is.
+    """
+    scale = f"{10 ** digits}.0"
+    return f"(FLOOR(({sql}) * {scale} + 0.5) / {scale})"
+
+
+def _stage(df: DataFrame, **columns: str) -> DataFrame:
+    """Add SQL-expression columns in one projection (one JVM round trip, not dozens)."""
+    return _select(df, "*", *(f"{sql} AS {name}" for name, sql in columns.items()))
 
 
 def _readings(grid: DataFrame, seed: int) -> DataFrame:
-    """The original reading of each (`_drone`, `_minute`): all SCHEMA columns plus the two internals."""
-    d, m = F.col("_drone"), F.col("_minute")
+    """The original reading of each (`_drone`, `_minute`) of `grid`: all SCHEMA columns, then `grid`'s own columns.
 
-    def per_drone(purpose: str) -> Column:
-        return uniform(seed, d, purpose)
+    Written as SQL expressions: the whole model is a few dozen of them, and building
+    them one Column call at a time costs thousands of JVM round trips per DataFrame.
+    """
 
-    def per_cycle(purpose: str) -> Column:
-        return uniform(seed, d, F.col("_cycle"), purpose)
+    def drone(purpose: str) -> str:
+        return _u(seed, "_drone", purpose)
 
-    def per_minute(purpose: str) -> Column:
-        return uniform(seed, d, m, purpose)
+    def cycle(purpose: str) -> str:
+        return _u(seed, "_drone, _cycle", purpose)
 
+    def minute(purpose: str) -> str:
+        return _u(seed, "_drone, _minute", purpose)
+
+    two_pi = repr(2 * math.pi)
     # The drone: home base and duty cycle.
-    df = grid.withColumns(
-        {
-            "_home_lat": F.lit(CENTER_LAT) + (per_drone("home_lat") * 2 - 1) * HOME_SPREAD_DEG,
-            "_home_lon": F.lit(CENTER_LON) + (per_drone("home_lon") * 2 - 1) * HOME_SPREAD_DEG,
-            "_period": F.lit(180) + F.floor(per_drone("period") * 61).cast("long"),
-            "_temp_bias": (per_drone("temp_bias") * 2 - 1) * 1.0,
-        }
+    df = _stage(
+        grid,
+        _home_lat=f"{CENTER_LAT} + ({drone('home_lat')} * 2 - 1) * {HOME_SPREAD_DEG}",
+        _home_lon=f"{CENTER_LON} + ({drone('home_lon')} * 2 - 1) * {HOME_SPREAD_DEG}",
+        _period=f"180 + CAST(FLOOR({drone('period')} * 61) AS BIGINT)",
+        _phase=drone("phase"),
+        _temp_bias=f"{drone('temp_bias')} * 2 - 1",
     )
-    df = df.withColumn("_k", m + F.floor(per_drone("phase") * F.col("_period")).cast("long"))
-    df = df.withColumns({"_cycle": F.expr("_k div _period"), "_t": F.expr("_k % _period")})
-    # The cycle: flight length, landing, fault flag and the shape of the loop flown.
-    df = df.withColumns(
-        {
-            "_fly": F.lit(30) + F.floor(per_cycle("fly") * 61).cast("long"),
-            "_land": F.lit(5) + F.floor(per_cycle("land") * 11).cast("long"),
-            "_fault": per_cycle("fault") < 0.04,
-            "_radius": F.lit(1500.0) + per_cycle("radius") * 2500.0,
-            "_aspect": F.lit(0.4) + per_cycle("aspect") * 0.6,
-            "_bearing": per_cycle("bearing") * (2 * math.pi),
-            "_spin": F.when(per_cycle("spin") < 0.5, F.lit(-1.0)).otherwise(F.lit(1.0)),
-            "_drain": F.lit(0.7) + per_cycle("drain") * 0.3,
-            "_cruise": F.lit(60.0) + per_cycle("cruise") * 60.0,
-        }
+    # Minutes since the drone's duty cycles began, split into cycle number and minute within it.
+    k = "(_minute + CAST(FLOOR(_phase * _period) AS BIGINT))"
+    df = _stage(df, _cycle=f"{k} div _period", _t=f"{k} % _period")
+    # The cycle: flight length, landing, fault flag, the loop flown and how hard it drains the battery.
+    df = _stage(
+        df,
+        _fly=f"30 + CAST(FLOOR({cycle('fly')} * 61) AS BIGINT)",
+        _land=f"5 + CAST(FLOOR({cycle('land')} * 11) AS BIGINT)",
+        _fault=f"{cycle('fault')} < 0.04",
+        _radius=f"1500.0 + {cycle('radius')} * 2500.0",
+        _aspect=f"0.4 + {cycle('aspect')} * 0.6",
+        _bearing=f"{cycle('bearing')} * {two_pi}",
+        _spin=f"IF({cycle('spin')} < 0.5, -1.0, 1.0)",
+        _drain=f"0.7 + {cycle('drain')} * 0.3",
+        _cruise=f"60.0 + {cycle('cruise')} * 60.0",
     )
-    t, fly, land = F.col("_t"), F.col("_fly"), F.col("_land")
-    flying = t < fly
-    df = df.withColumns(
-        {
-            "_status": F.when(flying, "flying")
-            .when(t < fly + land, F.when(F.col("_fault"), "error").otherwise("landed"))
-            .otherwise("charging"),
-            # Flight phase in (0, 2*pi): the ellipse starts and ends at home.
-            "_phi": F.least(t + 1, fly).cast("double") / (fly + 1) * (2 * math.pi),
-            "_omega": F.lit(2 * math.pi) / ((fly + 1) * 60.0),  # rad per second
-            "_b2": F.col("_bearing") + F.col("_spin") * (math.pi / 2),
-        }
+    df = _stage(
+        df,
+        _flying="_t < _fly",
+        # Every case spelled out (no ELSE), which also keeps the column nullable like SCHEMA.
+        _status="CASE WHEN _t < _fly THEN 'flying' "
+        "WHEN _t < _fly + _land THEN IF(_fault, 'error', 'landed') "
+        "WHEN _t >= _fly + _land THEN 'charging' END",
+        # Flight phase in (0, 2 pi]: the loop starts and ends at home.
+        _phi=f"CAST(LEAST(_t + 1, _fly) AS DOUBLE) / (_fly + 1) * {two_pi}",
+        _omega=f"{two_pi} / ((_fly + 1) * 60.0)",  # rad per second
+        _b2=f"_bearing + _spin * {math.pi / 2!r}",  # the loop's minor axis
     )
-    phi, r, a = F.col("_phi"), F.col("_radius"), F.col("_aspect")
-    b1, b2 = F.col("_bearing"), F.col("_b2")
-    # Offsets along the loop's major axis (b1) and minor axis (b2), and their rates.
-    x1, x2 = r * (1 - F.cos(phi)), a * r * F.sin(phi)
-    v1, v2 = r * F.sin(phi) * F.col("_omega"), a * r * F.cos(phi) * F.col("_omega")
-    df = df.withColumns(
-        {
-            "_north": F.when(flying, x1 * F.cos(b1) + x2 * F.cos(b2)).otherwise(0.0),
-            "_east": F.when(flying, x1 * F.sin(b1) + x2 * F.sin(b2)).otherwise(0.0),
-            "_vn": F.when(flying, v1 * F.cos(b1) + v2 * F.cos(b2)).otherwise(0.0),
-            "_ve": F.when(flying, v1 * F.sin(b1) + v2 * F.sin(b2)).otherwise(0.0),
-        }
+    # Offsets along the major axis (_bearing) and minor axis (_b2), and their rates of change.
+    x1, x2 = "_radius * (1 - COS(_phi))", "_aspect * _radius * SIN(_phi)"
+    v1, v2 = "_radius * SIN(_phi) * _omega", "_aspect * _radius * COS(_phi) * _omega"
+    df = _stage(
+        df,
+        _north=f"IF(_flying, {x1} * COS(_bearing) + {x2} * COS(_b2), 0.0)",
+        _east=f"IF(_flying, {x1} * SIN(_bearing) + {x2} * SIN(_b2), 0.0)",
+        _vn=f"IF(_flying, {v1} * COS(_bearing) + {v2} * COS(_b2), 0.0)",
+        _ve=f"IF(_flying, {v1} * SIN(_bearing) + {v2} * SIN(_b2), 0.0)",
     )
-    end_of_flight = F.lit(100.0) - F.col("_drain") * fly
-    end_of_landing = end_of_flight - 0.02 * land
-    df = df.withColumns(
-        {
-            "_lat": F.col("_home_lat") + F.col("_north") / METERS_PER_DEG_LAT,
-            "_lon": F.col("_home_lon") + F.col("_east") / (METERS_PER_DEG_LAT * F.cos(F.radians(F.col("_home_lat")))),
-            # Climb over the first minutes, descend over the last ones.
-            "_alt": F.when(
-                flying,
-                F.col("_cruise") * F.least(F.lit(1.0), (t + 1) / 4.0, (fly - t) / 4.0) + per_minute("alt_noise") * 2 - 1,
-            ).otherwise(0.0),
-            "_speed": F.sqrt(F.col("_vn") ** 2 + F.col("_ve") ** 2),
-            # On the ground the drone keeps the heading it landed with (the loop's end direction).
-            "_heading": F.pmod(
-                F.degrees(F.when(flying, F.atan2(F.col("_ve"), F.col("_vn"))).otherwise(F.atan2(F.sin(b2), F.cos(b2)))),
-                F.lit(360.0),
-            ),
-            "_battery": F.when(flying, F.lit(100.0) - F.col("_drain") * (t + 1))
-            .when(t < fly + land, end_of_flight - 0.02 * (t - fly + 1))
-            .otherwise(F.least(F.lit(100.0), end_of_landing + 1.5 * (t - fly - land + 1))),
-            "_minute_of_day": F.pmod(m, F.lit(MINUTES_PER_DAY)),
-            "_day_num": F.expr(f"_minute div {MINUTES_PER_DAY}").cast("int"),
-        }
+    end_of_flight = "(100.0 - _drain * _fly)"
+    end_of_landing = f"({end_of_flight} - 0.02 * _land)"
+    df = _stage(
+        df,
+        _lat=f"_home_lat + _north / {METERS_PER_DEG_LAT}",
+        _lon=f"_home_lon + _east / ({METERS_PER_DEG_LAT} * COS(RADIANS(_home_lat)))",
+        # Climb over the first minutes, descend over the last ones.
+        _alt=f"IF(_flying, _cruise * LEAST(1.0, (_t + 1) / 4.0, (_fly - _t) / 4.0) + {minute('alt_noise')} * 2 - 1, 0.0)",
+        _speed="SQRT(_vn * _vn + _ve * _ve)",
+        # On the ground the drone keeps the heading it landed with (the loop's end direction).
+        _heading="PMOD(DEGREES(IF(_flying, ATAN2(_ve, _vn), ATAN2(SIN(_b2), COS(_b2)))), 360.0)",
+        _battery=f"CASE WHEN _flying THEN 100.0 - _drain * (_t + 1) "
+        f"WHEN _t < _fly + _land THEN {end_of_flight} - 0.02 * (_t - _fly + 1) "
+        f"ELSE LEAST(100.0, {end_of_landing} + 1.5 * (_t - _fly - _land + 1)) END",
+        _minute_of_day=f"PMOD(_minute, {MINUTES_PER_DAY})",
+        _date=f"DATE_FROM_UNIX_DATE(CAST(_minute div {MINUTES_PER_DAY} AS INT))",
+        _drone_id="CONCAT('drone', LPAD(CAST(_drone AS STRING), 4, '0'))",
     )
     # Air temperature: a daily wave peaking at 15:00, colder with altitude, warm batteries on the charger.
-    hour_frac = F.col("_minute_of_day") / float(MINUTES_PER_DAY)
-    distance_km = F.sqrt(F.col("_north") ** 2 + F.col("_east") ** 2) / 1000.0
     temperature = (
-        F.lit(8.0)
-        + F.sin((hour_frac - 0.375) * (2 * math.pi)) * 6.0
-        + F.col("_temp_bias")
-        + (per_minute("temp_noise") - 0.5) * 0.6
-        - F.col("_alt") * 0.0065
-        + F.when(F.col("_status") == "charging", 3.0).otherwise(0.0)
+        f"8.0 + SIN((_minute_of_day / {float(MINUTES_PER_DAY)} - 0.375) * {two_pi}) * 6.0 + _temp_bias"
+        f" + ({minute('temp_noise')} - 0.5) * 0.6 - _alt * 0.0065 + IF(_status = 'charging', 3.0, 0.0)"
     )
     signal = (
-        F.when(F.col("_status") == "error", F.lit(-92.0))
-        .when(flying, F.lit(-55.0) - F.log10(distance_km + 1) * 20.0)
-        .otherwise(F.lit(-48.0))
-        + (per_minute("signal_noise") * 2 - 1) * 4.0
+        "CASE WHEN _status = 'error' THEN -92.0 "
+        "WHEN _flying THEN -55.0 - LOG10(SQRT(_north * _north + _east * _east) / 1000.0 + 1) * 20.0 "
+        f"ELSE -48.0 END + ({minute('signal_noise')} * 2 - 1) * 4.0"
     )
-    day = F.date_from_unix_date(F.col("_day_num")).cast("string")
-    drone_id = F.concat(F.lit("drone"), F.lpad(d.cast("string"), 4, "0"))
-    hhmm = F.concat(
-        F.lpad(F.expr("_minute_of_day div 60").cast("string"), 2, "0"),
-        F.lpad(F.pmod(F.col("_minute_of_day"), F.lit(60)).cast("string"), 2, "0"),
+    # yyyyMMddHHmm as a number first: integer arithmetic is cheaper than formatting and padding strings.
+    stamp = (
+        "(CAST(YEAR(_date) AS BIGINT) * 10000 + MONTH(_date) * 100 + DAY(_date)) * 10000"
+        " + (_minute_of_day div 60) * 100 + _minute_of_day % 60"
     )
-    arrival = F.lit(_ARRIVAL_DELAY_US[0]) + F.floor(per_minute("arrival") * _ARRIVAL_DELAY_US[1]).cast("long")
-    return df.select(
-        F.concat(F.regexp_replace(day, "-", ""), hhmm, F.lit("_"), drone_id).alias("record_key"),
-        drone_id.alias("drone_id"),
-        F.timestamp_seconds(m * 60).alias("ts"),
-        day.alias("day"),
-        F.round(F.col("_lat"), 6).alias("lat"),
-        F.round(F.col("_lon"), 6).alias("lon"),
-        F.round(F.greatest(F.col("_alt"), F.lit(0.0)), 1).alias("altitude_m"),
-        F.round(F.col("_speed"), 2).alias("speed_mps"),
-        F.round(F.col("_heading"), 1).alias("heading_deg"),
-        F.round(F.col("_battery"), 1).alias("battery_pct"),
-        F.round(temperature, 1).alias("temperature_c"),
-        F.round(signal).cast("int").alias("signal_dbm"),
-        F.col("_status").alias("status"),
-        F.timestamp_micros(m * _US_PER_MINUTE + arrival).alias("updated_at"),
-        d,
-        m,
+    arrival = f"{_ARRIVAL_DELAY_US[0]} + CAST(FLOOR({minute('arrival')} * {_ARRIVAL_DELAY_US[1]}) AS BIGINT)"
+    return _select(
+        df,
+        f"CONCAT(CAST({stamp} AS STRING), '_', _drone_id) AS record_key",
+        "_drone_id AS drone_id",
+        "TIMESTAMP_SECONDS(_minute * 60) AS ts",
+        "CAST(_date AS STRING) AS day",
+        f"{_round('_lat', 6)} AS lat",
+        f"{_round('_lon', 6)} AS lon",
+        f"{_round('GREATEST(_alt, 0.0)', 1)} AS altitude_m",
+        f"{_round('_speed', 2)} AS speed_mps",
+        f"PMOD({_round('_heading', 1)}, 360.0) AS heading_deg",  # 359.97 rounds to 360.0, which is 0.0
+        f"{_round('_battery', 1)} AS battery_pct",
+        f"{_round(temperature, 1)} AS temperature_c",
+        f"CAST(FLOOR({signal} + 0.5) AS INT) AS signal_dbm",
+        "_status AS status",
+        f"TIMESTAMP_MICROS(_minute * {_US_PER_MINUTE} + {arrival}) AS updated_at",
+        *grid.columns,  # the internals (_drone, _minute, and _kind in batches)
     )
 
 
-def _signed_step(u_sign: Column, u_size: Column, low: float, span: float) -> Column:
-    """A nonzero change of size low..low+span with a random sign."""
-    return F.when(u_sign < 0.5, F.lit(-1.0)).otherwise(F.lit(1.0)) * (F.lit(low) + u_size * span)
+def _signed_step(u_sign: str, u_size: str, low: float, span: float) -> str:
+    """SQL for a nonzero change of size low..low+span with a random sign."""
+    return f"(IF({u_sign} < 0.5, -1.0, 1.0) * ({low} + {u_size} * {span}))"
 
 
-def _corrected(df: DataFrame, seed: int, day: int, batch_end_us: int) -> DataFrame:
-    """Corrections issued by batch `day`: recalibrated temperature and battery, a newer `updated_at`."""
-    d, m = F.col("_drone"), F.col("_minute")
+def _corrected(df: DataFrame, seed: int, day: int, batch_end_us: int, where: str) -> DataFrame:
+    """Rows matching SQL `where` become corrections issued by batch `day`:
+    recalibrated temperature and battery, and a newer `updated_at`."""
 
-    def u(purpose: str) -> Column:
-        return uniform(seed, d, m, purpose, day)
+    def u(purpose: str) -> str:
+        return _u(seed, "_drone, _minute", purpose, day)
 
-    delay = F.lit(_CORRECTION_DELAY_US[0]) + F.floor(u("fix_time") * _CORRECTION_DELAY_US[1]).cast("long")
-    return df.withColumns(
-        {
-            "temperature_c": F.round(F.col("temperature_c") + _signed_step(u("fix_temp_sign"), u("fix_temp"), 0.2, 1.3), 1),
-            "battery_pct": F.round(
-                F.least(F.lit(100.0), F.greatest(F.lit(0.0), F.col("battery_pct") + _signed_step(u("fix_bat_sign"), u("fix_bat"), 0.5, 1.5))),
-                1,
-            ),
-            "updated_at": F.timestamp_micros(F.lit(batch_end_us) + delay),
-        }
-    )
+    delay = f"{_CORRECTION_DELAY_US[0]} + CAST(FLOOR({u('fix_time')} * {_CORRECTION_DELAY_US[1]}) AS BIGINT)"
+    fixed = {
+        "temperature_c": _round(f"temperature_c + {_signed_step(u('fix_temp_sign'), u('fix_temp'), 0.2, 1.3)}", 1),
+        "battery_pct": _round(f"LEAST(100.0, GREATEST(0.0, battery_pct + {_signed_step(u('fix_bat_sign'), u('fix_bat'), 0.5, 1.5)}))", 1),
+        "updated_at": f"TIMESTAMP_MICROS({batch_end_us} + {delay})",
+    }
+    return _select(df, *(f"IF({where}, {fixed[c]}, {c}) AS {c}" if c in fixed else c for c in df.columns))
 
 
-def _stale_duplicates(winners: DataFrame, seed: int, day: int, fraction: float) -> DataFrame:
-    """For `fraction` of the batch's rows, an older version of the same key with different values."""
-    d, m = F.col("_drone"), F.col("_minute")
+def _with_stale_duplicates(winners: DataFrame, seed: int, day: int, fraction: float) -> DataFrame:
+    """Emit `fraction` of the rows twice: `_copy = 2` is an older version of the same key with different values."""
 
-    def u(purpose: str) -> Column:
-        return uniform(seed, d, m, purpose, day)
+    def u(purpose: str) -> str:
+        return _u(seed, "_drone, _minute", purpose, day)
 
-    age = F.lit(_DUPLICATE_AGE_US[0]) + F.floor(u("dup_age") * _DUPLICATE_AGE_US[1]).cast("long")
-    return (
-        winners.where(u("dup") < fraction)
-        .withColumns(
-            {
-                "temperature_c": F.round(F.col("temperature_c") + _signed_step(u("dup_temp_sign"), u("dup_temp"), 0.3, 1.0), 1),
-                "signal_dbm": F.col("signal_dbm") + F.when(u("dup_sig_sign") < 0.5, F.lit(-1)).otherwise(F.lit(1)) * (1 + F.floor(u("dup_sig") * 3).cast("int")),
-                "updated_at": F.timestamp_micros(F.unix_micros(F.col("updated_at")) - age),
-            }
-        )
-    )
+    # Generated alongside its winner (one pass), not by reading the winners a second time.
+    both = _select(winners, "*", f"EXPLODE(SEQUENCE(1, IF({u('dup')} < {float(fraction)!r}, 2, 1))) AS _copy")
+    age = f"{_DUPLICATE_AGE_US[0]} + CAST(FLOOR({u('dup_age')} * {_DUPLICATE_AGE_US[1]}) AS BIGINT)"
+    stale = {
+        "temperature_c": _round(f"temperature_c + {_signed_step(u('dup_temp_sign'), u('dup_temp'), 0.3, 1.0)}", 1),
+        "signal_dbm": f"signal_dbm + IF({u('dup_sig_sign')} < 0.5, -1, 1) * (1 + CAST(FLOOR({u('dup_sig')} * 3) AS INT))",
+        "updated_at": f"TIMESTAMP_MICROS(UNIX_MICROS(updated_at) - ({age}))",
+    }
+    return _select(both, *(f"IF(_copy = 2, {stale[c]}, {c}) AS {c}" if c in stale else c for c in both.columns))
 
 
-def _random_key(monotonic_key: Column) -> Column:
-    """A UUID-like key (8-4-4-4-12 hex) from the md5 of the monotonic key: stable per reading, unordered in time."""
-    h = F.md5(monotonic_key)
-    return F.concat_ws("-", *(F.substring(h, pos, length) for pos, length in ((1, 8), (9, 4), (13, 4), (17, 4), (21, 12))))
+def _random_key_sql(monotonic_key: str) -> str:
+    """SQL for a UUID-like key (8-4-4-4-12 hex) from the md5 of the monotonic key: stable per reading, unordered in time."""
+    h = f"MD5({monotonic_key})"
+    groups = [f"SUBSTRING({h}, {pos}, {length})" for pos, length in ((1, 8), (9, 4), (13, 4), (17, 4), (21, 12))]
+    return "CONCAT(" + ", '-', ".join(groups) + ")"
 
 
 def _finish(df: DataFrame, spec: DatasetSpec) -> DataFrame:
-    if spec.key_style == "random":
-        df = df.withColumn("record_key", _random_key(F.col("record_key")))
-    # `to` also marks every column nullable, as SCHEMA (and parquet read back) has them.
-    return df.to(SCHEMA)
+    """Drop the internals and apply the spec's key style: exactly SCHEMA."""
+    key = _random_key_sql("record_key") if spec.key_style == "random" else "record_key"
+    return df.selectExpr(f"{key} AS record_key", *COLUMNS[1:])
 
 
 def history(spark: SparkSession, spec: DatasetSpec | str, *, num_partitions: int | None = None) -> DataFrame:
@@ -330,47 +367,86 @@ class BatchParts:
         return self.inserts.unionByName(self.updates).unionByName(self.late).unionByName(self.duplicates)
 
 
-def _batch_internal(spark: SparkSession, spec: DatasetSpec, day: int, num_partitions: int | None) -> tuple[DataFrame, ...]:
+# Why a batch row is there; kept in the internal `_kind` column until the batch is split or finished.
+_INSERT, _UPDATE, _LATE = 0, 1, 2
+
+
+def _late_sampling(spec: DatasetSpec, old_days: int) -> tuple[int, float]:
+    """(segments per day, probability per segment) for picking late corrections.
+
+    Each older day of each drone is cut into `segments` equal runs of minutes; a run holds
+    at most one late correction, with probability `p`, at a random minute of the run. The
+    expected total is late_fraction x one day's readings, keys never repeat, and the work
+    is proportional to the corrections, not to the length of the late window.
+    """
+    if old_days == 0 or spec.late_fraction == 0:
+        return 0, 0.0
+    per_drone_day = spec.late_fraction * MINUTES_PER_DAY / old_days
+    segments = min(MINUTES_PER_DAY, max(1, math.ceil(2 * per_drone_day)))  # p near 1/2: a random count
+    return segments, min(1.0, per_drone_day / segments)
+
+
+def _batch_rows(spark: SparkSession, spec: DatasetSpec, day: int, num_partitions: int | None) -> DataFrame:
+    """Every row of batch `day` with the internals `_kind` (insert, update, late) and `_copy` (2 = stale duplicate)."""
     check_day(spec, day)
+    seed, drones = spec.seed, spec.drones
     new_day = spec.history_days + day - 1
     prev_day = new_day - 1
-    # Corrections are produced after the midnight that closes the new day.
-    batch_end_us = (_start_minute(spec) + (new_day + 1) * MINUTES_PER_DAY) * _US_PER_MINUTE
-    seed = spec.seed
-
-    inserts = _readings(_grid(spark, spec, new_day, 1, num_partitions), seed)
-
-    previous = _grid(spark, spec, prev_day, 1, num_partitions)
-    previous = previous.where(uniform(seed, F.col("_drone"), F.col("_minute"), "update") < spec.update_fraction)
-    updates = _corrected(_readings(previous, seed), seed, day, batch_end_us)
-
     first_old = max(0, prev_day - spec.late_window_days)
     old_days = prev_day - first_old
-    if old_days > 0 and spec.late_fraction > 0:
-        # late_fraction is relative to one day's readings, spread evenly over the window.
-        p = min(1.0, spec.late_fraction / old_days)
-        older = _grid(spark, spec, first_old, old_days, num_partitions)
-        older = older.where(uniform(seed, F.col("_drone"), F.col("_minute"), "late", day) < p)
-    else:
-        older = _grid(spark, spec, 0, 1, num_partitions).limit(0)
-    late = _corrected(_readings(older, seed), seed, day, batch_end_us)
+    segments, p_late = _late_sampling(spec, old_days)
+    start = _start_minute(spec)
+    # Corrections are produced after the midnight that closes the new day.
+    batch_end_us = (start + (new_day + 1) * MINUTES_PER_DAY) * _US_PER_MINUTE
 
-    winners = inserts.unionByName(updates).unionByName(late)
-    duplicates = _stale_duplicates(winners, seed, day, spec.duplicate_fraction)
-    return inserts, updates, late, duplicates
+    # One range, two regions: ids below `recent` are every minute of the previous and the new
+    # day (minute-major); the ids above are the late-correction runs of the older days.
+    recent = drones * 2 * MINUTES_PER_DAY
+    total = recent + drones * old_days * segments
+    ids = spark.range(0, total, 1, _partitions(spark, total, num_partitions))
+    grid = _select(
+        ids,
+        f"IF(id < {recent}, id, id - {recent}) % {drones} AS _drone",
+        f"IF(id < {recent}, id div {drones}, -1) AS _recent_minute",
+        f"IF(id < {recent}, -1, (id - {recent}) div {drones}) AS _run",
+    )
+    run_start = f"(_run % {segments}) * {MINUTES_PER_DAY} div {segments}" if segments else "0"
+    run_length = f"((_run % {segments}) + 1) * {MINUTES_PER_DAY} div {segments} - {run_start}" if segments else "1"
+    grid = _select(
+        grid,
+        "_drone",
+        f"CASE WHEN _recent_minute >= {MINUTES_PER_DAY} THEN {_INSERT} WHEN _recent_minute >= 0 THEN {_UPDATE} ELSE {_LATE} END AS _kind",
+        f"CASE WHEN _recent_minute >= 0 THEN {start + prev_day * MINUTES_PER_DAY} + _recent_minute"
+        f" ELSE {start + first_old * MINUTES_PER_DAY} + (_run div {max(segments, 1)}) * {MINUTES_PER_DAY} + {run_start}"
+        f" + CAST(FLOOR({_u(seed, '_drone, _run', 'late_minute', day)} * ({run_length})) AS BIGINT) END AS _minute",
+        "_run",
+    )
+    grid = _where(
+        grid,
+        f"_kind = {_INSERT}"
+        f" OR (_kind = {_UPDATE} AND {_u(seed, '_drone, _minute', 'update')} < {float(spec.update_fraction)!r})"
+        f" OR (_kind = {_LATE} AND {_u(seed, '_drone, _run', 'late', day)} < {p_late!r})",
+    ).drop("_run")
+    winners = _corrected(_readings(grid, seed), seed, day, batch_end_us, f"_kind != {_INSERT}")
+    return _with_stale_duplicates(winners, seed, day, spec.duplicate_fraction)
 
 
 def batch_parts(spark: SparkSession, spec: DatasetSpec | str, day: int, *, num_partitions: int | None = None) -> BatchParts:
-    """Upsert batch `day` (1..spec.batch_days) as named parts; `batch()` is their union."""
+    """Upsert batch `day` (1..spec.batch_days) as named parts; `batch()` is their union (in another row order)."""
     spec = _resolve(spec)
-    parts = _batch_internal(spark, spec, day, num_partitions)
-    return BatchParts(day, *(_finish(p, spec) for p in parts))
+    rows = _batch_rows(spark, spec, day, num_partitions)
+    inserts, updates, late = (_finish(_where(rows, f"_kind = {kind} AND _copy = 1"), spec) for kind in (_INSERT, _UPDATE, _LATE))
+    return BatchParts(day, inserts, updates, late, _finish(_where(rows, "_copy = 2"), spec))
 
 
 def batch(spark: SparkSession, spec: DatasetSpec | str, day: int, *, num_partitions: int | None = None) -> DataFrame:
     """Daily upsert batch `day` (1..spec.batch_days): the new day's inserts, corrections of the
-    previous day, late corrections of older days, and stale in-batch duplicates (newest `updated_at` wins)."""
-    return batch_parts(spark, spec, day, num_partitions=num_partitions).union()
+    previous day, late corrections of older days, and stale in-batch duplicates (newest `updated_at` wins).
+
+    Rows come in time order of the reading; a stale duplicate follows its newer twin.
+    """
+    spec = _resolve(spec)
+    return _finish(_batch_rows(spark, spec, day, num_partitions), spec)
 
 
 def fingerprint(df: DataFrame) -> tuple[int, int]:

@@ -15,6 +15,7 @@ from labformat.index.base import FILE_ID, KEY, PART, IndexContext, TagResult
 from labformat.index.footers import bloom_filter, key_ranges
 from labformat.model.file_group import FileSlice
 from labformat.storage import Storage
+from labformat.write.arrow_writer import check_record_keys
 
 CANDIDATE_DDL = f"{PART} string, {KEY} string, {FILE_ID} string, path string"
 CHECKED_DDL = f"{PART} string, {KEY} string, {FILE_ID} string, candidates long, after_bloom long, matched long"
@@ -31,6 +32,7 @@ def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
     """
     for batch in batches:
         table = pa.Table.from_batches([batch])
+        check_record_keys(table, KEY)  # this is the first task to see the keys; None would not sort
         parts = table.column(PART)
         for part in pc.unique(parts).to_pylist():
             entry = files.get(part)

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from labformat._faults import crash_point
 from labformat.config import Config
-from labformat.errors import ConfigError
+from labformat.errors import ConfigError, LabformatError
 from labformat.model.instant import Action
 from labformat.model.report import FileReport, WriteReport
 from labformat.spark.jobs import StepRecorder
@@ -83,7 +83,8 @@ def deduplicate(table: "Table", df: DataFrame, cfg: Config, keys_only: bool = Fa
     winner never depends on the order rows arrive in. COUNT keeps how many input rows each
     record stood for (the report's deduplicated count).
     """
-    parallelism = shuffle_parallelism(df.rdd.getNumPartitions(), cfg)
+    # An empty input can have zero partitions; a shuffle needs at least one.
+    parallelism = max(1, shuffle_parallelism(df.rdd.getNumPartitions(), cfg))
     keyed = df.withColumn(PART, table.partition_path_column()).withColumn(KEY, F.col(table.record_key).cast("string"))
     if not dedupe:  # bulk insert into a BUCKET table: route rows to buckets, keep every row
         return keyed.withColumn(COUNT, F.lit(1).cast("long")), df.rdd.getNumPartitions()
@@ -280,89 +281,99 @@ def run(table: "Table", df: DataFrame, cfg: Config, operation: str):
     with steps.step("validate"):
         table._validate_input(df, need_precombine=operation == "upsert", keys_only=operation == "delete")
         data_schema = table.schema() if operation == "delete" else table.schema_for_write(df)
-        if data_schema is None:  # a delete on a table never written to
-            return WriteReport(operation, None, 0, 0, 0, steps=tuple(steps.steps), options=dict(cfg))
+    if data_schema is None:  # a delete on a table never written to
+        return WriteReport(operation, None, 0, 0, 0, steps=tuple(steps.steps), options=dict(cfg))
     ctx = IndexContext(table.spark, table.storage.base_uri, table.record_key, index_type, table.bucket_num,
                        cfg.bloom_prune_by_ranges)
     cleanup: list = []
     try:
-        with steps.step("deduplicate"):
-            deduped, parallelism = deduplicate(table, df, cfg, keys_only=operation == "delete",
-                                               dedupe=operation != "bulk_insert")
-            deduped = deduped.persist()
-            cleanup.append(deduped)
-            partitions = affected_partitions(table, deduped)
-        with steps.step("latest_file_slices"):
-            slices, files_in_table = latest_file_slices(table, partitions)
-        with steps.step("tag"):
-            tag = tag_records(ctx, deduped, slices, files_in_table)
-            cleanup.extend(tag.cleanup)
-            profile = workload_profile(tag.tagged, index_type)
-        with steps.step("small_files"):
-            small = find_small_files(slices, cfg) if operation != "delete" and index_type != "BUCKET" else {}
-        with steps.step("record_size"):
-            record_size, record_size_source = estimate_record_size(table, cfg)
-        with steps.step("assign_inserts"):
-            plan = assign_inserts(profile, slices, small, record_size, cfg, index_type, operation)
-        if not plan.targets:
-            return WriteReport(operation, None, rows_in=profile.rows_in, rows_written=0, rows_inserted=0,
-                               rows_deduplicated=profile.rows_in - profile.records, steps=tuple(steps.steps),
-                               funnel=_funnel(tag, profile, [], index_type), options=dict(cfg),
-                               details={"shuffle_parallelism": parallelism, "index_type": index_type})
-        with steps.step("start_instant"):
-            action = Action.COMMIT
-            instant, rolled_back = table._start_instant(action, operation.upper())
-        try:
-            with steps.step("write"):
-                spec = WriteSpec(table.storage.base_uri, instant.time, table.record_key,
-                                 tuple(f.name for f in data_schema.fields), cfg.max_file_size,
-                                 cfg.compression_codec, cfg.bloom_fpp)
-                keys = task_keys(table.spark, len(plan.targets))
-                routed = route_records(table, tag, plan, keys)
-                stats = write_file_groups(table, routed, plan, keys, spec,
-                                          "delete" if operation == "delete" else "upsert")
-        except BaseException as exc:
-            table._timeline.reload().rollback_pending()
-            raise_invalid_input_from(exc)
-            raise
-        with steps.step("commit"):
-            table._commit(instant, operation.upper(), stats, data_schema)
-            crash_point("after_commit")
+        return _run_steps(table, df, cfg, operation, index_type, ctx, steps, data_schema, cleanup)
+    except LabformatError:
+        raise
+    except Exception as exc:  # a task's bad-input failure arrives as a Spark exception
+        raise_invalid_input_from(exc)
+        raise
     finally:
         for frame in cleanup:
             frame.unpersist()
 
+
+def _run_steps(table: "Table", df: DataFrame, cfg: Config, operation: str, index_type: str, ctx: IndexContext,
+               steps: StepRecorder, data_schema, cleanup: list) -> WriteReport:
+    """The steps themselves; `run` wraps them with input checks, error translation and cleanup."""
+    with steps.step("deduplicate"):
+        deduped, parallelism = deduplicate(table, df, cfg, keys_only=operation == "delete",
+                                           dedupe=operation != "bulk_insert")
+        deduped = deduped.persist()
+        cleanup.append(deduped)
+        partitions = affected_partitions(table, deduped)
+    with steps.step("latest_file_slices"):
+        slices, files_in_table = latest_file_slices(table, partitions)
+    with steps.step("tag"):
+        tag = tag_records(ctx, deduped, slices, files_in_table)
+        cleanup.extend(tag.cleanup)
+        profile = workload_profile(tag.tagged, index_type)
+    with steps.step("small_files"):
+        small = find_small_files(slices, cfg) if operation != "delete" and index_type != "BUCKET" else {}
+    with steps.step("record_size"):
+        record_size, record_size_source = estimate_record_size(table, cfg)
+    with steps.step("assign_inserts"):
+        plan = assign_inserts(profile, slices, small, record_size, cfg, index_type, operation)
+    if not plan.targets:
+        return WriteReport(operation, None, rows_in=profile.rows_in, rows_written=0, rows_inserted=0,
+                           rows_deduplicated=profile.rows_in - profile.records, steps=tuple(steps.steps),
+                           funnel=_funnel(tag, profile, [], index_type), options=dict(cfg),
+                           details={"shuffle_parallelism": parallelism, "index_type": index_type})
+    with steps.step("start_instant"):
+        action = Action.COMMIT
+        instant, rolled_back = table._start_instant(action, operation.upper())
+    try:
+        with steps.step("write"):
+            spec = WriteSpec(table.storage.base_uri, instant.time, table.record_key,
+                             tuple(f.name for f in data_schema.fields), cfg.max_file_size,
+                             cfg.compression_codec, cfg.bloom_fpp)
+            keys = task_keys(table.spark, len(plan.targets))
+            routed = route_records(table, tag, plan, keys)
+            stats = write_file_groups(table, routed, plan, keys, spec,
+                                      "delete" if operation == "delete" else "upsert")
+    except BaseException as exc:
+        table._timeline.reload().rollback_pending()
+        raise_invalid_input_from(exc)
+        raise
+    with steps.step("commit"):
+        table._commit(instant, operation.upper(), stats, data_schema)
+        crash_point("after_commit")
+
     first_of_group = {(t.partition_path, t.file_id) for t in plan.targets if t.old_path is not None}
     files = tuple(
-        FileReport(s["partition_path"], s["file_id"], s["path"], s["num_writes"], s["file_size"], s["min_key"],
-                   s["max_key"], created=(s["partition_path"], s["file_id"]) not in first_of_group,
-                   inserts=s["num_inserts"], updates=s["num_update_writes"], deletes=s["num_deletes"],
-                   prev_size_bytes=s["prev_size"] or 0, prev_min_key=s["prev_min_key"],
-                   prev_max_key=s["prev_max_key"])
-        for s in sorted(stats, key=lambda s: s["path"])
+    FileReport(s["partition_path"], s["file_id"], s["path"], s["num_writes"], s["file_size"], s["min_key"],
+               s["max_key"], created=(s["partition_path"], s["file_id"]) not in first_of_group,
+               inserts=s["num_inserts"], updates=s["num_update_writes"], deletes=s["num_deletes"],
+               prev_size_bytes=s["prev_size"] or 0, prev_min_key=s["prev_min_key"],
+               prev_max_key=s["prev_max_key"])
+    for s in sorted(stats, key=lambda s: s["path"])
     )
     incoming_bytes = sum(s["incoming_bytes"] or 0 for s in stats)
     written = sum(f.size_bytes for f in files)
     details = {
-        "index_type": index_type,
-        "lookup_source": tag.lookup_source,
-        "shuffle_parallelism": parallelism,
-        "record_size": record_size,
-        "record_size_source": record_size_source,
-        "small_files": sum(len(v) for v in small.values()),
-        "write_targets": len(plan.targets),
-        "bytes_read": sum(s["prev_size"] or 0 for s in stats),
-        "incoming_bytes": incoming_bytes,
-        "write_amplification": round(written / incoming_bytes, 2) if incoming_bytes else None,
+    "index_type": index_type,
+    "lookup_source": tag.lookup_source,
+    "shuffle_parallelism": parallelism,
+    "record_size": record_size,
+    "record_size_source": record_size_source,
+    "small_files": sum(len(v) for v in small.values()),
+    "write_targets": len(plan.targets),
+    "bytes_read": sum(s["prev_size"] or 0 for s in stats),
+    "incoming_bytes": incoming_bytes,
+    "write_amplification": round(written / incoming_bytes, 2) if incoming_bytes else None,
     }
     return WriteReport(
-        operation, instant.time, rows_in=profile.rows_in, rows_written=sum(f.rows for f in files),
-        rows_inserted=sum(f.inserts for f in files), rows_updated=sum(f.updates for f in files),
-        rows_deleted=sum(f.deletes for f in files), rows_deduplicated=profile.rows_in - profile.records,
-        steps=tuple(steps.steps), files=files, funnel=_funnel(tag, profile, files, index_type),
-        options=dict(cfg), rolled_back=rolled_back, details=details,
+    operation, instant.time, rows_in=profile.rows_in, rows_written=sum(f.rows for f in files),
+    rows_inserted=sum(f.inserts for f in files), rows_updated=sum(f.updates for f in files),
+    rows_deleted=sum(f.deletes for f in files), rows_deduplicated=profile.rows_in - profile.records,
+    steps=tuple(steps.steps), files=files, funnel=_funnel(tag, profile, files, index_type),
+    options=dict(cfg), rolled_back=rolled_back, details=details,
     )
-
 
 def _funnel(tag: TagResult, profile: Profile, files, index_type: str) -> dict:
     """The pruning funnel: file counts the index observed; `matched` from what really held a key."""

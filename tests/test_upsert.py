@@ -1,0 +1,151 @@
+"""Spark tests of upsert and delete: reports, parallelism, file sizing, bad input."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+import labformat as lf
+from tests.helpers import telemetry
+from tests.test_table import tree
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def loaded(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "t", partition_field="day")
+    t.bulk_insert(telemetry(spark, 400), {"bulk_insert_sort_mode": "GLOBAL_SORT"})
+    return t, tmp_path / "t"
+
+
+def changed(spark, start, n, battery):
+    return telemetry(spark, n, start=start).withColumn("battery_pct", F.lit(battery)).withColumn(
+        "updated_at", F.timestamp_seconds(F.lit(1800000000)))
+
+
+def test_upsert_report_counts_and_steps(spark, loaded):
+    t, _ = loaded
+    batch = changed(spark, 350, 100, -1.0)  # 50 updates (350..399) and 50 inserts (400..449)
+    report = t.upsert(batch, {"index_type": "BLOOM"})
+    assert (report.rows_in, report.rows_updated, report.rows_inserted, report.rows_deleted) == (100, 50, 50, 0)
+    assert [s.name for s in report.steps] == ["validate", "deduplicate", "latest_file_slices", "tag", "small_files",
+                                              "record_size", "assign_inserts", "start_instant", "write", "commit"]
+    assert report.step("write").tasks >= report.details["write_targets"]
+    assert report.step("deduplicate").tasks > 0 and report.step("tag").tasks > 0
+    assert set(report.funnel) >= {"files_in_table", "after_range_pruning", "after_bloom", "matched", "false_positives"}
+    assert report.funnel["matched"] <= report.funnel["after_bloom"] <= report.funnel["after_range_pruning"] \
+        <= report.funnel["files_in_table"]
+    assert report.details["lookup_source"] == "footers"
+    assert report.details["write_amplification"] > 1  # copy-on-write rewrites whole files
+    rewritten = [f for f in report.files if not f.created]
+    assert rewritten and all(f.prev_size_bytes > 0 and f.prev_min_key for f in rewritten)
+    got = t.read()
+    assert got.count() == 450 and got.filter(F.col("battery_pct") == -1.0).count() == 100
+    # Carried-over rows keep the instant that wrote them; changed rows get the new one.
+    instants = {r[0] for r in got.select("_hoodie_commit_time").distinct().collect()}
+    assert report.instant in instants and len(instants) == 2
+
+
+def test_in_batch_duplicates_newest_precombine_wins(spark, loaded):
+    t, _ = loaded
+    newer = changed(spark, 0, 10, 11.0)
+    older = changed(spark, 0, 10, 22.0).withColumn("updated_at", F.timestamp_seconds(F.lit(1700000000)))
+    report = t.upsert(older.unionByName(newer).unionByName(older))
+    assert report.rows_in == 30 and report.rows_deduplicated == 20 and report.rows_updated == 10
+    values = {r.battery_pct for r in t.read().filter(F.col("signal_dbm") < 10).select("battery_pct").collect()}
+    assert values == {11.0}
+
+
+@pytest.mark.parametrize("mode,parallelism,expected", [
+    ("HUDI_0_13", 0, 3),  # the input's partition count
+    ("HUDI_0_13", 2, 2),  # min(input partitions, parallelism)
+    ("HUDI_0_13", 50, 3),
+    ("LEGACY", 0, 200),  # Hudi < 0.13: a fixed 200
+    ("LEGACY", 7, 7),
+])
+def test_deduplication_shuffle_parallelism(spark, loaded, mode, parallelism, expected):
+    t, _ = loaded
+    batch = changed(spark, 0, 30, 1.0).repartition(3)
+    report = t.upsert(batch, {"upsert_parallelism_mode": mode, "upsert_parallelism": parallelism})
+    assert report.details["shuffle_parallelism"] == expected
+    # Spark really ran that many tasks for the shuffle's reduce side (plus the input's map side).
+    assert report.step("deduplicate").tasks >= expected
+
+
+def test_smaller_max_file_size_gives_more_write_tasks_and_smaller_files(spark, tmp_path):
+    reports = {}
+    for size in ("1MB", "6KB"):
+        t = lf.Table.create(spark, tmp_path / size)
+        t.bulk_insert(telemetry(spark, 300))
+        reports[size] = t.upsert(telemetry(spark, 3000, start=300, prefix="2024011510"),
+                                 {"max_file_size": size, "small_file_limit": "4KB"})
+    big, small = reports["1MB"], reports["6KB"]
+    assert small.step("write").tasks > big.step("write").tasks
+    assert len(small.files) > len(big.files)
+    assert max(f.size_bytes for f in small.files) < max(f.size_bytes for f in big.files)
+
+
+def test_inserts_fill_small_files_first(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "t")
+    t.bulk_insert(telemetry(spark, 50))
+    before = {s.file_id for s in t.file_slices()}
+    report = t.upsert(telemetry(spark, 50, start=50, prefix="2024011510"), {"small_file_limit": "1MB"})
+    assert report.details["small_files"] == len(before)
+    assert report.files_created == 0 and {f.file_id for f in report.files} <= before
+    assert t.read().count() == 100
+
+
+def test_delete_reports_only_keys_that_existed(spark, loaded):
+    t, _ = loaded
+    keys = telemetry(spark, 20, start=390).select("record_key", "day")  # 10 exist, 10 do not
+    report = t.delete(keys)
+    assert report.rows_deleted == 10 and t.read().count() == 390
+    nothing = t.delete(telemetry(spark, 5, start=9000, prefix="2030010100").select("record_key", "day"))
+    assert nothing.rows_deleted == 0 and nothing.instant is None
+
+
+def test_deleting_every_row_of_a_file_group_leaves_it_empty(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "t")
+    t.bulk_insert(telemetry(spark, 30))
+    report = t.delete(telemetry(spark, 30).select("record_key"))
+    assert report.rows_deleted == 30 and t.read().count() == 0
+    assert all(f.rows == 0 for f in report.files)
+
+
+def test_empty_batch_commits_nothing(spark, loaded):
+    t, path = loaded
+    before = tree(path)
+    report = t.upsert(changed(spark, 0, 10, 1.0).limit(0))
+    assert report.instant is None and report.rows_written == 0
+    assert tree(path) == before
+
+
+@pytest.mark.parametrize("change,error,pattern", [
+    (lambda df: df.drop("updated_at"), lf.InvalidInputError, "updated_at"),
+    (lambda df: df.withColumn("signal_dbm", F.col("signal_dbm").cast("string")), lf.SchemaMismatchError, "signal_dbm"),
+    (lambda df: df.withColumn("record_key", F.when(F.col("signal_dbm") == 3, None).otherwise(F.col("record_key"))),
+     lf.InvalidInputError, "null or empty record keys"),
+])
+def test_bad_upserts_leave_the_table_unchanged(spark, loaded, change, error, pattern):
+    t, path = loaded
+    before = tree(path)
+    with pytest.raises(error, match=pattern):
+        t.upsert(change(changed(spark, 0, 10, 1.0)))
+    after = tree(path)
+    assert {k: v for k, v in after.items() if k in before} == before
+    assert all(k.startswith(".hoodie/") and ".rollback" in k for k in set(after) - set(before))
+    assert t.read().count() == 400
+
+
+def test_bucket_tables_cannot_switch_index(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "b", options={"index_type": "BUCKET", "bucket_num": 2})
+    t.bulk_insert(telemetry(spark, 100))
+    assert len({s.file_id.split("-")[0] for s in t.file_slices()}) == 2  # laid out by bucket
+    with pytest.raises(lf.ConfigError, match="BUCKET"):
+        t.upsert(changed(spark, 0, 5, 1.0), {"index_type": "BLOOM"})
+    plain = lf.Table.create(spark, tmp_path / "p")
+    plain.bulk_insert(telemetry(spark, 10))
+    with pytest.raises(lf.ConfigError, match="BUCKET"):
+        plain.upsert(changed(spark, 0, 5, 1.0), {"index_type": "BUCKET"})
+    assert plain.upsert(changed(spark, 0, 5, 1.0), {"index_type": "SIMPLE"}).rows_updated == 5
