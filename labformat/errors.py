@@ -37,3 +37,7 @@ class SchemaMismatchError(InvalidInputError):
 
 class InstantNotFoundError(LabformatError, LookupError):
     """An `as_of` instant that is not a completed instant of the timeline."""
+
+
+class DatasetNotCachedError(LabformatError, FileNotFoundError):
+    """A cached dataset was asked for before `generate()` completed it."""

@@ -28,13 +28,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from labformat.datasets.drone import GENERATOR_CONF, SCHEMA, _resolve, batch, history
 from labformat.datasets.spec import GENERATOR_VERSION, DatasetSpec, check_day
-from labformat.errors import LabformatError
+from labformat.errors import DatasetNotCachedError
 
 MARKER = "_COMPLETE.json"
-
-
-class DatasetNotCachedError(LabformatError, FileNotFoundError):
-    """A cached dataset was asked for before `generate()` completed it."""
 
 
 @dataclass(frozen=True)

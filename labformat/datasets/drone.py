@@ -443,7 +443,8 @@ def batch(spark: SparkSession, spec: DatasetSpec | str, day: int, *, num_partiti
     """Daily upsert batch `day` (1..spec.batch_days): the new day's inserts, corrections of the
     previous day, late corrections of older days, and stale in-batch duplicates (newest `updated_at` wins).
 
-    Rows come in time order of the reading; a stale duplicate follows its newer twin.
+    Row order: corrections of the previous day, the new day's readings, then late
+    corrections, each in time order; a stale duplicate follows its newer twin.
     """
     spec = _resolve(spec)
     return _finish(_batch_rows(spark, spec, day, num_partitions), spec)

@@ -8,10 +8,13 @@ naming it.
 
 | preset | drones | history days | batch days | history rows | rows per batch (about) |
 | ------ | ------ | ------------ | ---------- | ------------ | ---------------------- |
-| tiny   | 2      | 2            | 3          | 5,760        | 3,200                  |
+| tiny   | 2      | 2            | 3          | 5,760        | 3,230                  |
 | small  | 50     | 14           | 7          | 1,008,000    | 80,700                 |
-| medium | 400    | 28           | 7          | 16,128,000   | 645,000                |
-| large  | 2,000  | 60           | 30         | 172,800,000  | 3,230,000              |
+| medium | 400    | 28           | 7          | 16,128,000   | 646,000                |
+| large  | 2,000  | 60           | 30         | 172,800,000  | 3,229,000              |
+
+Public: `DatasetSpec`, `PRESETS`, `spec(preset, key_style, **overrides)`, `check_day(spec, day)`,
+`KEY_STYLES`, `MINUTES_PER_DAY`, `GENERATOR_VERSION`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +39,9 @@ GENERATOR_VERSION = 1
 
 
 def _validate(s: DatasetSpec) -> None:
+    # The name is part of a folder name in the cache.
+    if not isinstance(s.name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", s.name):
+        raise ConfigError(f"dataset name must be letters, digits, '_', '.', '-', got {s.name!r}")
     if s.key_style not in KEY_STYLES:
         raise ConfigError(f"unknown key_style {s.key_style!r}; choose one of {list(KEY_STYLES)}")
     for field, low in (("drones", 1), ("history_days", 1), ("batch_days", 0), ("late_window_days", 0), ("seed", None)):
@@ -82,6 +89,8 @@ class DatasetSpec:
     seed: int = 42
 
     def __post_init__(self) -> None:
+        if isinstance(self.start, dt.date):  # accept a date; store the ISO string (JSON-ready, hashable)
+            object.__setattr__(self, "start", self.start.isoformat()[:10])
         _validate(self)
 
     # -- derived sizes -------------------------------------------------------------

@@ -32,6 +32,9 @@ DEFAULT_CONF = {
     # Progress bars on the JVM's stderr end up inside notebook cells and break nbval.
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "4g",
+    # Whole-stage codegen of wide projections (the drone generator's) yields Java methods over
+    # 8 KB, which the JIT never compiles: they would run interpreted, about 6x slower.
+    "spark.sql.codegen.hugeMethodLimit": "8000",
 }
 
 
