@@ -113,7 +113,10 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
     def check(table: pa.Table) -> pa.Table:
         return check_file(table, base_uri)
 
-    checked = candidates.groupBy(FILE_ID).applyInArrow(check, CHECKED_DDL)
+    # One group per candidate file; as many tasks as files (up to the cores twice over), rather
+    # than spark.sql.shuffle.partitions mostly empty ones.
+    tasks = max(1, min(len(slices), 2 * ctx.spark.sparkContext.defaultParallelism))
+    checked = candidates.repartition(tasks, FILE_ID).groupBy(FILE_ID).applyInArrow(check, CHECKED_DDL)
     checked = checked.persist()
     stats = checked.filter(F.col(KEY).isNull()).collect()  # one row per file that survived range pruning
     funnel.update(

@@ -35,6 +35,9 @@ DEFAULT_CONF = {
     # Whole-stage codegen of wide projections (the drone generator's) yields Java methods over
     # 8 KB, which the JIT never compiles: they would run interpreted, about 6x slower.
     "spark.sql.codegen.hugeMethodLimit": "8000",
+    # Let adaptive execution coalesce shuffles under persisted DataFrames too (the upsert caches
+    # its tagged records); otherwise each such shuffle runs spark.sql.shuffle.partitions tasks.
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
 
 

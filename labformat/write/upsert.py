@@ -85,18 +85,30 @@ def deduplicate(table: "Table", df: DataFrame, cfg: Config, keys_only: bool = Fa
     """
     # An empty input can have zero partitions; a shuffle needs at least one.
     parallelism = max(1, shuffle_parallelism(df.rdd.getNumPartitions(), cfg))
-    keyed = df.withColumn(PART, table.partition_path_column()).withColumn(KEY, F.col(table.record_key).cast("string"))
+    keyed = df.withColumn(KEY, F.col(table.record_key).cast("string"))
+    # Group by the key alone when the table has no partition field: a constant partition column
+    # would be folded away by the optimizer, the grouping would stop matching the explicit
+    # repartition below, and Spark would shuffle a second time (at spark.sql.shuffle.partitions).
+    group = [PART, KEY] if table.partition_field else [KEY]
+    if table.partition_field:
+        keyed = keyed.withColumn(PART, table.partition_path_column())
     if not dedupe:  # bulk insert into a BUCKET table: route rows to buckets, keep every row
-        return keyed.withColumn(COUNT, F.lit(1).cast("long")), df.rdd.getNumPartitions()
-    shuffled = keyed.repartition(parallelism, PART, KEY)
+        out = keyed.withColumn(COUNT, F.lit(1).cast("long"))
+        return _with_partition(table, out), df.rdd.getNumPartitions()
+    shuffled = keyed.repartition(parallelism, *group)
     if keys_only:
-        deduped = shuffled.groupBy(PART, KEY).agg(F.count(F.lit(1)).alias(COUNT))
-        return deduped.withColumn(table.record_key, F.col(KEY)), parallelism
-    data_columns = [c for c in df.columns]
+        deduped = shuffled.groupBy(*group).agg(F.count(F.lit(1)).alias(COUNT))
+        return _with_partition(table, deduped).withColumn(table.record_key, F.col(KEY)), parallelism
+    data_columns = list(df.columns)
     ordering = [table.precombine_field] + [c for c in data_columns if c != table.precombine_field]
-    deduped = shuffled.groupBy(PART, KEY).agg(
+    deduped = shuffled.groupBy(*group).agg(
         F.max(F.struct(*[F.col(c) for c in ordering])).alias("_lf_row"), F.count(F.lit(1)).alias(COUNT))
-    return deduped.select(PART, KEY, COUNT, *[F.col(f"_lf_row.{c}").alias(c) for c in data_columns]), parallelism
+    deduped = deduped.select(*group, COUNT, *[F.col(f"_lf_row.{c}").alias(c) for c in data_columns])
+    return _with_partition(table, deduped), parallelism
+
+
+def _with_partition(table: "Table", df: DataFrame) -> DataFrame:
+    return df if table.partition_field else df.withColumn(PART, F.lit(""))
 
 
 def affected_partitions(table: "Table", deduped: DataFrame) -> set[str]:
@@ -306,6 +318,7 @@ def _run_steps(table: "Table", df: DataFrame, cfg: Config, operation: str, index
                                            dedupe=operation != "bulk_insert")
         deduped = deduped.persist()
         cleanup.append(deduped)
+        deduped.count()  # materialize here, so the shuffle's time and tasks belong to this step
         partitions = affected_partitions(table, deduped)
     with steps.step("latest_file_slices"):
         slices, files_in_table = latest_file_slices(table, partitions)

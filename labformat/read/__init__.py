@@ -1,0 +1,1 @@
+"""Reads: snapshot, time travel, and data skipping."""
