@@ -133,6 +133,17 @@ OPTIONS: tuple[Option, ...] = (
            "the affected partitions), BLOOM (range pruning, bloom filters, exact check) or BUCKET (hash "
            "of the key picks the file group). Stored with the table; a write may switch between SIMPLE "
            "and BLOOM, never to or from BUCKET.", Scope.TABLE, one_of("SIMPLE", "BLOOM", "BUCKET"), per_write=True),
+    Option("metadata_enable", "hoodie.metadata.enable", True,
+           "Keep the metadata table (.hoodie/metadata/): file listings per commit.", Scope.TABLE, parse_bool),
+    Option("column_stats_enable", "hoodie.metadata.index.column.stats.enable", True,
+           "Keep per-file column stats (min, max, null count) in the metadata table, for data skipping "
+           "(Hudi's own default is false; the lab wants skipping to work out of the box).",
+           Scope.TABLE, parse_bool),
+    Option("column_stats_columns", "hoodie.metadata.index.column.stats.column.list", "",
+           "Comma-separated columns to keep stats for; empty means every column of a supported type.",
+           Scope.TABLE, lambda raw: ",".join(c.strip() for c in str(raw).split(",") if c.strip())),
+    Option("bloom_filter_enable", "hoodie.metadata.index.bloom.filter.enable", False,
+           "Also keep each base file's record-key bloom filter in the metadata table.", Scope.TABLE, parse_bool),
     Option("bucket_num", "hoodie.bucket.index.num.buckets", 4,
            "File groups per partition of a BUCKET table; fixed when the table is created.",
            Scope.TABLE, parse_int, at_least(1)),
@@ -162,12 +173,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("bloom_prune_by_ranges", "hoodie.bloom.index.prune.by.ranges", True,
            "BLOOM index: skip files whose min/max record key cannot hold an incoming key before "
            "checking bloom filters.", Scope.WRITE, parse_bool),
+    Option("bloom_use_metadata", "hoodie.bloom.index.use.metadata", False,
+           "BLOOM index: take key ranges (column stats) and bloom filters from the metadata table "
+           "instead of base-file footers; falls back to footers, and says so, when they are missing.",
+           Scope.WRITE, parse_bool),
     Option("record_size_estimate", "hoodie.copyonwrite.record.size.estimate", 1024,
            "Bytes per record assumed for insert bin packing until a commit gives a real average.",
            Scope.WRITE, parse_size, at_least(1)),
     Option("record_size_estimation_threshold", "hoodie.record.size.estimation.threshold", 1.0,
            "A commit's average record size is used once it wrote more than this times "
            "`small_file_limit` bytes.", Scope.WRITE, float, at_least(0)),
+    Option("data_skipping", "hoodie.enable.data.skipping", True,
+           "Queries skip base files using partition values, column stats and bloom filters.",
+           Scope.READ, parse_bool),
     Option("compression_codec", "hoodie.parquet.compression.codec", "snappy",
            "Parquet compression of base files (Hudi's own default is gzip; snappy writes faster).",
            Scope.WRITE, lambda raw: one_of("SNAPPY", "GZIP", "ZSTD", "UNCOMPRESSED")(raw).lower()),

@@ -84,6 +84,11 @@ class Table:
         if partition_field:
             props[P.PARTITION_FIELDS] = partition_field
         props["hoodie.index.type"] = cfg.index_type
+        props["hoodie.metadata.enable"] = str(cfg.metadata_enable).lower()
+        props["hoodie.metadata.index.column.stats.enable"] = str(cfg.metadata_enable and cfg.column_stats_enable).lower()
+        props["hoodie.metadata.index.bloom.filter.enable"] = str(cfg.metadata_enable and cfg.bloom_filter_enable).lower()
+        if cfg.column_stats_columns:
+            props["hoodie.metadata.index.column.stats.column.list"] = cfg.column_stats_columns
         if cfg.index_type == "BUCKET":
             props["hoodie.bucket.index.num.buckets"] = str(cfg.bucket_num)
         storage.makedirs(TIMELINE_DIR)
@@ -130,6 +135,26 @@ class Table:
     @property
     def bucket_num(self) -> int:
         return int(self.properties.get("hoodie.bucket.index.num.buckets", "4"))
+
+    def _flag(self, key: str) -> bool:
+        return self.properties.get(key, "false") == "true"
+
+    @property
+    def metadata_enabled(self) -> bool:
+        return self._flag("hoodie.metadata.enable")
+
+    @property
+    def column_stats_enabled(self) -> bool:
+        return self._flag("hoodie.metadata.index.column.stats.enable")
+
+    @property
+    def column_stats_columns(self) -> tuple[str, ...] | None:
+        raw = self.properties.get("hoodie.metadata.index.column.stats.column.list", "")
+        return tuple(c for c in raw.split(",") if c) or None
+
+    @property
+    def bloom_filters_in_metadata(self) -> bool:
+        return self._flag("hoodie.metadata.index.bloom.filter.enable")
 
     @property
     def hive_style_partitioning(self) -> bool:
@@ -258,7 +283,22 @@ class Table:
             },
         )
         self._reconcile(instant, {s.path for s in write_stats}, {s.partition_path for s in write_stats})
+        if self.metadata_enabled:
+            self._write_metadata(instant, write_stats, stats)
         self._timeline.complete(instant, metadata.to_json(), before_publish=lambda: crash_point("before_publish"))
+
+    def _write_metadata(self, instant: Instant, write_stats: tuple[WriteStat, ...], task_stats: list[dict]) -> None:
+        """The metadata table's entries for this instant, written before the commit is published."""
+        from labformat.metadata import write_metadata
+
+        timeline = self._timeline.reload()
+        latest = {(s.partition_path, s.file_id): s for s in FileSystemView(timeline).latest_file_slices()}
+        for w in write_stats:
+            latest[(w.partition_path, w.file_id)] = FileSlice(w.partition_path, w.file_id, instant.time, w.path,
+                                                              w.file_size_bytes, w.num_writes)
+        write_metadata(self.storage, timeline, instant.time, sorted(latest.values(), key=lambda s: s.path),
+                       task_stats, self.column_stats_enabled, self.bloom_filters_in_metadata,
+                       columns=self.column_stats_columns)
 
     def _abandon(self, instant: Instant) -> None:
         """Remove an instant that wrote nothing (an empty input): nothing to roll back but its markers."""
@@ -328,3 +368,21 @@ class Table:
         from labformat.write import upsert
 
         return upsert.run(self, keys_df, C.resolve(options, [C.Scope.WRITE]), "delete")
+
+    def query(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None):
+        """Rows matching `condition` (a Spark Column or SQL string) and a ScanReport of how they were found.
+
+        With data skipping on (`hoodie.enable.data.skipping`, default true) whole base files are
+        skipped by partition value, column stats and, for record-key lookups, bloom filters;
+        the condition still goes to Spark's parquet reader, which skips row groups inside files.
+        """
+        from labformat.read.query import run_query
+
+        cfg = C.resolve(options, [C.Scope.READ])
+        return run_query(self, condition, as_of, cfg.data_skipping)
+
+    def rebuild_metadata(self):
+        """Recompute the metadata table for the latest commit from the base files (see labformat.metadata)."""
+        from labformat.metadata import rebuild_metadata
+
+        return rebuild_metadata(self)

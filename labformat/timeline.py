@@ -13,6 +13,7 @@ from labformat.model.instant import WRITE_ACTIONS, Action, Instant, State, next_
 from labformat.storage import Storage
 
 TIMELINE_DIR = ".hoodie"
+METADATA_PREFIX = ".hoodie/metadata/"
 _STATE_RANK = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
 
 
@@ -136,9 +137,15 @@ class Timeline:
         inflight = self.to_inflight(rollback) if rollback.state is State.REQUESTED else rollback
         deleted = []
         for info in self.storage.list("", recursive=True):
+            leaf = info.path.rsplit("/", 1)[-1]
+            if info.path.startswith(METADATA_PREFIX):
+                # The metadata table's files of the failed instant go with its base files.
+                if leaf.split(".", 1)[0] == failed_time or (leaf.startswith(".") and failed_time in leaf):
+                    self.storage.delete(info.path)
+                    deleted.append(info.path)
+                continue
             if info.path.startswith(TIMELINE_DIR + "/"):
                 continue
-            leaf = info.path.rsplit("/", 1)[-1]
             base = BaseFile.try_parse(leaf)
             # Half-written files and temp files from the failed instant carry its time too.
             if (base is not None and base.instant_time == failed_time) or (leaf.startswith(".") and failed_time in leaf):

@@ -37,11 +37,16 @@ def test_killed_writer_leaves_last_commit_readable_and_is_rolled_back(spark, tmp
     leftovers = [p for p in path.rglob("*.parquet") if first.instant not in p.name]
     if point in ("after_write", "before_publish"):
         assert leftovers, "the crash should have left uncommitted base files behind"
+    if point == "before_publish":
+        # The metadata table was written for the dead instant; readers must not have used it.
+        assert any(".hoodie/metadata/" in str(p) for p in leftovers)
+        _, scan = reopened.query("battery_pct >= 0")
+        assert scan.rows_returned == len(before)
 
     # The next writer rolls the failed instant back, then writes.
     report = reopened.bulk_insert(telemetry(spark, 50, start=5000, prefix="2024011513"))
     assert len(report.rolled_back) == 1 and report.rolled_back[0] > first.instant
-    assert all(not p.exists() for p in leftovers)
+    assert all(not p.exists() for p in leftovers)  # base files and metadata files alike
     actions = [(i.action.value, i.time) for i in reopened.timeline()]
     assert [a for a, _ in actions] == ["commit", "rollback", "commit"]
     assert not [n for n in os.listdir(path / ".hoodie") if n.startswith(report.rolled_back[0])]

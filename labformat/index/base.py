@@ -24,6 +24,9 @@ class IndexContext:
     index_type: str
     bucket_num: int
     prune_by_ranges: bool
+    use_metadata: bool = False  # BLOOM: ranges and filters from the metadata table (if it has them)
+    metadata: Any = None  # a MetadataReader when use_metadata
+    schema: Any = None  # the table's data schema (column stats decoding)
 
 
 @dataclass

@@ -12,7 +12,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from labformat.index.base import FILE_ID, KEY, PART, IndexContext, TagResult
-from labformat.index.footers import bloom_filter, key_ranges
+from labformat.index.bloom_filter import BloomFilter
+from labformat.index.footers import FooterInfo, bloom_filter, key_ranges
 from labformat.model.file_group import FileSlice
 from labformat.storage import Storage
 from labformat.write.arrow_writer import check_record_keys
@@ -58,7 +59,7 @@ def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
             )
 
 
-def check_file(table: pa.Table, base_uri: str) -> pa.Table:
+def check_file(table: pa.Table, base_uri: str, blooms: dict[str, str] | None = None) -> pa.Table:
     """Tasks (b)+(c), one file group at a time: its bloom filter, then its real keys.
 
     Returns the keys really found in the file, plus one stats row (KEY null) counting
@@ -68,7 +69,8 @@ def check_file(table: pa.Table, base_uri: str) -> pa.Table:
     part = table.column(PART)[0].as_py()
     path = table.column("path")[0].as_py()
     keys = table.column(KEY)
-    maybe = bloom_filter(base_uri, path).might_contain(keys.to_numpy(zero_copy_only=False))
+    bloom = BloomFilter.from_base64(blooms[path]) if blooms is not None else bloom_filter(base_uri, path)
+    maybe = bloom.might_contain(keys.to_numpy(zero_copy_only=False))
     survivors = pc.filter(keys, pa.array(maybe))
     matched = pa.array([], pa.string())
     if len(survivors):
@@ -88,8 +90,32 @@ def check_file(table: pa.Table, base_uri: str) -> pa.Table:
     )
 
 
+def _ranges_from_metadata(ctx: IndexContext, slices: list[FileSlice]):
+    """Key ranges from the metadata table's column stats of the record key; None and why when it has none."""
+    stats, source = ctx.metadata.column_stats(slices, ctx.schema)
+    if stats is None:
+        return None, source
+    out = {}
+    for s in slices:
+        key_stats = stats.get(s.path, {}).get(ctx.record_key)
+        if key_stats is None:
+            return None, f"no column stats for the record key {ctx.record_key!r}"
+        out[s.path] = FooterInfo(key_stats.min, key_stats.max, key_stats.value_count or 0)
+    return out, "metadata table"
+
+
 def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_in_table: int) -> TagResult:
-    ranges = key_ranges(ctx.base_uri, [s.path for s in slices])
+    ranges, blooms, source = None, None, "footers"
+    if ctx.use_metadata:
+        ranges, why = _ranges_from_metadata(ctx, slices)
+        if ranges is not None:
+            blooms, why = ctx.metadata.bloom_filters([s.path for s in slices])
+        if ranges is None or blooms is None:
+            ranges, blooms, source = None, None, f"footers (metadata table: {why})"
+        else:
+            source = "metadata table"
+    if ranges is None:
+        ranges = key_ranges(ctx.base_uri, [s.path for s in slices])
     by_partition: dict[str, list[tuple]] = {}
     for s in slices:
         info = ranges[s.path]
@@ -103,15 +129,17 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
     funnel = {"files_in_table": files_in_table, "files_in_affected_partitions": len(slices)}
     if not files:
         funnel.update(after_range_pruning=0, after_bloom=0, matched=0, false_positives=0)
-        return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, "footers")
+        return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, source)
 
     candidates = incoming.select(PART, KEY).mapInArrow(
         partial(prune_by_ranges, files=files, prune=ctx.prune_by_ranges), CANDIDATE_DDL)
     base_uri = ctx.base_uri
+    # Filters from the metadata table travel to the tasks as a broadcast (read once per executor).
+    shipped = ctx.spark.sparkContext.broadcast({p: b.to_base64() for p, b in blooms.items()}) if blooms else None
 
     # A plain typed function: pyspark 4.3 cannot infer the eval type of a functools.partial here.
     def check(table: pa.Table) -> pa.Table:
-        return check_file(table, base_uri)
+        return check_file(table, base_uri, shipped.value if shipped is not None else None)
 
     # One group per candidate file; as many tasks as files (up to the cores twice over), rather
     # than spark.sql.shuffle.partitions mostly empty ones.
@@ -130,4 +158,4 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
     )
     matches = checked.filter(F.col(KEY).isNotNull()).select(PART, KEY, FILE_ID)
     tagged = incoming.join(matches, on=[PART, KEY], how="left")
-    return TagResult(tagged, funnel, "footers", cleanup=[checked])
+    return TagResult(tagged, funnel, source, cleanup=[checked])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from functools import lru_cache
 
 import pyarrow.parquet as pq
@@ -50,3 +51,47 @@ def bloom_filter(base_uri: str, path: str) -> BloomFilter:
     if raw is None:
         raise CorruptTableError(f"base file {path} has no bloom filter in its footer")
     return BloomFilter.from_base64(raw)
+
+
+@lru_cache(maxsize=65536)
+def _footer_column_stats(base_uri: str, path: str) -> tuple:
+    """Row-group statistics of one base file, folded per column: (name, min, max, nulls, rows)."""
+    storage = Storage(base_uri)
+    meta = pq.read_metadata(storage._full(path), filesystem=storage.fs)
+    out = {}
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            name = chunk.path_in_schema
+            stats = chunk.statistics
+            entry = out.setdefault(name, [None, None, 0, 0, True])
+            entry[3] += group.num_rows
+            if stats is None or not stats.has_min_max:
+                if stats is None or stats.null_count != group.num_rows:
+                    entry[4] = False  # no bounds for some non-null values: unknown
+                if stats is not None:
+                    entry[2] += stats.null_count
+                continue
+            entry[2] += stats.null_count
+            entry[0] = stats.min if entry[0] is None else min(entry[0], stats.min)
+            entry[1] = stats.max if entry[1] is None else max(entry[1], stats.max)
+    return tuple((name, *values) for name, values in out.items())
+
+
+def footer_column_stats(base_uri: str, paths: list[str]) -> dict[str, dict[str, object]]:
+    """Per base file, per column: ColumnStats from the parquet footer (the fallback when the
+    metadata table has none). Floating columns get no NaN count: parquet does not keep one."""
+    from labformat.read.predicates import ColumnStats
+
+    def one(path: str) -> dict:
+        stats = {}
+        for name, low, high, nulls, rows, bounded in _footer_column_stats(base_uri, path):
+            if isinstance(low, datetime) and low.tzinfo is None:
+                low, high = low.replace(tzinfo=timezone.utc), high.replace(tzinfo=timezone.utc)
+            stats[name] = ColumnStats(low if bounded else None, high if bounded else None, nulls, rows,
+                                      None if isinstance(low, float) else 0)
+        return stats
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return dict(zip(paths, pool.map(one, paths)))

@@ -32,7 +32,8 @@ WRITE_STAT_DDL = (
     "partition_path string, file_id string, path string, prev_commit string, num_writes long, "
     "num_inserts long, num_update_writes long, num_deletes long, file_size long, min_key string, "
     "max_key string, write_ms long, bloom_ms long, task_partition int, task_attempt int, "
-    "prev_min_key string, prev_max_key string, prev_size long, incoming_bytes long"
+    "prev_min_key string, prev_max_key string, prev_size long, incoming_bytes long, "
+    "column_stats string, bloom string"
 )
 WRITE_STAT_SCHEMA = pa.schema([
     ("partition_path", pa.string()), ("file_id", pa.string()), ("path", pa.string()),
@@ -41,7 +42,7 @@ WRITE_STAT_SCHEMA = pa.schema([
     ("min_key", pa.string()), ("max_key", pa.string()), ("write_ms", pa.int64()),
     ("bloom_ms", pa.int64()), ("task_partition", pa.int32()), ("task_attempt", pa.int32()),
     ("prev_min_key", pa.string()), ("prev_max_key", pa.string()), ("prev_size", pa.int64()),
-    ("incoming_bytes", pa.int64()),
+    ("incoming_bytes", pa.int64()), ("column_stats", pa.string()), ("bloom", pa.string()),
 ])
 
 # A task that finds bad input fails with this marker; the driver turns it into InvalidInputError.
@@ -62,6 +63,7 @@ class WriteSpec:
     max_file_size: int
     compression: str
     bloom_fpp: float
+    collect_bloom: bool = False  # return each file's bloom filter for the metadata table
 
 
 def _task_identity() -> tuple[int, int, int]:
@@ -71,6 +73,55 @@ def _task_identity() -> tuple[int, int, int]:
     if ctx is None:  # called outside Spark (unit tests)
         return 0, 0, 0
     return ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()
+
+
+def _stat_value(scalar: pa.Scalar):
+    """A min/max as JSON: temporal values as their integer encoding (decoded with the table schema)."""
+    if scalar is None or not scalar.is_valid:
+        return None
+    t = scalar.type
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t):
+        return scalar.cast(pa.int64() if not pa.types.is_date32(t) else pa.int32()).as_py()
+    value = scalar.as_py()
+    return float(value) if isinstance(value, float) else value
+
+
+class ColumnStatsCollector:
+    """Min, max, null count and value count per data column of one base file, chunk by chunk."""
+
+    SUPPORTED = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_large_string,
+                 pa.types.is_timestamp, pa.types.is_date, pa.types.is_boolean)
+
+    def __init__(self, columns: tuple[str, ...]):
+        self.columns = columns
+        self.stats: dict[str, list] = {}
+
+    def add(self, table: pa.Table) -> None:
+        for name in self.columns:
+            column = table.column(name)
+            if not any(check(column.type) for check in self.SUPPORTED):
+                continue
+            bounds = pc.min_max(column)
+            low, high = _stat_value(bounds["min"]), _stat_value(bounds["max"])
+            nulls = column.null_count
+            # min/max skip NaN; NaN sorts above everything in Spark, so count them separately.
+            nans = int(pc.sum(pc.is_nan(column)).as_py() or 0) if pa.types.is_floating(column.type) else 0
+            current = self.stats.get(name)
+            if current is None:
+                self.stats[name] = [low, high, nulls, len(column), nans]
+                continue
+            if low is not None and (current[0] is None or low < current[0]):
+                current[0] = low
+            if high is not None and (current[1] is None or high > current[1]):
+                current[1] = high
+            current[2] += nulls
+            current[3] += len(column)
+            current[4] += nans
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps(self.stats)
 
 
 class _OpenFile:
@@ -88,6 +139,7 @@ class _OpenFile:
         self.sink = storage.fs.open_output_stream(storage._full(self.path))
         self.writer = pq.ParquetWriter(self.sink, schema, compression=spec.compression, write_statistics=True)
         self.keys: list[pa.Array] = []
+        self.stats = ColumnStatsCollector(spec.data_columns)
         self.rows = 0
         self.inserts = 0
         self.updates = 0
@@ -100,6 +152,7 @@ class _OpenFile:
     def write(self, table: pa.Table, inserts: int, updates: int) -> None:
         self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
         self.keys.append(table.column(RECORD_KEY).combine_chunks())
+        self.stats.add(table)
         self.rows += table.num_rows
         self.inserts += inserts
         self.updates += updates
@@ -127,6 +180,7 @@ class _OpenFile:
             "write_ms": int((time.monotonic() - self.started) * 1000), "bloom_ms": bloom_ms,
             "task_partition": task_partition, "task_attempt": attempt,
             "prev_min_key": None, "prev_max_key": None, "prev_size": 0, "incoming_bytes": 0,
+            "column_stats": self.stats.to_json(), "bloom": footer[BLOOM_FOOTER] if self.spec.collect_bloom else None,
         }
 
 

@@ -43,6 +43,7 @@ def write_bulk_insert(table: "Table", df: DataFrame, cfg: Config, instant_time: 
         max_file_size=cfg.max_file_size,
         compression=cfg.compression_codec,
         bloom_fpp=cfg.bloom_fpp,
+        collect_bloom=table.bloom_filters_in_metadata,
     )
     prepared = df.select(*[F.col(c) for c in data_columns], table.partition_path_column().alias(PARTITION_COL))
     ordered = order_for_sort_mode(prepared, cfg.bulk_insert_sort_mode, table.record_key, cfg.bulk_insert_parallelism)

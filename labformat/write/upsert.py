@@ -295,8 +295,11 @@ def run(table: "Table", df: DataFrame, cfg: Config, operation: str):
         data_schema = table.schema() if operation == "delete" else table.schema_for_write(df)
     if data_schema is None:  # a delete on a table never written to
         return WriteReport(operation, None, 0, 0, 0, steps=tuple(steps.steps), options=dict(cfg))
+    from labformat.metadata import MetadataReader
+
     ctx = IndexContext(table.spark, table.storage.base_uri, table.record_key, index_type, table.bucket_num,
-                       cfg.bloom_prune_by_ranges)
+                       cfg.bloom_prune_by_ranges, use_metadata=cfg.bloom_use_metadata,
+                       metadata=MetadataReader(table.storage, table._timeline.reload()), schema=data_schema)
     cleanup: list = []
     try:
         return _run_steps(table, df, cfg, operation, index_type, ctx, steps, data_schema, cleanup)
@@ -344,7 +347,7 @@ def _run_steps(table: "Table", df: DataFrame, cfg: Config, operation: str, index
         with steps.step("write"):
             spec = WriteSpec(table.storage.base_uri, instant.time, table.record_key,
                              tuple(f.name for f in data_schema.fields), cfg.max_file_size,
-                             cfg.compression_codec, cfg.bloom_fpp)
+                             cfg.compression_codec, cfg.bloom_fpp, table.bloom_filters_in_metadata)
             keys = task_keys(table.spark, len(plan.targets))
             routed = route_records(table, tag, plan, keys)
             stats = write_file_groups(table, routed, plan, keys, spec,

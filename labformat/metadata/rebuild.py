@@ -1,0 +1,73 @@
+"""Rebuild the metadata table from the base files, when it is missing, stale or corrupt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from labformat.metadata.table import BLOOM_FILTERS, COLUMN_STATS, FILES, METADATA_DIR, write_metadata
+from labformat.storage import Storage
+from labformat.write.arrow_writer import BLOOM_FOOTER, ColumnStatsCollector
+
+if TYPE_CHECKING:
+    from labformat.table import Table
+
+_STATS_DDL = "path string, column_stats string, bloom string"
+
+
+def _stats_of_files(batches: Iterator[pa.RecordBatch], base_uri: str, columns: tuple[str, ...]):
+    """Task: read each listed base file and compute its column stats; take its bloom filter from the footer."""
+    storage = Storage(base_uri)
+    for batch in batches:
+        rows = []
+        for path in batch.column("path").to_pylist():
+            full = storage._full(path)
+            collector = ColumnStatsCollector(columns)
+            parquet = pq.ParquetFile(full, filesystem=storage.fs)
+            for group in range(parquet.num_row_groups):
+                collector.add(parquet.read_row_group(group, columns=list(columns)))
+            footer = parquet.metadata.metadata or {}
+            bloom = footer.get(BLOOM_FOOTER.encode())
+            rows.append({"path": path, "column_stats": collector.to_json(),
+                         "bloom": bloom.decode() if bloom is not None else None})
+        yield pa.RecordBatch.from_pylist(rows, schema=pa.schema(
+            [("path", pa.string()), ("column_stats", pa.string()), ("bloom", pa.string())]))
+
+
+@dataclass(frozen=True)
+class RebuildReport:
+    instant: str | None
+    files: int
+    seconds: float
+
+
+def rebuild_metadata(table: "Table") -> RebuildReport:
+    """Recompute the metadata table's entries for the latest commit from the base files themselves.
+
+    The files are read by Spark tasks (the driver only lists them); the previous entries of
+    that instant are replaced. Readers in the meantime fall back to footers, as they do for
+    any metadata they cannot trust.
+    """
+    import time
+
+    started = time.perf_counter()
+    timeline = table._timeline.reload()
+    latest = timeline.latest_completed_write()
+    if latest is None or not table.metadata_enabled:
+        return RebuildReport(None, 0, 0.0)
+    slices = table.file_slices()
+    schema = table.schema()
+    columns = tuple(f.name for f in schema.fields)
+    base_uri = table.storage.base_uri
+    paths = table.spark.createDataFrame([(s.path,) for s in slices], "path string")
+    paths = paths.repartition(max(1, min(len(slices), 2 * table.spark.sparkContext.defaultParallelism)))
+    stats = [r.asDict() for r in paths.mapInArrow(
+        lambda batches: _stats_of_files(batches, base_uri, columns), _STATS_DDL).collect()]
+    for partition in (FILES, COLUMN_STATS, BLOOM_FILTERS):
+        table.storage.delete(f"{METADATA_DIR}/{partition}/{latest.time}.parquet")
+    write_metadata(table.storage, timeline, latest.time, slices, stats, table.column_stats_enabled,
+                   table.bloom_filters_in_metadata, carry_over=False, columns=table.column_stats_columns)
+    return RebuildReport(latest.time, len(slices), time.perf_counter() - started)

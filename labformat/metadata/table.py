@@ -1,0 +1,170 @@
+"""The metadata table under `.hoodie/metadata/` (labformat's own; Hudi v6 readers ignore it).
+
+Three partitions, each a folder of parquet files named by the instant that wrote them:
+- `files/<instant>.parquet`: the latest file slice of every file group as of that instant;
+- `column_stats/<instant>.parquet`: per base file and column: min, max, null count, value count;
+- `bloom_filters/<instant>.parquet`: the record-key bloom filter of each base file that instant wrote.
+`files` and `column_stats` are whole snapshots, so a reader needs one small read each; bloom
+filters are large and never change, so each instant adds only its own.
+
+They are written inside the commit protocol, after the base files and before the commit is
+published, and only metadata of completed instants is read: a reader never sees the metadata
+of an uncommitted instant, and rollback deletes a failed instant's metadata with its data.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import date, datetime, timedelta, timezone
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import types as T
+
+from labformat.index.bloom_filter import BloomFilter
+from labformat.model.file_group import FileSlice
+from labformat.read.predicates import ColumnStats
+from labformat.storage import Storage
+from labformat.timeline import Timeline
+
+METADATA_DIR = ".hoodie/metadata"
+FILES = "files"
+COLUMN_STATS = "column_stats"
+BLOOM_FILTERS = "bloom_filters"
+
+_FILES_SCHEMA = pa.schema([("partition_path", pa.string()), ("file_id", pa.string()), ("path", pa.string()),
+                           ("instant", pa.string()), ("size_bytes", pa.int64()), ("num_records", pa.int64())])
+_STATS_SCHEMA = pa.schema([("path", pa.string()), ("column", pa.string()), ("min", pa.string()),
+                           ("max", pa.string()), ("null_count", pa.int64()), ("value_count", pa.int64()),
+                           ("nan_count", pa.int64())])
+_BLOOM_SCHEMA = pa.schema([("path", pa.string()), ("bloom", pa.string())])
+
+
+def _path(partition: str, instant: str) -> str:
+    return f"{METADATA_DIR}/{partition}/{instant}.parquet"
+
+
+def _publish_table(storage: Storage, rel: str, table: pa.Table) -> None:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    storage.publish(rel, sink.getvalue())
+
+
+def _read_table(storage: Storage, rel: str) -> pa.Table:
+    return pq.read_table(io.BytesIO(storage.read_bytes(rel)))
+
+
+# ---- values -----------------------------------------------------------------------------------
+
+def decode_value(raw, dtype: T.DataType):
+    """A stored min/max back to a Python value of the column's type (timestamps: aware UTC datetimes)."""
+    if raw is None:
+        return None
+    if isinstance(dtype, T.TimestampType):
+        return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=raw)
+    if isinstance(dtype, T.TimestampNTZType):
+        return datetime(1970, 1, 1) + timedelta(microseconds=raw)
+    if isinstance(dtype, T.DateType):
+        return date(1970, 1, 1) + timedelta(days=raw)
+    return raw
+
+
+# ---- writing ----------------------------------------------------------------------------------
+
+def write_metadata(storage: Storage, timeline: Timeline, instant: str, slices_after: list[FileSlice],
+                   new_stats: list[dict], column_stats: bool, bloom_filters: bool, carry_over: bool = True,
+                   columns: tuple[str, ...] | None = None) -> None:
+    """Write this instant's metadata: the files snapshot, the column stats snapshot, new bloom filters.
+
+    The column stats of files this instant did not write are carried over from the last
+    snapshot; when that snapshot is missing or stale the new one is incomplete too, and
+    readers detect it (and fall back to footers) until `rebuild` runs.
+    """
+    files = pa.Table.from_pylist(
+        [{"partition_path": s.partition_path, "file_id": s.file_id, "path": s.path, "instant": s.base_instant_time,
+          "size_bytes": s.size_bytes, "num_records": s.num_records} for s in slices_after], schema=_FILES_SCHEMA)
+    _publish_table(storage, _path(FILES, instant), files)
+    if column_stats:
+        live = {s.path for s in slices_after}
+        rows = []
+        previous = MetadataReader(storage, timeline).latest(COLUMN_STATS) if carry_over else None
+        if previous is not None:
+            old = _read_table(storage, previous).to_pylist()
+            rows += [r for r in old if r["path"] in live]
+        for stat in new_stats:
+            for column, (low, high, nulls, count, nans) in json.loads(stat["column_stats"] or "{}").items():
+                if columns and column not in columns:
+                    continue
+                rows.append({"path": stat["path"], "column": column, "min": json.dumps(low), "max": json.dumps(high),
+                             "null_count": nulls, "value_count": count, "nan_count": nans})
+        _publish_table(storage, _path(COLUMN_STATS, instant), pa.Table.from_pylist(rows, schema=_STATS_SCHEMA))
+    if bloom_filters:
+        rows = [{"path": s["path"], "bloom": s["bloom"]} for s in new_stats if s.get("bloom")]
+        _publish_table(storage, _path(BLOOM_FILTERS, instant), pa.Table.from_pylist(rows, schema=_BLOOM_SCHEMA))
+
+
+# ---- reading ----------------------------------------------------------------------------------
+
+class MetadataReader:
+    """Reads the metadata of completed instants only, up to `as_of`."""
+
+    def __init__(self, storage: Storage, timeline: Timeline, as_of: str | None = None):
+        self.storage = storage
+        self.completed = {i.time for i in timeline.completed_writes(as_of)}
+        self.latest_instant = max(self.completed) if self.completed else None
+
+    def _instants(self, partition: str) -> list[str]:
+        out = []
+        for info in self.storage.list(f"{METADATA_DIR}/{partition}"):
+            leaf = info.path.rsplit("/", 1)[-1]
+            if leaf.endswith(".parquet") and leaf[:-8] in self.completed:
+                out.append(leaf[:-8])
+        return sorted(out)
+
+    def latest(self, partition: str) -> str | None:
+        instants = self._instants(partition)
+        return _path(partition, instants[-1]) if instants else None
+
+    def column_stats(self, expected: list[FileSlice], schema: T.StructType
+                     ) -> tuple[dict[str, dict[str, ColumnStats]] | None, str]:
+        """Per base file path, per column: its stats. None (and the reason) when missing, stale or corrupt."""
+        instants = self._instants(COLUMN_STATS)
+        if not instants:
+            return None, "no column stats in the metadata table"
+        if instants[-1] != self.latest_instant:
+            return None, f"column stats are stale (newest {instants[-1]}, table at {self.latest_instant})"
+        try:
+            rows = _read_table(self.storage, _path(COLUMN_STATS, instants[-1])).to_pylist()
+        except Exception as exc:  # noqa: BLE001 - any unreadable file means: do not trust it
+            return None, f"column stats unreadable ({type(exc).__name__}: {exc})"
+        types = {f.name: f.dataType for f in schema.fields}
+        out: dict[str, dict[str, ColumnStats]] = {}
+        for r in rows:
+            if r["column"] in types:
+                out.setdefault(r["path"], {})[r["column"]] = ColumnStats(
+                    decode_value(json.loads(r["min"]), types[r["column"]]),
+                    decode_value(json.loads(r["max"]), types[r["column"]]), r["null_count"], r["value_count"],
+                    r["nan_count"])
+        missing = {s.path for s in expected} - set(out)
+        if missing:
+            return None, f"column stats are stale: {len(missing)} base files have none"
+        return out, "metadata table"
+
+    def bloom_filters(self, paths: list[str]) -> tuple[dict[str, BloomFilter] | None, str]:
+        """The bloom filters of these base files, read from the instants that wrote them."""
+        wanted = set(paths)
+        found: dict[str, BloomFilter] = {}
+        try:
+            for instant in reversed(self._instants(BLOOM_FILTERS)):  # candidates are mostly new files
+                if not wanted - set(found):
+                    break
+                table = _read_table(self.storage, _path(BLOOM_FILTERS, instant))
+                for path, raw in zip(table.column("path").to_pylist(), table.column("bloom").to_pylist()):
+                    if path in wanted:
+                        found[path] = BloomFilter.from_base64(raw)
+        except Exception as exc:  # noqa: BLE001
+            return None, f"bloom filters unreadable ({type(exc).__name__}: {exc})"
+        if wanted - set(found):
+            return None, f"bloom filters missing for {len(wanted - set(found))} base files"
+        return found, "metadata table"

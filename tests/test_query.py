@@ -1,0 +1,174 @@
+"""Metadata table and query skipping: the funnel on drone data, fallbacks, rebuild, and skipping's soundness."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+
+import labformat as lf
+from labformat import datasets
+from labformat.lab.daily import run_daily_upserts
+
+pytestmark = pytest.mark.spark
+
+OPTIONS = {"max_file_size": "24KB", "small_file_limit": 0}
+
+
+@pytest.fixture(scope="module")
+def drone_table(spark, tmp_path_factory):
+    """tiny drone data after 2 upsert days; column stats on every column except temperature_c."""
+    path = tmp_path_factory.mktemp("query") / "t"
+    spec = datasets.spec("tiny", batch_days=2)
+    run_daily_upserts(spark, spec, path, "BLOOM", OPTIONS)
+    return lf.Table.open(spark, path)
+
+
+def files_holding(table, condition) -> set[str]:
+    """The truth: base files that hold at least one row matching the condition."""
+    rows = table.read().filter(condition).select("_hoodie_file_name").distinct().collect()
+    return {r[0] for r in rows}
+
+
+def names(report) -> set[str]:
+    return {p.rsplit("/", 1)[-1] for p in report.files_read}
+
+
+def test_one_hour_window_reads_exactly_the_files_of_that_hour(drone_table):
+    window = "ts >= '2024-01-16 10:00:00' AND ts < '2024-01-16 11:00:00'"
+    df, report = drone_table.query(window)
+    assert report.stats_source == "metadata table"
+    assert names(report) == files_holding(drone_table, window)
+    assert report.funnel["files_read"] < report.funnel["files_in_snapshot"]
+    assert report.rows_returned == df.count() == drone_table.read().filter(window).count() > 0
+
+
+def test_point_lookup_by_record_key_reads_one_file(drone_table):
+    key = drone_table.read().select("record_key").orderBy("record_key").limit(1).collect()[0][0]
+    df, report = drone_table.query(F.col("record_key") == key)
+    assert report.funnel["files_read"] == 1 and report.rows_returned == 1
+    assert report.bloom_source.startswith("footers")  # bloom filters are not in this table's metadata
+
+
+def test_a_filter_on_a_column_without_stats_reads_every_file(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "t", options={"column_stats_columns": "record_key,ts"})
+    spec = datasets.spec("tiny", batch_days=1)
+    t.bulk_insert(datasets.history(spark, spec), {"max_file_size": "24KB", "bulk_insert_sort_mode": "GLOBAL_SORT"})
+    _, report = t.query("temperature_c > 1000")
+    assert report.funnel["files_read"] == report.funnel["files_in_snapshot"] > 1
+    assert report.rows_returned == 0
+    _, by_ts = t.query("ts < '2024-01-15 01:00:00'")
+    assert by_ts.funnel["files_read"] < by_ts.funnel["files_in_snapshot"]
+
+
+def test_skipping_off_reads_everything_with_the_same_rows(drone_table):
+    condition = "drone_id = 'drone0001' AND battery_pct < 40"
+    on_df, on = drone_table.query(condition)
+    off_df, off = drone_table.query(condition, options={"data_skipping": False})
+    assert off.funnel["files_read"] == off.funnel["files_in_snapshot"]
+    assert on.rows_returned == off.rows_returned
+    assert sorted(r.record_key for r in on_df.collect()) == sorted(r.record_key for r in off_df.collect())
+
+
+def test_missing_or_corrupt_metadata_falls_back_to_footers_until_rebuilt(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "t")
+    spec = datasets.spec("tiny", batch_days=1)
+    report = t.bulk_insert(datasets.history(spark, spec), {"max_file_size": "24KB", "bulk_insert_sort_mode": "GLOBAL_SORT"})
+    stats_file = tmp_path / "t" / ".hoodie" / "metadata" / "column_stats" / f"{report.instant}.parquet"
+    window = "ts >= '2024-01-15 10:00:00' AND ts < '2024-01-15 11:00:00'"
+    _, good = t.query(window)
+    assert good.stats_source == "metadata table"
+
+    stats_file.write_bytes(b"not parquet")
+    _, corrupt = t.query(window)
+    assert corrupt.stats_source.startswith("footers (column stats unreadable")
+    assert names(corrupt) == names(good) and corrupt.rows_returned == good.rows_returned
+
+    os.remove(stats_file)
+    _, missing = t.query(window)
+    assert missing.stats_source.startswith("footers (no column stats")
+
+    rebuilt = t.rebuild_metadata()
+    assert rebuilt.instant == report.instant and rebuilt.files == len(t.file_slices())
+    _, again = t.query(window)
+    assert again.stats_source == "metadata table" and names(again) == names(good)
+
+
+def test_bloom_index_tags_the_same_from_footers_and_metadata(spark, tmp_path):
+    spec = datasets.spec("tiny", batch_days=1)
+    batch = datasets.batch(spark, spec, 1)
+    reports = {}
+    for use in (False, True):
+        t = lf.Table.create(spark, tmp_path / str(use), options={"bloom_filter_enable": True})
+        t.bulk_insert(datasets.history(spark, spec), {"max_file_size": "24KB", "bulk_insert_sort_mode": "GLOBAL_SORT"})
+        reports[use] = (t.upsert(batch, {**OPTIONS, "bloom_use_metadata": use}), t)
+    (footer, t_footer), (meta, t_meta) = reports[False], reports[True]
+    assert footer.details["lookup_source"] == "footers" and meta.details["lookup_source"] == "metadata table"
+    for key in ("files_in_table", "after_range_pruning", "after_bloom", "matched", "keys_matched"):
+        assert footer.funnel[key] == meta.funnel[key]
+    assert (footer.rows_updated, footer.rows_inserted) == (meta.rows_updated, meta.rows_inserted)
+    cols = ["record_key", "battery_pct", "updated_at"]
+    assert t_footer.read().select(cols).exceptAll(t_meta.read().select(cols)).count() == 0
+
+
+def test_uncommitted_metadata_is_never_read(spark, tmp_path):
+    """Metadata of an instant that is not completed (a crashed writer's) is ignored by readers."""
+    t = lf.Table.create(spark, tmp_path / "t")
+    spec = datasets.spec("tiny", batch_days=1)
+    done = t.bulk_insert(datasets.history(spark, spec), {"max_file_size": "24KB"})
+    stats_dir = tmp_path / "t" / ".hoodie" / "metadata" / "column_stats"
+    fake = f"{int(done.instant) + 5}"  # a later instant with no completed commit
+    shutil.copy(stats_dir / f"{done.instant}.parquet", stats_dir / f"{fake}.parquet")
+    _, report = t.query("battery_pct > 50")
+    assert report.stats_source == "metadata table"  # read the completed instant's, not the orphan
+
+
+# ---- soundness: skipping never changes the answer -------------------------------------------
+
+_SCHEMA = "record_key string, x long, y double, s string, updated_at timestamp"
+
+
+@pytest.fixture(scope="module")
+def random_table(spark, tmp_path_factory):
+    path = tmp_path_factory.mktemp("sound") / "t"
+    t = lf.Table.create(spark, path)
+    df = spark.range(0, 600, numPartitions=3).select(
+        F.format_string("k%04d", "id").alias("record_key"),
+        F.when(F.col("id") % 17 == 0, None).otherwise((F.col("id") * 7) % 100).alias("x"),
+        F.when(F.col("id") % 23 == 0, float("nan")).otherwise(F.col("id") / 10.0).alias("y"),
+        F.when(F.col("id") % 11 == 0, None).otherwise(F.format_string("s%02d", F.col("id") % 40)).alias("s"),
+        F.timestamp_seconds(F.lit(1705300000) + F.col("id") * 60).alias("updated_at"),
+    )
+    t.bulk_insert(df, {"max_file_size": "6KB", "bulk_insert_sort_mode": "GLOBAL_SORT"})
+    return t
+
+
+comparison = st.one_of(
+    st.tuples(st.just("x"), st.sampled_from(["=", "<", "<=", ">", ">=", "<>"]), st.integers(-5, 105).map(str)),
+    st.tuples(st.just("y"), st.sampled_from(["=", "<", ">="]), st.floats(-1, 70, allow_nan=False).map(lambda v: f"{v:.1f}")),
+    st.tuples(st.just("s"), st.sampled_from(["=", "<", ">"]), st.integers(0, 45).map(lambda i: f"'s{i:02d}'")),
+    st.tuples(st.just("record_key"), st.sampled_from(["=", "<", ">="]), st.integers(0, 650).map(lambda i: f"'k{i:04d}'")),
+    st.tuples(st.just("updated_at"), st.sampled_from(["<", ">="]),
+              st.integers(0, 700).map(lambda m: f"timestamp_seconds({1705300000 + m * 60})")),
+).map(lambda t: " ".join(t))
+atoms = st.one_of(comparison, st.sampled_from(["x IS NULL", "s IS NOT NULL", "x IN (3, 50, 99)",
+                                               "record_key IN ('k0005', 'k0300')", "y BETWEEN 5 AND 9"]))
+predicates = st.recursive(atoms, lambda inner: st.one_of(
+    st.tuples(inner, inner).map(lambda p: f"({p[0]}) AND ({p[1]})"),
+    st.tuples(inner, inner).map(lambda p: f"({p[0]}) OR ({p[1]})"),
+    inner.map(lambda p: f"NOT ({p})"),
+), max_leaves=4)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(condition=predicates)
+def test_skipping_never_drops_a_file_holding_a_matching_row(random_table, condition):
+    _, on = random_table.query(condition)
+    _, off = random_table.query(condition, options={"data_skipping": False})
+    assert on.rows_returned == off.rows_returned
+    assert files_holding(random_table, condition) <= names(on)
