@@ -28,7 +28,8 @@ class CorruptTableError(LabformatError):
 
 
 class InvalidInputError(LabformatError, ValueError):
-    """A write's input is not acceptable: missing columns, null or empty record keys, ..."""
+    """An input is not acceptable: a write's (missing columns, null or empty record keys, ...)
+    or a query's (a condition Spark cannot resolve against the table)."""
 
 
 class SchemaMismatchError(InvalidInputError):

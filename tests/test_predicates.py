@@ -89,6 +89,7 @@ def test_not_equal_prunes_only_a_file_of_one_value():
     sevens = {"x": ColumnStats(min=7, max=7, null_count=3, value_count=5)}
     assert might_match(x(Op.NE, 7), sevens) is CANNOT
     assert might_match(x(Op.NE, 8), sevens) is MIGHT
+    assert might_match(x(Op.NE, 10), FILE) is MIGHT and might_match(x(Op.NE, 20), FILE) is MIGHT  # 11..19 remain
     assert might_match(Not(In("x", (7, 9))), sevens) is CANNOT
     assert might_match(Not(In("x", (8, 9))), sevens) is MIGHT
 
@@ -419,7 +420,7 @@ def test_might_match_never_skips_a_file_spark_returns_rows_from(spark, table, so
     is what exercises our own three-valued negation. And every TRUE row's i and s lie in
     key_equality_values when that is a set.
     """
-    specs = data.draw(st.lists(predicates(table), min_size=1, max_size=5), label="specs")
+    specs = data.draw(st.lists(predicates(table), min_size=1, max_size=6), label="specs")
     laid_out = layout(table, sort_by, files)
     data_schema = T.StructType(SCHEMA.fields[1:])
     built = [build(spec) for spec in specs]
@@ -452,6 +453,22 @@ def test_might_match_never_skips_a_file_spark_returns_rows_from(spark, table, so
             allowed = key_equality_values(predicate, key)
             if allowed is not None:
                 assert {r[key] for r in true_rows} <= allowed, (spec, str(predicate), key)
+
+
+@pytest.mark.spark
+def test_spark_agrees_nan_is_above_every_double(spark):
+    """One file of y = [1.0, NaN]: Spark returns its NaN row for y > 5, y = NaN, NOT (y < 5); so must we."""
+    rows_ = [{"file_id": 0, "i": None, "y": 1.0, "s": None, "t": None},
+             {"file_id": 0, "i": None, "y": math.nan, "s": None, "t": None}]
+    data_schema = T.StructType(SCHEMA.fields[1:])
+    for known in (True, False):
+        stats = file_stats(rows_, nan_counts_known=known)
+        assert (stats["y"].min, stats["y"].max) == (1.0, 1.0)  # pyarrow leaves the NaN out of min/max
+        for condition in ["y > 5", "y = double('NaN')", "NOT (y < 5)", "y >= double('NaN')", "y IN (7, double('NaN'))"]:
+            assert local_table(spark, rows_).filter(condition).count() == 1, condition
+            assert might_match(to_predicate(spark, condition, data_schema), stats) is ROWS_MIGHT_MATCH, condition
+        assert local_table(spark, rows_).filter("y < 0").count() == 0
+        assert might_match(to_predicate(spark, "y < 0", data_schema), stats) is ROWS_CANNOT_MATCH
 
 
 @pytest.mark.spark

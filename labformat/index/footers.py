@@ -82,7 +82,7 @@ def _footer_column_stats(base_uri: str, path: str) -> tuple:
 def footer_column_stats(base_uri: str, paths: list[str]) -> dict[str, dict[str, object]]:
     """Per base file, per column: ColumnStats from the parquet footer (the fallback when the
     metadata table has none). Floating columns get no NaN count: parquet does not keep one."""
-    from labformat.read.predicates import ColumnStats
+    from labformat.model.column_stats import ColumnStats
 
     def one(path: str) -> dict:
         stats = {}

@@ -24,7 +24,7 @@ from pyspark.sql import types as T
 
 from labformat.index.bloom_filter import BloomFilter
 from labformat.model.file_group import FileSlice
-from labformat.read.predicates import ColumnStats
+from labformat.model.column_stats import ColumnStats
 from labformat.storage import Storage
 from labformat.timeline import Timeline
 

@@ -29,6 +29,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import types as T
 
+from labformat.model.column_stats import ColumnStats
 from labformat.errors import InvalidInputError, LabformatError
 
 __all__ = [
@@ -314,31 +315,6 @@ def _intersect(a: set, b: set) -> set:
 # ---- one file's stats and the skipping test ----------------------------------------------
 
 
-@dataclass(frozen=True)
-class ColumnStats:
-    """What one base file's footer says about one column; None means unknown.
-
-    `min`/`max` bound the column's non-null values, as Python values of the column's type
-    (str, int, float, Decimal, bool, bytes, date, datetime; a naive datetime is read as UTC).
-    For floating columns they may leave NaN out, as parquet and pyarrow do, and `nan_count`
-    says how many NaNs there are: None (unknown) means a NaN may be present. Spark orders
-    NaN above every other value and NaN = NaN is TRUE, so a NaN can satisfy `x > 10`.
-    `value_count` counts the file's rows, nulls included.
-    """
-
-    min: Any = None
-    max: Any = None
-    null_count: int | None = None
-    value_count: int | None = None
-    nan_count: int | None = None
-
-    def may_hold_non_null(self) -> bool:
-        """False only when the counts prove every value is NULL (or the file is empty)."""
-        if self.value_count is not None and self.null_count is not None:
-            return self.value_count > self.null_count
-        return self.value_count != 0
-
-
 class Match(enum.Enum):
     """The answer of the skipping test for one file. Not a bool on purpose: compare it to a constant."""
 
@@ -487,7 +463,10 @@ def to_predicate(spark: SparkSession, condition: Column | str, schema: T.StructT
     except AttributeError as e:  # Spark Connect: there is no JVM plan to read on this side
         raise LabformatError("to_predicate needs a classic (py4j) SparkSession, not Spark Connect") from e
     except (PySparkException, Py4JError) as e:
-        raise InvalidInputError(f"Spark rejects the filter {condition!r}: {e}") from e
+        hint = ""
+        if "MISSING_ATTRIBUTES" in str(e):
+            hint = " (name columns with F.col('x') or in SQL: df['x'] is bound to the DataFrame df)"
+        raise InvalidInputError(f"Spark rejects the filter {condition!r}{hint}: {e}") from e
 
     if _kind(analyzed) != "Filter" or _kind(analyzed.child()) != "LogicalRDD":
         return Unknown(str(condition))  # not the plan shape we built: claim nothing

@@ -13,9 +13,9 @@ from pyspark.sql import types as T
 
 from labformat.index.footers import bloom_filter, footer_column_stats
 from labformat.metadata import MetadataReader
+from labformat.model.column_stats import ColumnStats
 from labformat.read.predicates import (
     ROWS_CANNOT_MATCH,
-    ColumnStats,
     key_equality_values,
     might_match,
     to_predicate,
@@ -107,7 +107,8 @@ def run_query(table: "Table", condition: Column | str, as_of: str | None, skippi
             if blooms is None:
                 bloom_source = f"footers ({bloom_source})"
                 blooms = {s.path: bloom_filter(table.storage.base_uri, s.path) for s in remaining}
-            remaining = [s for s in remaining if not probe or blooms[s.path].might_contain(probe).any()]
+            # An empty key set means the condition is never true: no file can hold a match.
+            remaining = [s for s in remaining if probe and blooms[s.path].might_contain(probe).any()]
         funnel["after_bloom"] = len(remaining)
     else:
         funnel.update(after_partition_pruning=len(slices), after_column_stats=len(slices), after_bloom=len(slices))
