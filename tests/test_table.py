@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 
 import pyarrow.parquet as pq
 import pytest

@@ -71,7 +71,7 @@ def assign_inserts(inserts: dict[str, int], small_by_partition: dict[str, list[F
                 buckets.append(InsertBucket(partition, small.file_id, take, take / total, small))
                 left -= take
         new_groups = math.ceil(left / per_file) if left > 0 else 0
-        for i in range(new_groups):
+        for _ in range(new_groups):
             take = min(per_file, left)
             buckets.append(InsertBucket(partition, None, take, take / total))
             left -= take
