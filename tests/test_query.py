@@ -45,6 +45,7 @@ def test_one_hour_window_reads_exactly_the_files_of_that_hour(drone_table):
     assert names(report) == files_holding(drone_table, window)
     assert report.funnel["files_read"] < report.funnel["files_in_snapshot"]
     assert report.rows_returned == df.count() == drone_table.read().filter(window).count() > 0
+    assert report.details["row_groups_in_files_read"] >= report.funnel["files_read"]
 
 
 def test_point_lookup_by_record_key_reads_one_file(drone_table):

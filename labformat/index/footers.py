@@ -24,6 +24,7 @@ class FooterInfo:
     min_key: str | None
     max_key: str | None
     num_rows: int
+    num_row_groups: int = 0
 
 
 @lru_cache(maxsize=65536)
@@ -35,7 +36,8 @@ def _footer(base_uri: str, path: str) -> FooterInfo:
         raise CorruptTableError(f"cannot read the footer of base file {path}: {exc}") from None
     kv = meta.metadata or {}
     decode = lambda key: kv[key].decode() if key in kv else None  # noqa: E731
-    return FooterInfo(decode(MIN_KEY_FOOTER.encode()), decode(MAX_KEY_FOOTER.encode()), meta.num_rows)
+    return FooterInfo(decode(MIN_KEY_FOOTER.encode()), decode(MAX_KEY_FOOTER.encode()), meta.num_rows,
+                      meta.num_row_groups)
 
 
 def key_ranges(base_uri: str, paths: list[str]) -> dict[str, FooterInfo]:

@@ -11,7 +11,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from labformat.index.footers import bloom_filter, footer_column_stats
+from labformat.index.footers import bloom_filter, footer_column_stats, key_ranges
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
 from labformat.read.predicates import (
@@ -130,6 +130,13 @@ def run_query(table: "Table", condition: Column | str, as_of: str | None, skippi
         instant=instant or None, funnel=funnel, stats_source=stats_source, bloom_source=bloom_source,
         files_read=tuple(s.path for s in remaining), rows_returned=int(observation.get["rows"]),
         bytes_scanned=sum(s.size_bytes for s in remaining), planning_seconds=planning,
-        execution_seconds=execution, details={"predicate": str(predicate)},
+        execution_seconds=execution,
+        details={
+            "predicate": str(predicate),
+            # Spark's parquet reader skips row groups inside these files by their statistics, but
+            # does not report per query how many it skipped; this is how many there were to read.
+            "row_groups_in_files_read": sum(f.num_row_groups for f in
+                                            key_ranges(table.storage.base_uri, [s.path for s in remaining]).values()),
+        },
     )
     return df, report
