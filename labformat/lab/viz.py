@@ -1,0 +1,412 @@
+"""The lab's charts: pure matplotlib functions that draw reports and frames onto axes and return them."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:  # the charts need no table; only key_ranges_frame reads one's metadata
+    import labformat as lf
+
+# Monotonic drone keys start with the reading's minute: 202401150930_drone0042.
+_TIME_PREFIX = re.compile(r"^(\d{12})")
+_STEP_ORDER = ("validate", "deduplicate", "latest_file_slices", "tag", "small_files", "record_size",
+               "assign_inserts", "start_instant", "write", "commit")
+FUNNEL_COLUMNS = ("files_in_table", "after_range_pruning", "after_bloom", "matched", "false_positives")
+# Columns of a max_file_size sweep, in panel order, with their axis labels.
+TRADEOFF_METRICS = (("upsert_s", "upsert seconds"), ("write_tasks", "write tasks"),
+                    ("files", "base files"), ("query_s", "query seconds"))
+
+
+def _new_ax(ax):
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(9, 4.5), layout="constrained")
+    return ax
+
+
+def _new_axes(axes, n: int, **subplots):
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        _, grid = plt.subplots(layout="constrained", **subplots)
+        return list(np.ravel(grid))
+    axes = list(np.ravel(axes))
+    if len(axes) != n:
+        raise ValueError(f"expected {n} axes, got {len(axes)}")
+    return axes
+
+
+def _colors(n: int) -> list:
+    """n distinct colours: tab10 while it lasts, tab20 then a continuous map beyond."""
+    from matplotlib import colormaps
+
+    if n <= 10:
+        return [colormaps["tab10"](i) for i in range(n)]
+    if n <= 20:
+        return [colormaps["tab20"](i) for i in range(n)]
+    return [colormaps["viridis"](i / max(n - 1, 1)) for i in range(n)]
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+# ---------------------------------------------------------------- 1. base-file key ranges
+
+def key_ranges_frame(table: "lf.Table", as_of: str | None = None) -> pd.DataFrame:
+    """One row per latest base file: path, file_id, instant, min_key, max_key, rows, size_bytes.
+
+    Reads only metadata: the file listing and each base file's footer, never table data.
+    """
+    from labformat.index.footers import key_ranges
+
+    slices = table.file_slices(as_of)
+    footers = key_ranges(table.storage.base_uri, [s.path for s in slices])
+    rows = [{"path": s.path, "file_id": s.file_id, "partition_path": s.partition_path,
+             "instant": s.base_instant_time, "min_key": footers[s.path].min_key,
+             "max_key": footers[s.path].max_key, "rows": footers[s.path].num_rows, "size_bytes": s.size_bytes}
+            for s in slices]
+    return pd.DataFrame(rows, columns=["path", "file_id", "partition_path", "instant", "min_key", "max_key",
+                                       "rows", "size_bytes"])
+
+
+def _file_label(row) -> str:
+    if "file_id" in row and isinstance(row["file_id"], str):
+        return row["file_id"][:8]
+    return str(row["path"]).rsplit("/", 1)[-1][:8]
+
+
+def plot_file_key_ranges(files: pd.DataFrame, ax=None, max_tick_labels: int = 8):
+    """Each base file as a horizontal bar from its min to its max record key, coloured by instant.
+
+    When every key starts with 12 digits (yyyyMMddHHmm, monotonic keys) the x axis is time and a
+    bar runs to the end of its max key's minute; otherwise x is each key's rank among all min/max
+    keys and a bar covers its end ranks (so a one-key file still shows). Files without a key
+    range (empty files) are not drawn; the title says how many.
+    """
+    import matplotlib.dates as mdates
+    from matplotlib.patches import Patch
+
+    ax = _new_ax(ax)
+    if "path" not in files.columns and "file_id" not in files.columns:
+        raise ValueError("files needs a 'path' or 'file_id' column")
+    keyed = files.dropna(subset=["min_key", "max_key"])
+    skipped = len(files) - len(keyed)
+    keyed = keyed.sort_values(["min_key", "max_key"], kind="stable").reset_index(drop=True)
+    all_keys = pd.concat([keyed["min_key"], keyed["max_key"]]).astype(str)
+    as_time = len(keyed) > 0 and all_keys.str.match(_TIME_PREFIX).all()
+    if as_time:
+        parse = lambda k: datetime.strptime(k[:12], "%Y%m%d%H%M")  # noqa: E731
+        left = mdates.date2num([parse(k) for k in keyed["min_key"]])
+        minute = 1.0 / (24 * 60)  # matplotlib dates are days
+        right = mdates.date2num([parse(k) for k in keyed["max_key"]]) + minute
+    else:
+        ranks = {k: i for i, k in enumerate(sorted(set(all_keys)))}
+        left = np.array([ranks[k] for k in keyed["min_key"].astype(str)], dtype=float)
+        right = np.array([ranks[k] for k in keyed["max_key"].astype(str)], dtype=float) + 1
+
+    instants = sorted(keyed["instant"].astype(str).unique())
+    color_of = dict(zip(instants, _colors(len(instants))))
+    colors = [color_of[i] for i in keyed["instant"].astype(str)]
+    y = np.arange(len(keyed))
+    ax.barh(y, right - left, left=left, color=colors, height=0.8, edgecolor="black", linewidth=0.3)
+
+    counts = keyed["instant"].astype(str).value_counts()
+    handles = [Patch(facecolor=color_of[i], edgecolor="black", linewidth=0.3,
+                     label=f"{i} ({counts[i]} file{'s' if counts[i] != 1 else ''})") for i in instants]
+    if handles:
+        ax.legend(handles=handles, title="instant (commit) that wrote it", fontsize="small",
+                  loc="best", title_fontsize="small")
+
+    if len(keyed):
+        ax.set_xlim(left.min(), right.max())
+        ax.set_ylim(-0.6, len(keyed) - 0.4)
+    if as_time:
+        ax.xaxis_date()
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))
+        ax.set_xlabel("record key (time prefix yyyyMMddHHmm)")
+    else:
+        keys = sorted(set(all_keys))
+        if keys:
+            step = max(1, math.ceil(len(keys) / max_tick_labels))
+            ticks = list(range(0, len(keys), step))
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([keys[i] for i in ticks], rotation=30, ha="right", fontsize="small")
+        ax.set_xlabel("record key (rank among file min/max keys)")
+    if len(keyed) <= 30:
+        ax.set_yticks(y)
+        ax.set_yticklabels([_file_label(row) for _, row in keyed.iterrows()], fontsize="small")
+    else:
+        ax.set_yticks([])
+    ax.set_ylabel("base file (sorted by min key)")
+    title = f"Key ranges of {len(keyed)} base files"
+    if skipped:
+        title += f" ({skipped} without a key range not drawn)"
+    ax.set_title(title)
+    return ax
+
+
+# ---------------------------------------------------------------- 2. pruning funnel
+
+def plot_pruning_funnel(days: pd.DataFrame, ax=None):
+    """Grouped bars per upsert day: files in table, after range pruning, after bloom, matched,
+    false positives (`DailyRun.to_pandas()`). Missing values are not drawn; the series' legend
+    label says so ("n/a for SIMPLE", or the days it is missing on)."""
+    from matplotlib.patches import Patch
+
+    ax = _new_ax(ax)
+    columns = [c for c in FUNNEL_COLUMNS if c in days.columns]
+    width = 0.8 / max(len(columns), 1)
+    x = np.arange(len(days))
+    index_names = sorted(set(days["index"].dropna().astype(str))) if "index" in days.columns else []
+    handles = []
+    for j, (column, color) in enumerate(zip(columns, _colors(len(columns)))):
+        values = days[column].tolist()
+        present = [i for i, v in enumerate(values) if not _missing(v)]
+        label = column.replace("_", " ")
+        if not present:
+            label += f" (n/a for {'/'.join(index_names)})" if index_names else " (n/a)"
+        elif len(present) < len(values):
+            gone = [str(days["day"].iloc[i] if "day" in days.columns else i + 1)
+                    for i in range(len(values)) if i not in present]
+            label += f" (n/a on day {', '.join(gone)})"
+        if present:
+            bars = ax.bar(x[present] - 0.4 + width * (j + 0.5), [values[i] for i in present], width,
+                          color=color, edgecolor="black", linewidth=0.3)
+            ax.bar_label(bars, fontsize="x-small")
+        # Proxy handles, so a series with nothing drawn still appears with its note.
+        handles.append(Patch(facecolor=color if present else "none", edgecolor="black", linewidth=0.3,
+                             hatch=None if present else "//", label=label))
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"day {d}" for d in (days["day"] if "day" in days.columns else x + 1)])
+    ax.set_xlim(-0.5, len(days) - 0.5)
+    ax.set_ylabel("base files")
+    ax.set_xlabel("upsert")
+    title = "Tagging funnel per upsert"
+    if index_names:
+        title += f" ({'/'.join(index_names)} index)"
+    ax.set_title(title)
+    ax.legend(handles=handles, fontsize="small", loc="best")
+    return ax
+
+
+# ---------------------------------------------------------------- 3. task timeline
+
+def assign_lanes(tasks: pd.DataFrame, cores: int, tolerance_s: float = 1e-3) -> pd.Series:
+    """The core lane (0..cores-1) of each task, aligned to `tasks.index`.
+
+    Tasks are taken by launch time (then task_id); each goes to the lane that became free
+    earliest (lowest lane on ties). Raises ValueError when a task launches before any lane is
+    free, i.e. more than `cores` tasks ran at once (wrong `cores`, or overlapping data):
+    drawing it would need a lane that does not exist.
+    """
+    if cores < 1:
+        raise ValueError(f"cores must be at least 1, got {cores}")
+    order = tasks.sort_values(["launch", "task_id"] if "task_id" in tasks.columns else ["launch"],
+                              kind="stable").index
+    free_at = [-math.inf] * cores
+    lanes = pd.Series(-1, index=tasks.index, name="lane", dtype=int)
+    for idx in order:
+        launch, duration = float(tasks.at[idx, "launch"]), float(tasks.at[idx, "duration"])
+        lane = min(range(cores), key=lambda i: (free_at[i], i))
+        if free_at[lane] > launch + tolerance_s:
+            raise ValueError(f"task {tasks.at[idx, 'task_id'] if 'task_id' in tasks.columns else idx} launches at "
+                             f"{launch:.3f}s but all {cores} lanes are busy until {free_at[lane]:.3f}s: "
+                             f"more tasks ran at once than there are cores")
+        free_at[lane] = launch + duration
+        lanes.at[idx] = lane
+    return lanes
+
+
+def plot_task_timeline(tasks: pd.DataFrame, cores: int, ax=None):
+    """A Gantt chart of Spark tasks on `cores` lanes (`assign_lanes`), coloured by stage; idle
+    time in each lane between the first launch and the last finish is shaded grey.
+
+    Columns: stage_id, task_id, launch (seconds from an origin), duration (seconds).
+    """
+    from matplotlib.patches import Patch
+
+    ax = _new_ax(ax)
+    lanes = assign_lanes(tasks, cores)
+    start = float(tasks["launch"].min()) if len(tasks) else 0.0
+    end = float((tasks["launch"] + tasks["duration"]).max()) if len(tasks) else 0.0
+    stages = sorted(tasks["stage_id"].unique())
+    color_of = dict(zip(stages, _colors(len(stages))))
+    height = 0.8
+
+    # Idle first, underneath: the gaps in each lane's busy intervals over [start, end].
+    idle_total = 0.0
+    for lane in range(cores):
+        busy = tasks[lanes == lane].sort_values("launch")
+        cursor = start
+        gaps = []
+        for launch, duration in zip(busy["launch"], busy["duration"]):
+            if launch > cursor:
+                gaps.append((cursor, launch - cursor))
+            cursor = max(cursor, launch + duration)
+        if end > cursor:
+            gaps.append((cursor, end - cursor))
+        if gaps:
+            ax.broken_barh(gaps, (lane - height / 2, height), facecolors="0.92", edgecolors="0.75",
+                           hatch="..", linewidth=0.3, gid="idle")
+            idle_total += sum(g[1] for g in gaps)
+
+    for stage in stages:
+        mine = tasks[tasks["stage_id"] == stage]
+        ax.barh(lanes[mine.index], mine["duration"], left=mine["launch"], height=height,
+                color=color_of[stage], edgecolor="black", linewidth=0.3)
+
+    handles = [Patch(facecolor=color_of[s], edgecolor="black", linewidth=0.3,
+                     label=f"stage {s} ({int((tasks['stage_id'] == s).sum())} tasks)") for s in stages]
+    handles.append(Patch(facecolor="0.92", edgecolor="0.75", hatch="..", label="idle core"))
+    # Outside the plot: inside, it would hide the tasks of some lane.
+    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_yticks(range(cores))
+    ax.set_yticklabels([f"core {i}" for i in range(cores)])
+    ax.set_ylim(-0.6, cores - 0.4)
+    ax.invert_yaxis()  # core 0 on top, as Spark's UI lists executors
+    if end > start:
+        ax.set_xlim(start, end)
+    ax.set_xlabel("seconds")
+    span = end - start
+    busy_share = 1 - idle_total / (cores * span) if span > 0 else 0.0
+    ax.set_title(f"{len(tasks)} tasks on {cores} cores: busy {busy_share:.0%} of {span:.2f} s x {cores}")
+    return ax
+
+
+# ---------------------------------------------------------------- 4. max_file_size sweep
+
+def _size_mb(value) -> float:
+    from labformat.config import parse_size
+
+    if isinstance(value, (int, np.integer)) or isinstance(value, str):
+        return parse_size(int(value) if isinstance(value, np.integer) else value) / 1024**2
+    return float(value) / 1024**2
+
+
+def plot_file_size_tradeoff(sweep: pd.DataFrame, axes=None):
+    """Small multiples over a `max_file_size` sweep: upsert seconds, write tasks, base files and
+    query seconds against max_file_size in MB (log scale), one panel each.
+
+    Takes `axes` (four Axes, e.g. the array from `plt.subplots(2, 2)`) instead of one `ax`:
+    four quantities with different units read better side by side than on twin axes.
+    `max_file_size` may be bytes or a size string ("24KB", "128MB"). A metric column
+    (`upsert_s`, `write_tasks`, `files`, `query_s`) that is absent leaves its panel saying so.
+    With several runs per size every run is a dot and the line joins the medians.
+    Returns the four axes.
+    """
+    axes = _new_axes(axes, len(TRADEOFF_METRICS), nrows=2, ncols=2, figsize=(10, 6), sharex=True)
+    mb = sweep["max_file_size"].map(_size_mb)
+    for ax, (column, label) in zip(axes, TRADEOFF_METRICS):
+        ax.set_title(label)
+        ax.set_xscale("log")
+        ax.set_xlabel("max_file_size (MB)")
+        if column not in sweep.columns:
+            ax.text(0.5, 0.5, f"no '{column}' column", transform=ax.transAxes, ha="center", va="center")
+            continue
+        frame = pd.DataFrame({"mb": mb, "value": sweep[column]}).dropna()
+        medians = frame.groupby("mb")["value"].median()
+        ax.plot(medians.index, medians.values, marker="o", label="median" if len(frame) > len(medians) else None)
+        if len(frame) > len(medians):
+            ax.scatter(frame["mb"], frame["value"], s=12, alpha=0.5, color="0.3", label="runs")
+            ax.legend(fontsize="small")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0, top=max(frame["value"].max() * 1.1, 1e-9) if len(frame) else None)
+        ax.set_xticks(medians.index)
+        ax.set_xticklabels([f"{v:g}" for v in medians.index])
+        ax.minorticks_off()
+        ax.tick_params(labelbottom=True)
+    return axes
+
+
+# ---------------------------------------------------------------- 5. query skipping
+
+def plot_query_skipping(frame: pd.DataFrame, axes=None):
+    """Two panels per `compare_skipping` frame: files per query (read vs skipped, stacked to the
+    files considered) and median seconds with skipping on vs off (min-max whiskers when given).
+
+    Takes `axes` (two Axes, e.g. from `plt.subplots(1, 2)`) instead of one `ax`: file counts and
+    seconds do not share a scale. Returns the two axes.
+    """
+    ax_files, ax_time = _new_axes(axes, 2, nrows=1, ncols=2, figsize=(11, 4))
+    queries = list(dict.fromkeys(frame["query"]))
+    y = np.arange(len(queries))
+    on = frame[frame["skipping"] == "on"].set_index("query").reindex(queries)
+    considered = on["files_in_snapshot"].to_numpy(dtype=float)
+    read = on["files_read"].to_numpy(dtype=float)
+    skipped = considered - read
+    read_bars = ax_files.barh(y, read, color="tab:blue", label="read")
+    skip_bars = ax_files.barh(y, skipped, left=read, color="tab:gray", alpha=0.5, label="skipped")
+    ax_files.bar_label(read_bars, label_type="center", fontsize="small")
+    ax_files.bar_label(skip_bars, labels=[f"{int(s)} of {int(c)} skipped" if not math.isnan(s) else ""
+                                          for s, c in zip(skipped, considered)],
+                       label_type="center", fontsize="small")
+    ax_files.set_yticks(y)
+    ax_files.set_yticklabels(queries)
+    ax_files.invert_yaxis()
+    ax_files.set_xlabel("base files (skipping on)")
+    ax_files.set_xlim(0, np.nanmax(considered) * 1.05 if len(queries) else 1)
+    ax_files.set_title("Files considered, skipped, read")
+    ax_files.legend(fontsize="small", loc="lower right")
+
+    width = 0.4
+    for k, (mode, color) in enumerate((("on", "tab:blue"), ("off", "tab:orange"))):
+        part = frame[frame["skipping"] == mode].set_index("query").reindex(queries)
+        whiskers = None
+        if {"min_s", "max_s"} <= set(part.columns):
+            whiskers = [part["median_s"] - part["min_s"], part["max_s"] - part["median_s"]]
+        ax_time.barh(y - width / 2 + k * width, part["median_s"], width, xerr=whiskers, color=color,
+                     label=f"skipping {mode}", capsize=2)
+    ax_time.set_yticks(y)
+    ax_time.set_yticklabels(queries)
+    ax_time.invert_yaxis()
+    ax_time.set_xlabel("median seconds")
+    ax_time.set_title("Query time with and without skipping")
+    ax_time.legend(fontsize="small", loc="lower right")
+    return [ax_files, ax_time]
+
+
+# ---------------------------------------------------------------- 6. step times
+
+def step_columns(days: pd.DataFrame) -> list[str]:
+    """The per-step seconds columns of `DailyRun.to_pandas()`, in pipeline order: `<step>_s`
+    where `<step>_tasks` is also there (how a step column is told from e.g. `planning_s`), or a
+    known upsert step."""
+    found = [c for c in days.columns if c.endswith("_s") and c != "seconds"
+             and (c[:-2] in _STEP_ORDER or f"{c[:-2]}_tasks" in days.columns)]
+    rank = {name: i for i, name in enumerate(_STEP_ORDER)}
+    return sorted(found, key=lambda c: rank.get(c[:-2], len(rank)))
+
+
+def plot_step_times(days: pd.DataFrame, ax=None):
+    """Stacked bars per upsert day of the seconds each upsert step took, the total on top."""
+    ax = _new_ax(ax)
+    columns = step_columns(days)
+    x = np.arange(len(days))
+    bottom = np.zeros(len(days))
+    for column, color in zip(columns, _colors(len(columns))):
+        values = days[column].fillna(0).to_numpy(dtype=float)
+        ax.bar(x, values, 0.6, bottom=bottom, color=color, label=column[:-2].replace("_", " "),
+               edgecolor="black", linewidth=0.3)
+        bottom += values
+    for xi, top in zip(x, bottom):
+        ax.annotate(f"{top:.1f} s", (xi, top), xytext=(0, 2), textcoords="offset points", ha="center",
+                    fontsize="small")
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"day {d}" for d in (days["day"] if "day" in days.columns else x + 1)])
+    ax.set_xlim(-0.5, len(days) - 0.5)
+    ax.set_ylim(0, bottom.max() * 1.12 if len(days) and bottom.max() > 0 else 1)
+    ax.set_ylabel("seconds")
+    ax.set_xlabel("upsert")
+    ax.set_title("Upsert time per step")
+    # Reversed so the legend reads top-down like the stack.
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles[::-1], labels[::-1], fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return ax

@@ -1,0 +1,290 @@
+"""The lab's charts: what each draws (bars, labels, legend, limits) comes from its input."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")  # tests only: no display; viz itself never touches the backend
+
+from datetime import datetime  # noqa: E402
+
+import matplotlib.dates as mdates  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+from labformat.lab import viz  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def bars(ax) -> list[Rectangle]:
+    return [p for p in ax.patches if isinstance(p, Rectangle)]
+
+
+def legend_texts(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+# ---------------------------------------------------------------- key ranges
+
+MONOTONIC_FILES = pd.DataFrame([
+    {"path": "aaaa1111-0_0-1-0_20240115000000000.parquet", "file_id": "aaaa1111-0",
+     "min_key": "202401150000_drone0001", "max_key": "202401151159_drone0050", "instant": "20240115000000000"},
+    {"path": "bbbb2222-0_1-1-0_20240115000000000.parquet", "file_id": "bbbb2222-0",
+     "min_key": "202401151200_drone0001", "max_key": "202401152359_drone0050", "instant": "20240115000000000"},
+    {"path": "cccc3333-0_0-9-0_20240116000000000.parquet", "file_id": "cccc3333-0",
+     "min_key": "202401160930_drone0002", "max_key": "202401160930_drone0042", "instant": "20240116000000000"},
+])
+
+
+def test_key_ranges_on_a_time_axis_cover_each_files_minutes():
+    ax = viz.plot_file_key_ranges(MONOTONIC_FILES)
+    drawn = bars(ax)
+    assert len(drawn) == 3
+    day = 1 / (24 * 60)
+    first = mdates.date2num(datetime(2024, 1, 15, 0, 0))
+    last = mdates.date2num(datetime(2024, 1, 16, 9, 30)) + day
+    assert ax.get_xlim() == pytest.approx((first, last))
+    # A file whose keys all fall in one minute is one minute wide, not invisible.
+    widths = sorted(p.get_width() for p in drawn)
+    assert widths[0] == pytest.approx(day)
+    assert sorted(p.get_x() for p in drawn)[0] == pytest.approx(first)
+    # Same instant, same colour; the other instant, another colour.
+    colors = [p.get_facecolor() for p in sorted(drawn, key=lambda p: p.get_y())]
+    assert colors[0] == colors[1] != colors[2]
+    assert legend_texts(ax) == ["20240115000000000 (2 files)", "20240116000000000 (1 file)"]
+    assert "time prefix" in ax.get_xlabel()
+
+
+def test_key_ranges_without_a_time_prefix_use_key_ranks_and_skip_empty_files():
+    files = pd.DataFrame({
+        "file_id": ["f1", "f2", "f3", "f4"],
+        "min_key": ["0a17", "3c00", "1f22", None],
+        "max_key": ["9e01", "f0ff", "3c00", None],
+        "instant": ["001", "001", "002", "002"],
+    })
+    fig, ax = plt.subplots()
+    assert viz.plot_file_key_ranges(files, ax=ax) is ax
+    drawn = bars(ax)
+    assert len(drawn) == 3
+    keys = sorted({"0a17", "3c00", "1f22", "9e01", "f0ff"})
+    assert ax.get_xlim() == (0, len(keys))
+    by_start = sorted((p.get_x(), p.get_width()) for p in drawn)
+    # 0a17..9e01 is ranks 0..3 (4 cells), 1f22..3c00 ranks 1..2, 3c00..f0ff ranks 2..4.
+    assert by_start == [(0, 4), (1, 2), (2, 3)]
+    assert [t.get_text() for t in ax.get_xticklabels()] == keys
+    assert "1 without a key range" in ax.get_title()
+    assert legend_texts(ax) == ["001 (2 files)", "002 (1 file)"]
+
+
+# ---------------------------------------------------------------- task timeline
+
+def test_assign_lanes_never_overlaps_within_a_lane():
+    rng = np.random.default_rng(7)
+    # Simulate 3 cores: each task starts when a core frees up, as Spark's scheduler does.
+    free, rows = [0.0, 0.0, 0.0], []
+    for task_id in range(40):
+        core = int(np.argmin(free))
+        duration = float(rng.uniform(0.1, 2.0))
+        rows.append({"stage_id": task_id // 10, "task_id": task_id, "launch": free[core], "duration": duration})
+        free[core] += duration
+    tasks = pd.DataFrame(rows).sample(frac=1, random_state=1)  # input order must not matter
+    lanes = viz.assign_lanes(tasks, 3)
+    assert lanes.index.equals(tasks.index) and set(lanes) <= {0, 1, 2}
+    for lane in range(3):
+        mine = tasks[lanes == lane].sort_values("launch")
+        ends = (mine["launch"] + mine["duration"]).to_numpy()
+        assert (mine["launch"].to_numpy()[1:] >= ends[:-1] - 1e-9).all()
+
+
+def test_assign_lanes_leaves_lanes_idle_and_prefers_the_earliest_free():
+    tasks = pd.DataFrame({"stage_id": [0, 0, 1], "task_id": [0, 1, 2],
+                          "launch": [0.0, 0.0, 3.0], "duration": [1.0, 2.0, 1.0]})
+    lanes = viz.assign_lanes(tasks, 4)
+    # Stage 0 has 2 tasks on 4 cores: lanes 0 and 1; stage 1's task takes a lane idle since 0.
+    assert lanes.tolist() == [0, 1, 2]
+    assert 3 not in set(lanes)
+
+
+def test_assign_lanes_refuses_more_concurrent_tasks_than_cores():
+    tasks = pd.DataFrame({"stage_id": [0, 0, 0], "task_id": [0, 1, 2],
+                          "launch": [0.0, 0.0, 0.5], "duration": [1.0, 1.0, 1.0]})
+    with pytest.raises(ValueError, match="more tasks ran at once"):
+        viz.assign_lanes(tasks, 2)
+
+
+def test_task_timeline_draws_every_task_and_shades_idle_lanes():
+    tasks = pd.DataFrame({"stage_id": [3, 3, 4], "task_id": [10, 11, 12],
+                          "launch": [0.0, 0.0, 2.0], "duration": [2.0, 1.0, 3.0]})
+    ax = viz.plot_task_timeline(tasks, cores=3)
+    drawn = bars(ax)
+    assert len(drawn) == 3
+    assert sorted((p.get_x(), p.get_width()) for p in drawn) == [(0.0, 1.0), (0.0, 2.0), (2.0, 3.0)]
+    assert ax.get_xlim() == (0.0, 5.0)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["core 0", "core 1", "core 2"]
+    idle = [c for c in ax.collections if c.get_gid() == "idle"]
+    # Lane 0: 2..5 idle after task 10; lane 1: 1..5 idle; lane 2: 0..2 idle before task 12.
+    assert len(idle) == 3
+    assert legend_texts(ax) == ["stage 3 (2 tasks)", "stage 4 (1 tasks)", "idle core"]
+    assert "busy 40%" in ax.get_title()  # 6 task-seconds of 3 cores x 5 s
+
+
+# ---------------------------------------------------------------- funnel
+
+def test_pruning_funnel_draws_one_bar_per_day_and_stage():
+    days = pd.DataFrame({"day": [1, 2], "index": ["BLOOM", "BLOOM"], "files_in_table": [12, 36],
+                         "after_range_pruning": [12, 30], "after_bloom": [12, 29], "matched": [12, 29],
+                         "false_positives": [0, 0]})
+    ax = viz.plot_pruning_funnel(days)
+    heights = [p.get_height() for p in sorted(bars(ax), key=lambda p: p.get_x())]
+    assert heights == [12, 12, 12, 12, 0, 36, 30, 29, 29, 0]
+    assert legend_texts(ax) == ["files in table", "after range pruning", "after bloom", "matched",
+                                "false positives"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["day 1", "day 2"]
+    assert ax.get_ylim()[1] >= 36
+
+
+def test_pruning_funnel_skips_what_simple_does_not_measure():
+    days = pd.DataFrame({"day": [1, 2], "index": ["SIMPLE", "SIMPLE"], "files_in_table": [12, 36],
+                         "after_range_pruning": [None, None], "after_bloom": [np.nan, np.nan],
+                         "matched": [12, 29], "false_positives": [None, None]})
+    ax = viz.plot_pruning_funnel(days)
+    assert sorted(p.get_height() for p in bars(ax)) == [12, 12, 29, 36]
+    labels = legend_texts(ax)
+    assert labels[1] == "after range pruning (n/a for SIMPLE)"
+    assert labels[0] == "files in table" and labels[3] == "matched"
+    assert sum("n/a" in t for t in labels) == 3
+
+
+# ---------------------------------------------------------------- file size sweep
+
+def test_file_size_tradeoff_plots_each_metric_against_megabytes():
+    sweep = pd.DataFrame({"max_file_size": ["1MB", "4MB", "16MB", 128 * 1024**2],
+                          "upsert_s": [9.0, 5.0, 4.0, 6.5], "write_tasks": [80, 24, 8, 2],
+                          "files": [90, 25, 8, 2]})
+    axes = viz.plot_file_size_tradeoff(sweep)
+    assert len(axes) == 4
+    assert [a.get_title() for a in axes] == ["upsert seconds", "write tasks", "base files", "query seconds"]
+    x, y = axes[1].get_lines()[0].get_data()
+    assert list(x) == [1, 4, 16, 128] and list(y) == [80, 24, 8, 2]
+    assert axes[0].get_xscale() == "log"
+    assert axes[0].get_ylim()[1] >= 9.0
+    assert not axes[3].get_lines() and "no 'query_s' column" in axes[3].texts[0].get_text()
+
+
+def test_file_size_tradeoff_shows_every_run_and_the_median():
+    sweep = pd.DataFrame({"max_file_size": ["1MB", "1MB", "1MB", "8MB"], "upsert_s": [3.0, 9.0, 4.0, 2.0],
+                          "write_tasks": [4, 4, 4, 1], "files": [4, 4, 4, 1], "query_s": [1.0, 1.0, 1.0, 0.5]})
+    _, grid = plt.subplots(2, 2)
+    axes = viz.plot_file_size_tradeoff(sweep, axes=grid)
+    assert axes[0] is grid[0, 0]
+    x, y = axes[0].get_lines()[0].get_data()
+    assert list(x) == [1, 8] and list(y) == [4.0, 2.0]
+    assert len(axes[0].collections[0].get_offsets()) == 4
+    with pytest.raises(ValueError, match="expected 4 axes"):
+        viz.plot_file_size_tradeoff(sweep, axes=grid[0])
+
+
+# ---------------------------------------------------------------- query skipping
+
+SKIPPING = pd.DataFrame([
+    {"query": "point lookup", "skipping": "on", "median_s": 0.3, "min_s": 0.25, "max_s": 0.4,
+     "files_in_snapshot": 57, "files_read": 1},
+    {"query": "point lookup", "skipping": "off", "median_s": 1.2, "min_s": 1.0, "max_s": 1.5,
+     "files_in_snapshot": 57, "files_read": 57},
+    {"query": "one-hour window", "skipping": "on", "median_s": 0.4, "min_s": 0.3, "max_s": 0.5,
+     "files_in_snapshot": 57, "files_read": 3},
+    {"query": "one-hour window", "skipping": "off", "median_s": 1.1, "min_s": 1.0, "max_s": 1.3,
+     "files_in_snapshot": 57, "files_read": 57},
+])
+
+
+def test_query_skipping_splits_files_and_compares_times():
+    ax_files, ax_time = viz.plot_query_skipping(SKIPPING)
+    file_bars = bars(ax_files)
+    assert sorted(p.get_width() for p in file_bars) == [1, 3, 54, 56]
+    assert [t.get_text() for t in ax_files.get_yticklabels()] == ["point lookup", "one-hour window"]
+    assert ax_files.get_xlim()[1] >= 57
+    assert any(t.get_text() == "56 of 57 skipped" for t in ax_files.texts)
+    assert sorted(p.get_width() for p in bars(ax_time)) == [0.3, 0.4, 1.1, 1.2]
+    assert legend_texts(ax_time) == ["skipping on", "skipping off"]
+
+
+# ---------------------------------------------------------------- step times
+
+def test_step_times_stack_to_each_days_total_and_ignore_non_steps():
+    days = pd.DataFrame({"day": [1, 2], "seconds": [6.0, 3.0], "planning_s": [9.9, 9.9],
+                         "write_s": [3.0, 2.0], "write_tasks": [5, 5], "tag_s": [2.0, 0.5],
+                         "tag_tasks": [9, 9], "deduplicate_s": [1.0, 0.5], "deduplicate_tasks": [3, 3]})
+    assert viz.step_columns(days) == ["deduplicate_s", "tag_s", "write_s"]
+    ax = viz.plot_step_times(days)
+    drawn = bars(ax)
+    assert len(drawn) == 6
+    tops = {}
+    for p in drawn:
+        day = round(p.get_x() + p.get_width() / 2)
+        tops[day] = max(tops.get(day, 0), p.get_y() + p.get_height())
+    assert tops == {0: pytest.approx(6.0), 1: pytest.approx(3.0)}
+    assert legend_texts(ax) == ["write", "tag", "deduplicate"]
+    assert [t.get_text() for t in ax.texts] == ["6.0 s", "3.0 s"]
+    assert ax.get_ylim()[1] >= 6.0
+
+
+def test_viz_import_leaves_matplotlib_settings_alone():
+    import importlib
+
+    before = dict(matplotlib.rcParams)
+    backend = matplotlib.get_backend()
+    importlib.reload(viz)
+    assert dict(matplotlib.rcParams) == before and matplotlib.get_backend() == backend
+
+
+# ---------------------------------------------------------------- one real tiny run
+
+@pytest.fixture(scope="module")
+def tiny_run(spark, tmp_path_factory):
+    from labformat import datasets
+    from labformat.lab.daily import run_daily_upserts
+
+    path = tmp_path_factory.mktemp("viz") / "t"
+    run = run_daily_upserts(spark, datasets.spec("tiny", batch_days=1), path, "BLOOM",
+                            {"max_file_size": "24KB", "small_file_limit": 0})
+    return spark, run
+
+
+@pytest.mark.spark
+def test_real_run_key_ranges_from_metadata(tiny_run):
+    import labformat as lf
+
+    spark, run = tiny_run
+    table = lf.Table.open(spark, run.table_path)
+    files = viz.key_ranges_frame(table)
+    assert len(files) == len(table.file_slices()) > 1
+    assert (files["min_key"] <= files["max_key"]).all()
+    assert set(files["instant"]) <= {i.time for i in table.timeline()}
+    ax = viz.plot_file_key_ranges(files)
+    assert len(bars(ax)) == len(files)
+    assert "time prefix" in ax.get_xlabel()  # monotonic keys
+    assert len(ax.get_legend().get_texts()) == files["instant"].nunique()
+
+
+@pytest.mark.spark
+def test_real_run_funnel_and_step_times(tiny_run):
+    _, run = tiny_run
+    days = run.to_pandas()
+    ax = viz.plot_pruning_funnel(days)
+    assert len(bars(ax)) == 5 * len(days)
+    assert max(p.get_height() for p in bars(ax)) == days["files_in_table"].max()
+    ax = viz.plot_step_times(days)
+    steps = viz.step_columns(days)
+    assert {"deduplicate_s", "tag_s", "write_s", "commit_s"} <= set(steps)
+    assert len(bars(ax)) == len(steps) * len(days)
+    assert [float(t.get_text().split()[0]) for t in ax.texts] == pytest.approx(days["seconds"].round(1).tolist(),
+                                                                               abs=0.051)
