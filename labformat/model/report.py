@@ -14,6 +14,7 @@ class StepReport:
     seconds: float
     tasks: int
     jobs: int = 0
+    group: str | None = None  # the Spark job group the step ran under (for the UI's task timelines)
 
 
 @dataclass(frozen=True)

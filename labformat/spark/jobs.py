@@ -42,4 +42,4 @@ class StepRecorder:
                         tasks += stage.numCompletedTasks
             self.sc.setLocalProperty("spark.jobGroup.id", None)
             self.sc.setLocalProperty("spark.job.description", None)
-            self.steps.append(StepReport(name, seconds, tasks, len(job_ids)))
+            self.steps.append(StepReport(name, seconds, tasks, len(job_ids), group if job_ids else None))
