@@ -89,14 +89,23 @@ def test_missing_or_corrupt_metadata_falls_back_to_footers_until_rebuilt(spark, 
     assert corrupt.stats_source.startswith("footers (column stats unreadable")
     assert names(corrupt) == names(good) and corrupt.rows_returned == good.rows_returned
 
+    # A write on top of corrupt metadata still commits; its snapshot lacks the old files' stats.
+    first_keys = datasets.history(spark, spec).orderBy("record_key").limit(5).withColumn("battery_pct", F.lit(1.0))
+    upsert = t.upsert(first_keys, {"max_file_size": "24KB"})
+    assert upsert.instant is not None and upsert.files_rewritten == 1 < len(t.file_slices())
+    _, after_write = t.query(window)
+    assert after_write.stats_source.startswith("footers (column stats are stale")
+    assert after_write.rows_returned == t.read().filter(window).count()
+
     os.remove(stats_file)
+    os.remove(stats_file.parent / f"{upsert.instant}.parquet")
     _, missing = t.query(window)
     assert missing.stats_source.startswith("footers (no column stats")
 
     rebuilt = t.rebuild_metadata()
-    assert rebuilt.instant == report.instant and rebuilt.files == len(t.file_slices())
+    assert rebuilt.instant == upsert.instant and rebuilt.files == len(t.file_slices())
     _, again = t.query(window)
-    assert again.stats_source == "metadata table" and names(again) == names(good)
+    assert again.stats_source == "metadata table" and names(again) == names(after_write)
 
 
 def test_bloom_index_tags_the_same_from_footers_and_metadata(spark, tmp_path):

@@ -90,7 +90,10 @@ def write_metadata(storage: Storage, timeline: Timeline, instant: str, slices_af
         rows = []
         previous = MetadataReader(storage, timeline).latest(COLUMN_STATS) if carry_over else None
         if previous is not None:
-            old = _read_table(storage, previous).to_pylist()
+            try:
+                old = _read_table(storage, previous).to_pylist()
+            except Exception:  # noqa: BLE001 - corrupt metadata must not block writes
+                old = []  # the new snapshot lacks those files' stats: readers see it as stale
             rows += [r for r in old if r["path"] in live]
         for stat in new_stats:
             for column, (low, high, nulls, count, nans) in json.loads(stat["column_stats"] or "{}").items():
