@@ -16,8 +16,10 @@ The path of a snapshot query's filter through this module:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import enum
+import logging
 import numbers
 import struct
 from dataclasses import dataclass
@@ -439,6 +441,21 @@ def _prefix_might_satisfy(s: ColumnStats, prefix: str, negated: bool) -> bool:
 # ---- from a Spark filter to a predicate ---------------------------------------------------
 
 
+@contextlib.contextmanager
+def _quiet_query_context_logs():
+    """pyspark logs every analysis error as a JSON line on stderr before raising it; ours re-raises
+    it as InvalidInputError with Spark's message, so the log line would only say it twice."""
+    loggers = [logging.getLogger(n) for n in ("DataFrameQueryContextLogger", "SQLQueryContextLogger")]
+    before = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, state in zip(loggers, before):
+            lg.disabled = state
+
+
 def to_predicate(spark: SparkSession, condition: Column | str, schema: T.StructType | str) -> Predicate:
     """Parse `condition` (a Column or a SQL string) against `schema` with Spark, as a `Predicate`.
 
@@ -458,7 +475,8 @@ def to_predicate(spark: SparkSession, condition: Column | str, schema: T.StructT
     schema = _nullable(_as_struct(spark, schema))
     relation = spark.createDataFrame([], schema)
     try:
-        execution = relation.filter(condition)._jdf.queryExecution()
+        with _quiet_query_context_logs():
+            execution = relation.filter(condition)._jdf.queryExecution()
         analyzed, optimized = execution.analyzed(), execution.optimizedPlan()
     except AttributeError as e:  # Spark Connect: there is no JVM plan to read on this side
         raise LabformatError("to_predicate needs a classic (py4j) SparkSession, not Spark Connect") from e
