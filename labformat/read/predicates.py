@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import enum
-import logging
 import numbers
 import struct
 from dataclasses import dataclass
@@ -445,7 +444,11 @@ def _prefix_might_satisfy(s: ColumnStats, prefix: str, negated: bool) -> bool:
 def _quiet_query_context_logs():
     """pyspark logs every analysis error as a JSON line on stderr before raising it; ours re-raises
     it as InvalidInputError with Spark's message, so the log line would only say it twice."""
-    loggers = [logging.getLogger(n) for n in ("DataFrameQueryContextLogger", "SQLQueryContextLogger")]
+    from pyspark.logger import PySparkLogger
+
+    # Through PySparkLogger, never logging.getLogger: a plain Logger created first under these
+    # names would later reject the keyword arguments pyspark logs with.
+    loggers = [PySparkLogger.getLogger(n) for n in ("DataFrameQueryContextLogger", "SQLQueryContextLogger")]
     before = [lg.disabled for lg in loggers]
     for lg in loggers:
         lg.disabled = True
