@@ -34,7 +34,8 @@ class Storage:
             self.base_uri = root
         self.root = root.rstrip("/")
 
-    def _full(self, rel: str) -> str:
+    def full_path(self, rel: str) -> str:
+        """The path `self.fs` knows a table-relative path by (what pyarrow readers and writers take)."""
         return f"{self.root}/{rel}" if rel else self.root
 
     def uri(self, rel: str) -> str:
@@ -42,10 +43,10 @@ class Storage:
         return f"{self.base_uri}/{rel}" if rel else self.base_uri
 
     def exists(self, rel: str) -> bool:
-        return self.fs.get_file_info(self._full(rel)).type != pafs.FileType.NotFound
+        return self.fs.get_file_info(self.full_path(rel)).type != pafs.FileType.NotFound
 
     def read_bytes(self, rel: str) -> bytes:
-        with self.fs.open_input_stream(self._full(rel)) as stream:
+        with self.fs.open_input_stream(self.full_path(rel)) as stream:
             return stream.read()
 
     def read_text(self, rel: str) -> str:
@@ -54,7 +55,7 @@ class Storage:
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Plain write (not atomic): for files whose partial state is harmless (requested/inflight markers)."""
         self.makedirs(rel.rsplit("/", 1)[0] if "/" in rel else "")
-        with self.fs.open_output_stream(self._full(rel)) as out:
+        with self.fs.open_output_stream(self.full_path(rel)) as out:
             out.write(data)
 
     def publish(self, rel: str, data: bytes) -> None:
@@ -69,24 +70,24 @@ class Storage:
         tmp = f"{folder}/.{rel.rsplit('/', 1)[-1]}.{uuid.uuid4().hex}.tmp" if folder else f".{rel}.{uuid.uuid4().hex}.tmp"
         self.write_bytes(tmp, data)
         try:
-            self.fs.move(self._full(tmp), self._full(rel))
+            self.fs.move(self.full_path(tmp), self.full_path(rel))
         except Exception:
             self.delete(tmp)
             raise
 
     def delete(self, rel: str) -> bool:
         try:
-            self.fs.delete_file(self._full(rel))
+            self.fs.delete_file(self.full_path(rel))
             return True
         except FileNotFoundError:
             return False
 
     def makedirs(self, rel: str) -> None:
-        self.fs.create_dir(self._full(rel), recursive=True)
+        self.fs.create_dir(self.full_path(rel), recursive=True)
 
     def list(self, rel: str = "", recursive: bool = False) -> list[FileInfo]:
         """Files (not folders) under `rel`; empty when it does not exist."""
-        selector = pafs.FileSelector(self._full(rel), recursive=recursive, allow_not_found=True)
+        selector = pafs.FileSelector(self.full_path(rel), recursive=recursive, allow_not_found=True)
         out = []
         prefix = len(self.root) + 1
         for info in self.fs.get_file_info(selector):
@@ -95,6 +96,6 @@ class Storage:
         return out
 
     def list_dirs(self, rel: str = "") -> list[str]:
-        selector = pafs.FileSelector(self._full(rel), recursive=False, allow_not_found=True)
+        selector = pafs.FileSelector(self.full_path(rel), recursive=False, allow_not_found=True)
         prefix = len(self.root) + 1
         return [i.path[prefix:] for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.Directory]

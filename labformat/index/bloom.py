@@ -75,7 +75,7 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, str] | None = N
     matched = pa.array([], pa.string())
     if len(survivors):
         storage = Storage(base_uri)
-        in_file = pq.read_table(storage._full(path), columns=["_hoodie_record_key"], filesystem=storage.fs).column(0)
+        in_file = pq.read_table(storage.full_path(path), columns=["_hoodie_record_key"], filesystem=storage.fs).column(0)
         matched = pc.filter(survivors, pc.is_in(survivors, value_set=in_file.combine_chunks()))
     n = len(matched)
     return pa.Table.from_arrays(

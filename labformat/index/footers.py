@@ -31,7 +31,7 @@ class FooterInfo:
 def _footer(base_uri: str, path: str) -> FooterInfo:
     storage = Storage(base_uri)
     try:
-        meta = pq.read_metadata(storage._full(path), filesystem=storage.fs)
+        meta = pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
     except (OSError, ValueError) as exc:
         raise CorruptTableError(f"cannot read the footer of base file {path}: {exc}") from None
     kv = meta.metadata or {}
@@ -48,7 +48,7 @@ def key_ranges(base_uri: str, paths: list[str]) -> dict[str, FooterInfo]:
 
 def bloom_filter(base_uri: str, path: str) -> BloomFilter:
     storage = Storage(base_uri)
-    meta = pq.read_metadata(storage._full(path), filesystem=storage.fs)
+    meta = pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
     raw = (meta.metadata or {}).get(BLOOM_FOOTER.encode())
     if raw is None:
         raise CorruptTableError(f"base file {path} has no bloom filter in its footer")
@@ -59,7 +59,7 @@ def bloom_filter(base_uri: str, path: str) -> BloomFilter:
 def _footer_column_stats(base_uri: str, path: str) -> tuple:
     """Row-group statistics of one base file, folded per column: (name, min, max, nulls, rows)."""
     storage = Storage(base_uri)
-    meta = pq.read_metadata(storage._full(path), filesystem=storage.fs)
+    meta = pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
     out = {}
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)

@@ -24,7 +24,7 @@ def _stats_of_files(batches: Iterator[pa.RecordBatch], base_uri: str, columns: t
     for batch in batches:
         rows = []
         for path in batch.column("path").to_pylist():
-            full = storage._full(path)
+            full = storage.full_path(path)
             collector = ColumnStatsCollector(columns)
             parquet = pq.ParquetFile(full, filesystem=storage.fs)
             for group in range(parquet.num_row_groups):

@@ -66,7 +66,7 @@ class WriteSpec:
     collect_bloom: bool = False  # return each file's bloom filter for the metadata table
 
 
-def _task_identity() -> tuple[int, int, int]:
+def task_identity() -> tuple[int, int, int]:
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
@@ -124,7 +124,7 @@ class ColumnStatsCollector:
         return json.dumps(self.stats)
 
 
-class _OpenFile:
+class BaseFileWriter:
     """One base file being written: the parquet writer plus what its footer and stats need."""
 
     def __init__(self, storage: Storage, spec: WriteSpec, partition_path: str, file_id: str, token: str,
@@ -136,7 +136,7 @@ class _OpenFile:
         self.name = BaseFile(file_id, token, spec.instant_time).name
         self.path = f"{partition_path}/{self.name}" if partition_path else self.name
         storage.makedirs(partition_path)
-        self.sink = storage.fs.open_output_stream(storage._full(self.path))
+        self.sink = storage.fs.open_output_stream(storage.full_path(self.path))
         self.writer = pq.ParquetWriter(self.sink, schema, compression=spec.compression, write_statistics=True)
         self.keys: list[pa.Array] = []
         self.stats = ColumnStatsCollector(spec.data_columns)
@@ -212,7 +212,7 @@ class RollingFileWriter:
     def __init__(self, spec: WriteSpec, data_schema: pa.Schema):
         self.spec = spec
         self.storage = Storage(spec.base_uri)
-        self.task_partition, stage, self.attempt = _task_identity()
+        self.task_partition, stage, self.attempt = task_identity()
         self.token = write_token(self.task_partition, stage, self.attempt)
         # Every column nullable: Spark reads base files as nullable anyway, and Arrow's per-batch
         # not-null flags would otherwise make two batches of one file disagree.
@@ -220,12 +220,12 @@ class RollingFileWriter:
             [pa.field(c, pa.string()) for c in META_COLUMNS]
             + [data_schema.field(c).with_nullable(True) for c in spec.data_columns]
         )
-        self.open: dict[str, _OpenFile] = {}
+        self.open: dict[str, BaseFileWriter] = {}
         self.stats: list[dict] = []
         self.bytes_per_row: float | None = None
         self.seq = 0
 
-    def _estimate_rows_left(self, f: _OpenFile, sample: pa.Table) -> int:
+    def _estimate_rows_left(self, f: BaseFileWriter, sample: pa.Table) -> int:
         per_row = self.bytes_per_row
         if per_row is None:
             # Nothing written yet: assume parquet shrinks Arrow's in-memory size about 3x, then learn.
@@ -237,7 +237,7 @@ class RollingFileWriter:
         while offset < data.num_rows:
             f = self.open.get(partition_path)
             if f is None:
-                f = _OpenFile(self.storage, self.spec, partition_path, new_file_id(), self.token, self.schema, "null")
+                f = BaseFileWriter(self.storage, self.spec, partition_path, new_file_id(), self.token, self.schema, "null")
                 self.open[partition_path] = f
             room = self._estimate_rows_left(f, data)
             chunk = data.slice(offset, min(room, data.num_rows - offset, ROW_GROUP_ROWS))

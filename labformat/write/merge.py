@@ -16,8 +16,8 @@ from labformat.write.arrow_writer import (
     MAX_KEY_FOOTER,
     MIN_KEY_FOOTER,
     WriteSpec,
-    _OpenFile,
-    _task_identity,
+    BaseFileWriter,
+    task_identity,
     add_meta_columns,
     check_record_keys,
     stats_batch,
@@ -66,7 +66,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     target = targets[target_ids[0]]
     check_record_keys(incoming, spec.record_key)
     storage = Storage(spec.base_uri)
-    task_partition, stage, attempt = _task_identity()
+    task_partition, stage, attempt = task_identity()
     token = write_token(task_partition, stage, attempt)
     incoming_keys = pc.cast(incoming.column(spec.record_key), pa.string())
 
@@ -74,7 +74,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     prev_min = prev_max = None
     prev_size = 0
     if target.old_path is not None:
-        full = storage._full(target.old_path)
+        full = storage.full_path(target.old_path)
         old = pq.read_table(full, filesystem=storage.fs)
         meta = pq.read_metadata(full, filesystem=storage.fs)
         kv = meta.metadata or {}
@@ -121,7 +121,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         first = offset == 0
         chunk = merged.slice(offset, rows_per_file)
         file_id = target.file_id if first else new_file_id(target.file_id_prefix)
-        f = _OpenFile(storage, spec, target.partition_path, file_id, token, file_schema,
+        f = BaseFileWriter(storage, spec, target.partition_path, file_id, token, file_schema,
                       target.prev_commit if first else "null")
         n = chunk.num_rows
         chunk = chunk.set_column(chunk.schema.get_field_index(FILE_NAME), FILE_NAME, pa.array([f.name] * n, pa.string()))
