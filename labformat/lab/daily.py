@@ -66,10 +66,9 @@ def run_daily_upserts(spark, spec: datasets.DatasetSpec, table_path: str | Path,
                             precombine_field=datasets.PRECOMBINE_FIELD, partition_field=partition_field,
                             options={"index_type": index_type})
     write_options = dict(options or {})
-    bulk_options = {k: v for k, v in write_options.items()
-                    if k in ("max_file_size", "hoodie.parquet.max.file.size", "compression_codec", "bloom_fpp")}
+    # Every write option is valid for bulk insert too; those it has no use for are ignored.
     first = table.bulk_insert(datasets.load_history(spark, cached),
-                              {"bulk_insert_sort_mode": "GLOBAL_SORT", **bulk_options})
+                              {"bulk_insert_sort_mode": "GLOBAL_SORT", **write_options})
     reports = []
     for day in range(1, (days or spec.batch_days) + 1):
         report = table.upsert(datasets.load_batch(spark, cached, day), write_options)

@@ -9,6 +9,7 @@ import pandas as pd
 
 import labformat as lf
 from labformat import datasets
+from labformat.lab.viz import key_ranges_frame
 
 
 def standard_queries(table: lf.Table, spec: datasets.DatasetSpec) -> dict[str, str]:
@@ -18,19 +19,12 @@ def standard_queries(table: lf.Table, spec: datasets.DatasetSpec) -> dict[str, s
     footers, not from a scan; the window is 10:00-11:00 on the last history day.
     """
     hour = datetime.combine(spec.day_date(spec.history_days - 1), time(10))
-    key = min(info.min_key for info in _latest_key_ranges(table))
+    key = key_ranges_frame(table)["min_key"].min()
     return {
         "point lookup": f"record_key = '{key}'",
         "one-hour window": f"ts >= '{hour:%Y-%m-%d %H:%M:%S}' AND ts < '{hour + timedelta(hours=1):%Y-%m-%d %H:%M:%S}'",
         "drone_id filter": "drone_id = 'drone0001'",
     }
-
-
-def _latest_key_ranges(table: lf.Table):
-    from labformat.index.footers import key_ranges
-
-    return [info for info in key_ranges(table.storage.base_uri, [s.path for s in table.file_slices()]).values()
-            if info.min_key is not None]
 
 
 def compare_skipping(table: lf.Table, queries: dict[str, str], repeats: int = 3) -> pd.DataFrame:
