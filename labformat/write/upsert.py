@@ -122,7 +122,7 @@ def affected_partitions(table: "Table", deduped: DataFrame) -> set[str]:
 def latest_file_slices(table: "Table", partitions: set[str]) -> tuple[list[FileSlice], int]:
     """Step 2: the latest file slice of each file group in the affected partitions (and the table's file count)."""
     view = table.file_system_view()
-    return view.latest_file_slices(partitions), len(view.latest_file_slices())
+    return view.latest_file_slices(partitions), len(view.file_groups())
 
 
 # ---- step 3 -------------------------------------------------------------------------------------
@@ -299,7 +299,8 @@ def run(table: "Table", df: DataFrame, cfg: Config, operation: str):
 
     ctx = IndexContext(table.spark, table.storage.base_uri, table.record_key, index_type, table.bucket_num,
                        cfg.bloom_prune_by_ranges, use_metadata=cfg.bloom_use_metadata,
-                       metadata=MetadataReader(table.storage, table._timeline.reload()), schema=data_schema)
+                       metadata=MetadataReader(table.storage, table._timeline.reload()) if cfg.bloom_use_metadata
+                       else None, schema=data_schema)
     cleanup: list = []
     try:
         return _run_steps(table, df, cfg, operation, index_type, ctx, steps, data_schema, cleanup)
@@ -341,8 +342,7 @@ def _run_steps(table: "Table", df: DataFrame, cfg: Config, operation: str, index
                            funnel=_funnel(tag, profile, [], index_type), options=dict(cfg),
                            details={"shuffle_parallelism": parallelism, "index_type": index_type})
     with steps.step("start_instant"):
-        action = Action.COMMIT
-        instant, rolled_back = table._start_instant(action, operation.upper())
+        instant, rolled_back = table._start_instant(Action.COMMIT, operation.upper())
     try:
         with steps.step("write"):
             spec = WriteSpec(table.storage.base_uri, instant.time, table.record_key,
