@@ -1,4 +1,4 @@
-"""The lab's main job, headless: generate the drone dataset, bulk insert it, print what happened."""
+"""The lab's main job: run the whole workshop headless at a preset; executed notebooks, charts and a summary go to out/."""
 
 from __future__ import annotations
 
@@ -49,16 +49,8 @@ def bulk_insert_summary(report: lf.WriteReport, load_seconds: float) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="labformat.lab.main", description=__doc__)
-    parser.add_argument("--preset", default="small", help="dataset preset: tiny, small, medium, large")
-    parser.add_argument("--key-style", default="monotonic", choices=["monotonic", "random"])
-    parser.add_argument("--sort-mode", default="GLOBAL_SORT")
-    parser.add_argument("--max-file-size", default="32MB")
-    parser.add_argument("--out", default=None, help="where the lab's tables go (default <repo>/out)")
-    args = parser.parse_args(argv)
-
-    out = Path(args.out) if args.out else Path(__file__).resolve().parents[2] / "out"
+def run_bulk_insert(args, out: Path) -> int:
+    """The one-table job: generate, bulk insert, print the summary (`--bulk-insert-only`)."""
     spark = lf.spark_session()
     started = time.perf_counter()
     spec = datasets.spec(args.preset, key_style=args.key_style)
@@ -75,6 +67,47 @@ def main(argv: list[str] | None = None) -> int:
     print(bulk_insert_summary(report, load_seconds))
     print(f"\n  table: {table_path}")
     return 0
+
+
+def run_workshop(args, out: Path) -> int:
+    """Every workshop notebook, headless, at the preset: executed notebooks, charts and summary.md in `out`."""
+    from labformat.lab import runner
+
+    folder = runner.SOLUTIONS_DIR if args.notebooks == "solutions" else runner.NOTEBOOKS_DIR
+    started = time.perf_counter()
+    print(f"Running the workshop ({args.notebooks} notebooks) at preset {args.preset} into {out} ...", flush=True)
+    # The dataset is generated once up front (cached), so no notebook's time includes it.
+    spark = lf.spark_session()
+    datasets.generate(spark, datasets.spec(args.preset))
+    spark.stop()
+    done = runner.run_workshop(out, args.preset, folder)
+    seconds = time.perf_counter() - started
+    print(f"\nDone in {seconds:.0f} s: {len(done)} notebooks in {out / 'notebooks'}, "
+          f"{sum(len(e.charts) for e in done)} charts in {out / 'charts'}, summary in {out / 'summary.md'}")
+    print((out / "summary.md").read_text())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="labformat.lab.main", description=__doc__)
+    parser.add_argument("--preset", default="small", help="dataset preset: tiny, small, medium, large")
+    parser.add_argument("--out", default=None, help="where everything goes (default <repo>/out)")
+    parser.add_argument("--notebooks", default="solutions", choices=["solutions", "learner"],
+                        help="run the solution notebooks (every exercise answered, the default) or the learners' "
+                             "(exercises left blank)")
+    parser.add_argument("--bulk-insert-only", action="store_true",
+                        help="only generate the dataset and bulk insert it into one table, and print what happened")
+    parser.add_argument("--key-style", default="monotonic", choices=["monotonic", "random"],
+                        help="(with --bulk-insert-only)")
+    parser.add_argument("--sort-mode", default="GLOBAL_SORT", help="(with --bulk-insert-only)")
+    parser.add_argument("--max-file-size", default="32MB", help="(with --bulk-insert-only)")
+    args = parser.parse_args(argv)
+
+    out = Path(args.out).resolve() if args.out else Path(__file__).resolve().parents[2] / "out"
+    datasets.spec(args.preset)  # an unknown preset fails now, naming the presets
+    if args.bulk_insert_only:
+        return run_bulk_insert(args, out)
+    return run_workshop(args, out)
 
 
 if __name__ == "__main__":

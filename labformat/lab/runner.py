@@ -1,0 +1,190 @@
+"""Runs the workshop notebooks headless (nbclient): executed copies, their charts as PNG, and a one-page summary.
+
+Used by the lab's main job (`python3 scripts/lab.py run`) and by `scripts/refresh_notebooks.py`,
+which re-executes the saved notebooks at `tiny` so their outputs are what nbval compares.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from labformat.lab import workshop
+
+NOTEBOOKS_DIR = workshop.REPO_ROOT / "notebooks"
+SOLUTIONS_DIR = NOTEBOOKS_DIR / "solutions"
+_NOTEBOOK_NAME = re.compile(r"^\d\d-[a-z0-9-]+\.ipynb$")
+# What must never be saved in a notebook: Spark/log4j lines and this machine's paths.
+_LOG_LINE = re.compile(r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d )?(WARN|INFO|ERROR|DEBUG) [A-Za-z.$]+:", re.M)
+
+
+@dataclass(frozen=True)
+class Executed:
+    """One executed notebook: where it was written, its charts, and how long it ran."""
+
+    name: str
+    path: Path
+    charts: tuple[Path, ...]
+    seconds: float
+
+
+def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[Path]:
+    """The staged notebooks of `folder` (NN-title.ipynb), in order."""
+    return sorted(p for p in Path(folder).iterdir() if _NOTEBOOK_NAME.match(p.name))
+
+
+@contextlib.contextmanager
+def _environment(**values: str | None):
+    """Set environment variables for the kernels started inside (kernels inherit the environment)."""
+    saved = {k: os.environ.get(k) for k in values}
+    try:
+        for key, value in values.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def execute(source: Path, preset: str, master: str | None = None, out: Path | None = None,
+            timeout: int = 1800) -> nbformat.NotebookNode:
+    """Run every cell of `source` in a fresh kernel at `preset`; the executed notebook (source untouched).
+
+    Raises nbclient's CellExecutionError naming the failing cell when a cell raises.
+    """
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(source, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(Path(source).parent)}})
+    with _environment(**{workshop.PRESET_ENV: preset, workshop.MASTER_ENV: master,
+                         workshop.OUT_ENV: str(out) if out else None}):
+        client.execute()
+    nb.metadata["labformat"] = {"preset": preset}
+    return nb
+
+
+def cell_seconds(nb: nbformat.NotebookNode) -> list[tuple[int, float]]:
+    """(cell number, seconds) of every executed code cell, from nbclient's execution timestamps."""
+    from datetime import datetime
+
+    result = []
+    for number, cell in enumerate(nb.cells, 1):
+        stamps = cell.metadata.get("execution", {})
+        began, ended = stamps.get("iopub.execute_input"), stamps.get("shell.execute_reply")
+        if began and ended:
+            seconds = (datetime.fromisoformat(ended.replace("Z", "+00:00"))
+                       - datetime.fromisoformat(began.replace("Z", "+00:00"))).total_seconds()
+            result.append((number, seconds))
+    return result
+
+
+def strip_run_metadata(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Drop per-run cell metadata (execution timestamps) so a re-run changes only real outputs."""
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+    return nb
+
+
+def problems(nb: nbformat.NotebookNode, forbidden_paths: tuple[str, ...] = ()) -> list[str]:
+    """What a saved notebook must not hold: Spark log lines, machine paths, errors, cells out of order."""
+    found = []
+    paths = tuple(p for p in (str(workshop.REPO_ROOT), str(Path.home()), "/tmp/", *forbidden_paths) if p)
+    counts = []
+    for number, cell in enumerate(nb.cells, 1):
+        if cell.cell_type != "code":
+            continue
+        counts.append(cell.get("execution_count"))
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                found.append(f"cell {number}: an error output ({output.get('ename')})")
+            texts = [output.get("text", "")] + [v for k, v in output.get("data", {}).items()
+                                                if k.startswith("text/") and isinstance(v, str)]
+            for text in texts:
+                if _LOG_LINE.search(text):
+                    found.append(f"cell {number}: a log line: {_LOG_LINE.search(text).group(0)!r}")
+                for path in paths:
+                    if path in text:
+                        found.append(f"cell {number}: a machine path {path!r}")
+    if counts != list(range(1, len(counts) + 1)):
+        found.append(f"cells were not executed once, top to bottom: execution counts {counts}")
+    return found
+
+
+def charts(nb: nbformat.NotebookNode) -> list[tuple[str, bytes]]:
+    """(name, PNG bytes) of every chart output; a cell's `chart` metadata names it, else its number."""
+    result = []
+    for number, cell in enumerate(nb.cells, 1):
+        images = [o["data"]["image/png"] for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+        name = cell.metadata.get("chart") or f"cell{number:02d}"
+        for i, image in enumerate(images):
+            suffix = f"-{i + 1}" if len(images) > 1 else ""
+            result.append((f"{name}{suffix}", base64.b64decode(image)))
+    return result
+
+
+def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
+                 master: str | None = None) -> list[Executed]:
+    """Execute every notebook of `folder` into out/notebooks, its charts into out/charts, then out/summary.md."""
+    out = Path(out)
+    for sub in ("notebooks", "charts", "summary"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    for stale in list((out / "summary").glob("*.json")) + list((out / "charts").glob("*.png")):
+        stale.unlink()
+    done = []
+    for source in notebooks(folder):
+        started = time.perf_counter()
+        print(f"  running {source.name} at {preset} ...", flush=True)
+        nb = strip_run_metadata(execute(source, preset, master=master, out=out))
+        seconds = time.perf_counter() - started
+        target = out / "notebooks" / source.name
+        nbformat.write(nb, target)
+        written = []
+        for name, png in charts(nb):
+            path = out / "charts" / f"{source.stem[:2]}-{name}.png"
+            path.write_bytes(png)
+            written.append(path)
+        done.append(Executed(source.stem, target, tuple(written), seconds))
+        print(f"  {source.name}: {seconds:.0f} s, {len(written)} charts", flush=True)
+    (out / "summary.md").write_text(summary_markdown(out, preset, done))
+    return done
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def summary_markdown(out: Path, preset: str, done: list[Executed]) -> str:
+    """One page: per lab its key numbers (recorded by the notebook's last cell), run time and charts."""
+    lines = [f"# Workshop run at preset `{preset}`", "",
+             f"{len(done)} notebooks, {sum(e.seconds for e in done):.0f} s in all. Every number below was "
+             "recorded by the notebook that measured it, in this run.", ""]
+    for executed in done:
+        recorded = out / "summary" / f"{executed.name}.json"
+        lines += [f"## {executed.name} ({executed.seconds:.0f} s)", ""]
+        if recorded.exists():
+            values = json.loads(recorded.read_text())["values"]
+            lines += ["| what | value |", "| --- | --- |"]
+            lines += [f"| {key} | {_fmt(value)} |" for key, value in values.items()]
+        else:
+            lines.append("(this notebook recorded no summary)")
+        lines += ["", "Charts: " + (", ".join(f"`charts/{p.name}`" for p in executed.charts) or "none"), ""]
+    return "\n".join(lines)

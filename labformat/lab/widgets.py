@@ -1,0 +1,109 @@
+"""ipywidgets explorers for the notebooks: controls that re-run a sweep on a scratch table and redraw its charts.
+
+Thin on purpose: every run goes through `labformat.lab.sweeps` and every chart through
+`labformat.lab.viz`, so the widgets hold no logic a test would miss.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import ipywidgets as W
+import matplotlib.pyplot as plt
+from IPython.display import display
+
+from labformat import datasets
+from labformat.datasets.spec import KEY_STYLES, PRESETS
+from labformat.lab import sweeps, viz, workshop
+
+SIZES = ["64KB", "256KB", "1MB", "4MB", "8MB", "16MB", "32MB", "128MB"]
+
+
+def _explorer(controls: list[W.Widget], run: Callable[[dict], None]) -> W.VBox:
+    """Controls, a Run button and an output area; clicking runs `run(values)` inside the output."""
+    button = W.Button(description="Run", button_style="primary", icon="play")
+    out = W.Output()
+
+    def on_click(_):
+        button.disabled = True
+        out.clear_output(wait=True)
+        try:
+            with out:
+                run({c.description.rstrip(":"): c.value for c in controls})
+                plt.show()
+        finally:
+            button.disabled = False
+
+    button.on_click(on_click)
+    return W.VBox([W.HBox(controls[:3]), W.HBox(controls[3:] + [button]), out])
+
+
+def _preset(default: str | None) -> W.Dropdown:
+    return W.Dropdown(options=list(PRESETS), value=default or workshop.preset(), description="preset:")
+
+
+def bulk_insert_explorer(spark, preset: str | None = None) -> W.VBox:
+    """Sort mode, key style, max file size and parallelism of a bulk insert -> key ranges and the write's task timeline."""
+    controls = [
+        _preset(preset),
+        W.Dropdown(options=["NONE", "GLOBAL_SORT", "PARTITION_SORT"], value="GLOBAL_SORT", description="sort mode:"),
+        W.Dropdown(options=list(KEY_STYLES), value="monotonic", description="key style:"),
+        W.Dropdown(options=SIZES, value="1MB", description="max file size:"),
+        W.IntSlider(value=4, min=1, max=16, description="parallelism:"),
+    ]
+
+    def run(v):
+        spec = datasets.spec(v["preset"], key_style=v["key style"])
+        result = sweeps.bulk_insert_sort_modes(
+            spark, spec, [v["sort mode"]], {"max_file_size": v["max file size"],
+                                             "bulk_insert_parallelism": v["parallelism"]}, progress=True)
+        report, files = result[v["sort mode"]]
+        _, (left, right) = plt.subplots(1, 2, figsize=(14, 4.5), layout="constrained")
+        viz.plot_file_key_ranges(files, ax=left)
+        viz.plot_task_timeline(workshop.task_timeline(spark, report), workshop.cores(spark), ax=right)
+        print(f"{len(files)} base files, at most {workshop.max_overlap(files)} overlapping at one key; "
+              f"bulk insert {report.seconds:.1f} s")
+
+    return _explorer(controls, run)
+
+
+def upsert_explorer(spark, preset: str | None = None) -> W.VBox:
+    """Index type, key style, small-file limit and days of daily upserts -> the pruning funnel and per-step times."""
+    controls = [
+        _preset(preset),
+        W.Dropdown(options=["BLOOM", "SIMPLE", "BUCKET"], value="BLOOM", description="index:"),
+        W.Dropdown(options=list(KEY_STYLES), value="monotonic", description="key style:"),
+        W.Dropdown(options=["0"] + SIZES, value="0", description="small file limit:"),
+        W.Dropdown(options=SIZES, value="4MB", description="max file size:"),
+        W.IntSlider(value=3, min=1, max=30, description="days:"),
+    ]
+
+    def run(v):
+        spec = datasets.spec(v["preset"], key_style=v["key style"])
+        days = min(v["days"], spec.batch_days)
+        options = {"max_file_size": v["max file size"], "small_file_limit": v["small file limit"]}
+        daily = sweeps.daily_upserts(spark, spec, "explorer-upserts", v["index"], options, days, progress=True)
+        frame = daily.to_pandas()
+        _, (left, right) = plt.subplots(1, 2, figsize=(14, 4.5), layout="constrained")
+        viz.plot_pruning_funnel(frame, ax=left)
+        viz.plot_step_times(frame, ax=right)
+        display(frame[["day", "seconds", "files_rewritten", "files_created", "write_amplification"]])
+
+    return _explorer(controls, run)
+
+
+def file_size_explorer(spark, preset: str | None = None) -> W.VBox:
+    """A max_file_size sweep at a chosen small-file limit -> upsert time, write tasks, files, query time."""
+    controls = [
+        _preset(preset),
+        W.SelectMultiple(options=SIZES, value=("256KB", "1MB", "4MB"), description="max file sizes:", rows=4),
+        W.Dropdown(options=["0"] + SIZES, value="0", description="small file limit:"),
+    ]
+
+    def run(v):
+        spec = datasets.spec(v["preset"])
+        frame = sweeps.file_size_sweep(spark, spec, list(v["max file sizes"]), v["small file limit"], progress=True)
+        viz.plot_file_size_tradeoff(frame)
+        display(frame)
+
+    return _explorer(controls, run)

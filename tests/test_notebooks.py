@@ -1,0 +1,151 @@
+"""The saved workshop notebooks: learners' and solutions' agree, outputs are clean, every chart is there.
+
+nbval itself runs the notebooks (pytest collects notebooks/ with --nbval, see conftest.py at
+the root); these tests check what nbval cannot: how the saved files were made.
+"""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from labformat.lab import runner
+
+LEARNER = runner.notebooks(runner.NOTEBOOKS_DIR)
+SOLUTIONS = runner.notebooks(runner.SOLUTIONS_DIR)
+ALL = LEARNER + SOLUTIONS
+ANSWER_TAG = "exercise-answer"
+
+# The issue's six charts, by the `chart` metadata of the cells that draw them.
+REQUIRED_CHARTS = {
+    "file key ranges": "key-ranges-by-sort-mode",
+    "pruning funnel per day": "pruning-funnel-month",
+    "task timeline": "task-timeline-deduplicate",
+    "file-size trade-off": "file-size-tradeoff",
+    "query skipping": "query-skipping",
+    "per-step time": "step-times-month",
+}
+
+
+def read(path):
+    return nbformat.read(path, as_version=4)
+
+
+def test_the_workshop_is_four_staged_notebooks_with_solutions_beside_them():
+    names = [p.name for p in LEARNER]
+    assert names == ["00-setup-and-dataset.ipynb", "01-bulk-insert.ipynb", "02-daily-upserts.ipynb",
+                     "03-query-skipping.ipynb"]
+    assert [p.name for p in SOLUTIONS] == names
+
+
+@pytest.mark.parametrize("learner", LEARNER, ids=lambda p: p.stem)
+def test_solutions_differ_only_in_answer_cells(learner):
+    mine, theirs = read(learner), read(runner.SOLUTIONS_DIR / learner.name)
+    assert len(mine.cells) == len(theirs.cells)
+    answers = 0
+    for number, (a, b) in enumerate(zip(mine.cells, theirs.cells), 1):
+        tags = a.metadata.get("tags", [])
+        assert tags == b.metadata.get("tags", []), f"cell {number}: tags differ"
+        if ANSWER_TAG in tags:
+            answers += 1
+            # Learners get blanks: every assignment in their answer cell is None.
+            for line in a.source.splitlines():
+                if "=" in line and not line.lstrip().startswith("#"):
+                    assert line.split("#")[0].split("=", 1)[1].strip() == "None", f"cell {number}: {line!r}"
+            assert "None" not in b.source.split("#")[0], f"cell {number}: the solution leaves a blank"
+        elif number == 1:  # the title cell: the solutions say what they are
+            assert b.source.startswith(a.source.split("\n", 1)[0])
+        else:
+            assert a.source == b.source, f"cell {number} differs outside an answer cell"
+    assert answers >= 2, "each notebook has at least two exercises"
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_saved_outputs_are_clean_and_from_the_tiny_preset(path):
+    nb = read(path)
+    assert runner.problems(nb) == []
+    assert nb.metadata.get("labformat", {}).get("preset") == "tiny"
+    # Every code cell ran: nothing saved half-executed.
+    assert all(c.execution_count for c in nb.cells if c.cell_type == "code")
+    # The first output says the preset, so a stale run at another preset would show in nbval too.
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert "preset tiny:" in first.outputs[0]["text"]
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_each_notebook_has_goals_exercises_and_a_check_per_exercise(path):
+    nb = read(path)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "Learning goals" in text
+    exercises = [line for line in text.splitlines() if line.startswith("## Exercise ")]
+    checks = [c for c in nb.cells if c.cell_type == "code" and "ex." in c.source and "ANSWER_" in c.source]
+    assert len(exercises) >= 2 and len(checks) >= len(exercises)
+
+
+def test_every_chart_of_the_issue_is_drawn_by_a_saved_notebook():
+    drawn = {}
+    for path in LEARNER:
+        nb = read(path)
+        for name, png in runner.charts(nb):
+            drawn[name] = png
+    for chart, name in REQUIRED_CHARTS.items():
+        assert name in drawn, f"no notebook draws the {chart} chart ({name})"
+        assert drawn[name].startswith(b"\x89PNG"), name
+
+
+def test_problems_finds_log_lines_machine_paths_errors_and_out_of_order_cells():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("a"), nbformat.v4.new_code_cell("b")]
+    nb.cells[0].execution_count, nb.cells[1].execution_count = 2, 1
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stderr",
+                                                  text="25/11/21 08:00:00 WARN NativeCodeLoader: no hadoop\n")]
+    nb.cells[1].outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": f"{runner.NOTEBOOKS_DIR}/x"}),
+                           nbformat.v4.new_output("error", ename="ValueError", evalue="bad", traceback=[])]
+    found = "\n".join(runner.problems(nb))
+    assert "log line" in found and "machine path" in found and "ValueError" in found
+    assert "not executed once, top to bottom" in found
+
+
+@pytest.mark.slow
+def test_run_workshop_writes_executed_notebooks_charts_and_the_summary(tmp_path):
+    """The main job's runner on a two-cell notebook (no Spark): what lands in out/."""
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2], [3, 4]);"),
+        nbformat.v4.new_code_cell("from labformat.lab import workshop as ws\n"
+                                  "ws.record_summary('00-demo', {'rows': 5760, 'preset seen': ws.preset()})"),
+    ]
+    nb.cells[0].metadata["chart"] = "demo-line"
+    nbformat.write(nb, folder / "00-demo.ipynb")
+    nbformat.write(nb, folder / "notes.ipynb")  # not NN-title: not part of the workshop
+
+    out = tmp_path / "out"
+    done = runner.run_workshop(out, "tiny", folder)
+    assert [e.name for e in done] == ["00-demo"]
+    executed = read(out / "notebooks" / "00-demo.ipynb")
+    assert executed.metadata["labformat"]["preset"] == "tiny" and runner.problems(executed) == []
+    assert (out / "charts" / "00-demo-line.png").read_bytes().startswith(b"\x89PNG")
+    summary = (out / "summary.md").read_text()
+    assert "| rows | 5,760 |" in summary and "| preset seen | tiny |" in summary
+    assert "`charts/00-demo-line.png`" in summary
+
+
+@pytest.mark.slow
+def test_jupyterlab_has_the_widget_extension_matching_ipywidgets():
+    """`scripts/lab.py lab` opens this JupyterLab: without the front-end extension widgets show as text."""
+    import re
+    import subprocess
+    import sys
+    from importlib.metadata import version
+    from pathlib import Path
+
+    jupyter = Path(sys.executable).with_name("jupyter")
+    listing = subprocess.run([str(jupyter), "labextension", "list"], capture_output=True, text=True, timeout=120,
+                             env={**__import__("os").environ, "NO_COLOR": "1"})
+    text = re.sub(r"\x1b\[[0-9;]*m", "", listing.stdout + listing.stderr)
+    line = next((l for l in text.splitlines() if "@jupyter-widgets/jupyterlab-manager" in l), "")
+    assert "enabled" in line and "OK" in line, text
+    # ipywidgets 8 talks to the jupyterlab_widgets 3 front end (its manager v5).
+    assert version("ipywidgets").startswith("8.") and version("jupyterlab_widgets").startswith("3.")
