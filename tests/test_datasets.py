@@ -257,3 +257,22 @@ def test_uniform_is_in_unit_interval_and_spread(spark):
     row = u.agg(F.min("u"), F.max("u"), F.avg("u")).first()
     assert 0 <= row[0] < 0.001 and 0.999 < row[1] < 1 and abs(row[2] - 0.5) < 0.01
     assert math.isclose(u.where("u < 0.25").count() / 20_000, 0.25, abs_tol=0.01)
+
+
+def test_a_spec_with_other_batches_copies_the_cached_history(spark, tmp_path, monkeypatch):
+    monkeypatch.setenv("LABFORMAT_CACHE", str(tmp_path / "cache"))
+    first = datasets.generate(spark, datasets.spec("tiny", batch_days=1))
+    clean = datasets.spec("tiny", batch_days=1, late_fraction=0.0)
+    other_seed = datasets.spec("tiny", batch_days=1, seed=7)
+    copied = datasets.generate(spark, clean)
+    # Same history rows, byte for byte (copied, not regenerated); the batches follow the new spec.
+    names = lambda c: sorted(p.name for p in Path(c.history_path).glob("*.parquet"))  # noqa: E731
+    assert names(copied) == names(first)
+    for name in names(first):
+        assert (Path(copied.history_path) / name).read_bytes() == (Path(first.history_path) / name).read_bytes()
+    assert datasets.fingerprint(datasets.load_batch(spark, copied, 1)) == datasets.fingerprint(
+        datasets.batch(spark, clean, 1))
+    # A seed changes the history: that one is generated, and differs.
+    regenerated = datasets.generate(spark, other_seed)
+    assert datasets.fingerprint(datasets.load_history(spark, regenerated)) != datasets.fingerprint(
+        datasets.load_history(spark, first))
