@@ -4,12 +4,14 @@
     python3 scripts/lab.py run [ARGS...]    the main job: python -m labformat.lab.main ARGS
     python3 scripts/lab.py test [ARGS...]   the tests: python -m pytest -ra ARGS
     python3 scripts/lab.py lab [ARGS...]    JupyterLab on notebooks/, at 127.0.0.1, no browser
+    python3 scripts/lab.py bench [ARGS...]  the benchmark against the peers: python -m labformat.bench ARGS
     python3 scripts/lab.py check            only set up .venv and check Java
 
 Every sub-command first makes sure `.venv/` (at the repository root) matches
 pyproject.toml: when it is missing, or its stamp file does not hold the sha256
 of pyproject.toml and the Python version, it runs `python -m venv .venv` and
-`.venv/bin/pip install -e '.[test]'` (pip's output goes to .venv/pip.log).
+`.venv/bin/pip install -e '.[test]'` (pip's output goes to .venv/pip.log); the test extra
+includes the benchmark's peers (the bench extra: deltalake, pyiceberg, psutil).
 When it is up to date this costs a file read and a hash, and prints nothing.
 Then the script runs itself again with .venv's interpreter, checks Java, and
 does the job.
@@ -22,6 +24,7 @@ interpreter gets the version message instead of a SyntaxError.
 """
 
 import hashlib
+import importlib.util
 import os
 import platform
 import signal
@@ -37,12 +40,15 @@ LOCK = os.path.join(VENV, ".labformat-lock")
 PIP_LOG = os.path.join(VENV, "pip.log")
 PYPROJECT = os.path.join(ROOT, "pyproject.toml")
 NO_VENV_ENV = "LABFORMAT_NO_VENV"
+# Imported by the benchmark's engines; pyproject's bench extra (inside the test extra) installs them.
+BENCH_MODULES = ("deltalake", "pyiceberg", "psutil")
 
-USAGE = """usage: python3 scripts/lab.py {run,test,lab,check} [ARGS...]
+USAGE = """usage: python3 scripts/lab.py {run,test,lab,bench,check} [ARGS...]
 
   run [--preset NAME] [ARGS...]  run the lab (python -m labformat.lab.main ARGS)
   test [ARGS...]                 run the tests (python -m pytest -ra ARGS; default: the whole suite)
   lab [ARGS...]                  open JupyterLab on notebooks/ (127.0.0.1, no browser)
+  bench [ARGS...]                benchmark against the peers (python -m labformat.bench ARGS)
   check                          only set up .venv and check Java
 
 Each one first creates or refreshes .venv/ from pyproject.toml when needed.
@@ -259,7 +265,17 @@ def cmd_lab(args):
     return replace_process(command + args, cwd=ROOT)
 
 
-COMMANDS = {"run": cmd_run, "test": cmd_test, "lab": cmd_lab, "check": cmd_check}
+def cmd_bench(args):
+    check_java()
+    missing = [name for name in BENCH_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        sys.stderr.write("error: the benchmark's peers are not installed ({}); install them with "
+                         "`pip install -e '.[bench]'`\n".format(", ".join(missing)))
+        return 2
+    return replace_process([sys.executable, "-m", "labformat.bench"] + args)
+
+
+COMMANDS = {"run": cmd_run, "test": cmd_test, "lab": cmd_lab, "bench": cmd_bench, "check": cmd_check}
 
 
 def main(argv):

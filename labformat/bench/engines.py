@@ -1,0 +1,395 @@
+"""The benchmark's engines: one daily-upsert workload (load the history, upsert each batch) per tool.
+
+Every engine gets the same cached drone dataset and writes its table under its own folder:
+
+- `labformat-bloom`, `labformat-simple`, `labformat-bucket`: labformat with that index
+  (bulk insert with GLOBAL_SORT, then `Table.upsert` per batch);
+- `spark-rewrite`: the no-index way in plain PySpark: read the whole table, union the batch,
+  keep the newest row per key, write everything to a new version folder;
+- `delta-rs`: `write_deltalake` for the load, `DeltaTable.merge` on the key per batch;
+- `pyiceberg`: a SQL catalog on sqlite over a local warehouse; `Table.upsert` on the key;
+- `io-floor`: not a table format: pyarrow reads exactly the base files that labformat-bloom's
+  upsert of that day rewrote and writes them out again, the least a copy-on-write engine does.
+
+Spark engines read the cached parquet through Spark. The peers are single-process tools:
+they read the cached parquet files with pyarrow on their own process, deduplicate the batch
+there by labformat's rule (`deduplicate_arrow`), and load the history sorted by key, as
+labformat's GLOBAL_SORT bulk insert lays it out.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from labformat import datasets
+from labformat.bench.queries import Term, arrow_filter, iceberg_filter, sql_condition
+
+KEY = datasets.RECORD_KEY
+PRECOMBINE = datasets.PRECOMBINE_FIELD
+
+ENGINES = ("labformat-bloom", "labformat-simple", "labformat-bucket", "spark-rewrite", "delta-rs", "pyiceberg",
+           "io-floor")
+# The engine every other table is checked against, and whose rewritten files the I/O floor rewrites.
+REFERENCE = "labformat-bloom"
+PEERS = ("delta-rs", "pyiceberg")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What every engine runs: a cached dataset, how many batch days, and the file size to aim for."""
+
+    cached: datasets.CachedDataset
+    days: int
+    max_file_size: int  # bytes: labformat's max_file_size, delta-rs' and Iceberg's target file size
+    small_file_limit: int  # bytes: labformat's small_file_limit (the peers have no such knob)
+
+    @property
+    def write_options(self) -> dict[str, Any]:
+        """labformat's write options for the bulk insert and every upsert."""
+        return {"max_file_size": self.max_file_size, "small_file_limit": self.small_file_limit}
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.cached
+        return {"preset": c.spec.name, "spec": c.spec.params(), "root": c.root, "history_path": c.history_path,
+                "batch_paths": list(c.batch_paths), "days": self.days, "max_file_size": self.max_file_size,
+                "small_file_limit": self.small_file_limit}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Workload":
+        spec = datasets.DatasetSpec(**d["spec"])
+        cached = datasets.CachedDataset(spec=spec, root=d["root"], history_path=d["history_path"],
+                                        batch_paths=list(d["batch_paths"]))
+        return cls(cached, d["days"], d["max_file_size"], d["small_file_limit"])
+
+
+def deduplicate_arrow(batch: pa.Table) -> pa.Table:
+    """One row per record key, by labformat's rule (labformat/write/upsert.py `deduplicate`).
+
+    The row with the highest `updated_at` wins; ties go to the row whose remaining columns,
+    compared in order, are larger. Nulls sort lowest, as in Spark's `max` of a struct.
+    """
+    if batch.num_rows == 0:
+        return batch
+    others = [c for c in batch.column_names if c not in (KEY, PRECOMBINE)]
+    ordered = batch.sort_by([(KEY, "ascending"), (PRECOMBINE, "descending")] + [(c, "descending") for c in others])
+    keys = ordered.column(KEY).combine_chunks()
+    first_of_key = pc.not_equal(keys.slice(1), keys.slice(0, len(keys) - 1))
+    return ordered.filter(pa.concat_arrays([pa.array([True]), first_of_key]))
+
+
+def read_parquet_folder(path: str) -> pa.Table:
+    """A cached parquet folder as one Arrow table (Spark's schema metadata dropped)."""
+    table = pq.read_table(path)
+    return table.replace_schema_metadata(None)
+
+
+class Engine:
+    """One tool under test, writing its table under `root`.
+
+    The runner calls `load()` once, then `before_day(d)`, `upsert(d)` and `after_day(d)` for
+    each batch day, timing only `load()` and `upsert(d)`. `check_source()` says where the
+    finished table's rows can be read for the equality check (None: nothing to check).
+    """
+
+    name = ""
+    uses_spark = False
+    has_load = True
+
+    def __init__(self, workload: Workload, root: str | os.PathLike, spark=None):
+        self.workload = workload
+        self.root = Path(root)
+        self.spark = spark
+
+    def load(self) -> None:
+        raise NotImplementedError
+
+    def before_day(self, day: int) -> None:
+        """Untimed preparation before the upsert of `day`."""
+
+    def upsert(self, day: int) -> None:
+        raise NotImplementedError
+
+    def after_day(self, day: int) -> dict[str, Any]:
+        """Untimed, after the upsert of `day`: extra facts for the results."""
+        return {}
+
+    def check_source(self) -> dict[str, str] | None:
+        raise NotImplementedError
+
+    def query(self, condition: str, terms: tuple[Term, ...], skipping: bool = True) -> int:
+        """Run one query (the runner times this call); return the rows it found."""
+        raise NotImplementedError(f"{self.name} has no query benchmark")
+
+    def files_read(self, condition: str, terms: tuple[Term, ...], skipping: bool = True) -> tuple[int, int]:
+        """(files a query reads, files in the table): not timed."""
+        raise NotImplementedError(f"{self.name} has no query benchmark")
+
+
+class Labformat(Engine):
+    """labformat with one index type: GLOBAL_SORT bulk insert, then `Table.upsert` per batch."""
+
+    uses_spark = True
+
+    def __init__(self, workload: Workload, root, spark=None, index_type: str = "BLOOM"):
+        super().__init__(workload, root, spark)
+        self.index_type = index_type
+        self.name = f"labformat-{index_type.lower()}"
+        self.table_path = self.root / "table"
+        self._slices: dict[tuple[str, str], str] = {}
+        self._report = None
+
+    def _table(self):
+        import labformat as lf
+
+        return lf.Table.open(self.spark, self.table_path)
+
+    def load(self) -> None:
+        import labformat as lf
+
+        table = lf.Table.create(self.spark, self.table_path, record_key=KEY, precombine_field=PRECOMBINE,
+                                options={"index_type": self.index_type})
+        table.bulk_insert(datasets.load_history(self.spark, self.workload.cached),
+                          {"bulk_insert_sort_mode": "GLOBAL_SORT", **self.workload.write_options})
+
+    def before_day(self, day: int) -> None:
+        # The latest slice of each file group now: the base files this day's upsert may rewrite.
+        table = self._table()
+        self._slices = {(s.partition_path, s.file_id): table.storage.full_path(s.path) for s in table.file_slices()}
+
+    def upsert(self, day: int) -> None:
+        batch = datasets.load_batch(self.spark, self.workload.cached, day)
+        self._report = self._table().upsert(batch, self.workload.write_options)
+
+    def after_day(self, day: int) -> dict[str, Any]:
+        report = self._report
+        return {
+            "labformat_seconds": round(report.seconds, 3),
+            "files_rewritten": report.files_rewritten,
+            "files_created": report.files_created,
+            # The previous slice of every file group that got a new one: what the I/O floor rewrites.
+            "rewritten_base_files": sorted(self._slices[(f.partition_path, f.file_id)]
+                                           for f in report.files if not f.created),
+        }
+
+    def check_source(self) -> dict[str, str]:
+        return {"kind": "labformat", "path": str(self.table_path)}
+
+    def query(self, condition, terms, skipping=True) -> int:
+        _, scan = self._table().query(condition, options={"data_skipping": skipping})
+        return scan.rows_returned
+
+    def files_read(self, condition, terms, skipping=True) -> tuple[int, int]:
+        _, scan = self._table().query(condition, options={"data_skipping": skipping})
+        return scan.funnel["files_read"], scan.funnel["files_in_snapshot"]
+
+
+class SparkRewrite(Engine):
+    """Plain PySpark, no index: each day reads the whole table, unions the batch, keeps the newest
+    row per key (labformat's tie rule) and overwrites everything as a new version folder."""
+
+    name = "spark-rewrite"
+    uses_spark = True
+
+    def __init__(self, workload: Workload, root, spark=None):
+        super().__init__(workload, root, spark)
+        self.version = 0
+
+    def _version_path(self, version: int) -> Path:
+        return self.root / "table" / f"v{version:04d}"
+
+    def load(self) -> None:
+        datasets.load_history(self.spark, self.workload.cached).write.parquet(str(self._version_path(0)))
+
+    def upsert(self, day: int) -> None:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        current = self.spark.read.parquet(str(self._version_path(self.version)))
+        batch = datasets.load_batch(self.spark, self.workload.cached, day)
+        newest_first = [F.col(PRECOMBINE).desc()] + [F.col(c).desc() for c in datasets.COLUMNS
+                                                     if c not in (KEY, PRECOMBINE)]
+        rank = F.row_number().over(Window.partitionBy(KEY).orderBy(*newest_first))
+        merged = current.unionByName(batch).withColumn("_rank", rank).where("_rank = 1").drop("_rank")
+        merged.write.parquet(str(self._version_path(self.version + 1)))
+        self.version += 1
+
+    def after_day(self, day: int) -> dict[str, Any]:
+        import shutil
+
+        shutil.rmtree(self._version_path(self.version - 1))  # the overwrite's other half; not timed
+        return {}
+
+    def check_source(self) -> dict[str, str]:
+        return {"kind": "parquet", "path": str(self._version_path(self.version))}
+
+
+class DeltaRs(Engine):
+    """delta-rs: `write_deltalake` loads the sorted history; each day MERGEs the deduplicated batch on the key
+    (update all columns when matched, insert all when not)."""
+
+    name = "delta-rs"
+
+    def __init__(self, workload: Workload, root, spark=None):
+        super().__init__(workload, root, spark)
+        self.table_path = self.root / "table"
+
+    def load(self) -> None:
+        from deltalake import write_deltalake
+
+        history = read_parquet_folder(self.workload.cached.history_path).sort_by(KEY)
+        write_deltalake(str(self.table_path), history, mode="error", target_file_size=self.workload.max_file_size)
+
+    def upsert(self, day: int) -> None:
+        from deltalake import DeltaTable
+
+        batch = deduplicate_arrow(read_parquet_folder(self.workload.cached.batch_path(day)))
+        (DeltaTable(str(self.table_path))
+         .merge(source=batch, predicate=f"t.{KEY} = s.{KEY}", source_alias="s", target_alias="t")
+         .when_matched_update_all()
+         .when_not_matched_insert_all()
+         .execute())
+
+    def check_source(self) -> dict[str, str]:
+        """The table as delta-rs' own reader returns it, written to one parquet file for the check."""
+        from deltalake import DeltaTable
+
+        path = self.root / "snapshot.parquet"
+        pq.write_table(DeltaTable(str(self.table_path)).to_pyarrow_table(), path)
+        return {"kind": "parquet", "path": str(path)}
+
+    def query(self, condition, terms, skipping=True) -> int:
+        """Through delta-rs' own query engine (DataFusion), which skips files by the log's min/max statistics.
+
+        (pyarrow's dataset scanner cannot filter the string_view columns delta-rs writes.)
+        """
+        from deltalake import DeltaTable, QueryBuilder
+
+        table = DeltaTable(str(self.table_path))
+        where = sql_condition(terms, pa.schema(table.schema().to_arrow()))
+        reader = QueryBuilder().register("drones", table).execute(f"SELECT * FROM drones WHERE {where}")
+        return pa.RecordBatchReader.from_stream(reader).read_all().num_rows
+
+    def files_read(self, condition, terms, skipping=True) -> tuple[int, int]:
+        """Files whose min/max statistics in the delta log may match (as delta-rs hands them to pyarrow), of all files."""
+        from deltalake import DeltaTable
+
+        dataset = DeltaTable(str(self.table_path)).to_pyarrow_dataset()
+        matching = list(dataset.get_fragments(filter=arrow_filter(terms, dataset.schema)))
+        return len(matching), len(list(dataset.get_fragments()))
+
+
+class PyIceberg(Engine):
+    """pyiceberg: a SQL catalog on sqlite with a local warehouse; `append` loads the sorted history,
+    `Table.upsert` on the key applies each deduplicated batch."""
+
+    name = "pyiceberg"
+    identifier = "bench.drones"
+
+    def __init__(self, workload: Workload, root, spark=None):
+        super().__init__(workload, root, spark)
+        self._catalog = None
+
+    def catalog(self):
+        if self._catalog is None:
+            from pyiceberg.catalog.sql import SqlCatalog
+
+            warehouse = self.root / "warehouse"
+            warehouse.mkdir(parents=True, exist_ok=True)
+            self._catalog = SqlCatalog("bench", uri=f"sqlite:///{self.root / 'catalog.db'}",
+                                       warehouse=warehouse.as_uri())
+        return self._catalog
+
+    def load(self) -> None:
+        history = read_parquet_folder(self.workload.cached.history_path).sort_by(KEY)
+        catalog = self.catalog()
+        catalog.create_namespace("bench")
+        table = catalog.create_table(self.identifier, schema=history.schema,
+                                     properties={"write.target-file-size-bytes": str(self.workload.max_file_size)})
+        table.append(history)
+
+    def upsert(self, day: int) -> None:
+        batch = deduplicate_arrow(read_parquet_folder(self.workload.cached.batch_path(day)))
+        self.catalog().load_table(self.identifier).upsert(batch, join_cols=[KEY])
+
+    def check_source(self) -> dict[str, str]:
+        """The table as pyiceberg's own scan returns it, written to one parquet file for the check."""
+        path = self.root / "snapshot.parquet"
+        pq.write_table(self.catalog().load_table(self.identifier).scan().to_arrow(), path)
+        return {"kind": "parquet", "path": str(path)}
+
+    def query(self, condition, terms, skipping=True) -> int:
+        table = self.catalog().load_table(self.identifier)
+        return table.scan(row_filter=iceberg_filter(terms, table.schema().as_arrow())).to_arrow().num_rows
+
+    def files_read(self, condition, terms, skipping=True) -> tuple[int, int]:
+        """Data files left after manifest and column-metrics pruning, of all data files."""
+        table = self.catalog().load_table(self.identifier)
+        row_filter = iceberg_filter(terms, table.schema().as_arrow())
+        return (len(list(table.scan(row_filter=row_filter).plan_files())),
+                len(list(table.scan().plan_files())))
+
+
+class IoFloor(Engine):
+    """The I/O floor: per day, pyarrow reads the base files labformat-bloom's upsert rewrote and writes
+    each back (same codec and row-group size) on all cores, and nothing else: no batch, no index, no merge."""
+
+    name = "io-floor"
+    has_load = False
+
+    def __init__(self, workload: Workload, root, spark=None, rewritten: dict[int, list[str]] | None = None):
+        super().__init__(workload, root, spark)
+        if rewritten is None:
+            raise ValueError("the I/O floor needs the base files labformat-bloom rewrote each day")
+        self.rewritten = rewritten
+
+    def load(self) -> None:
+        pass
+
+    def upsert(self, day: int) -> None:
+        out = self.root / f"day_{day:03d}"
+        out.mkdir(parents=True)
+        jobs = [(source, out / f"{i:05d}.parquet") for i, source in enumerate(self.rewritten[day])]
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            list(pool.map(lambda job: _rewrite_file(*job), jobs))
+
+    def check_source(self) -> None:
+        return None
+
+
+def _rewrite_file(source: str, target: Path) -> None:
+    """Write `source`'s rows to `target` as its writer did: same codec and row-group size, same footer key-values."""
+    parquet = pq.ParquetFile(source)
+    meta = parquet.metadata
+    first = meta.row_group(0) if meta.num_row_groups else None
+    codec = first.column(0).compression.lower() if first is not None else "snappy"
+    # The footer's key-values (bloom filter, key range) once, as footer entries; pyarrow's own
+    # ARROW:schema entry is rewritten from a schema without them, as labformat's writer does.
+    footer = {k: v for k, v in (meta.metadata or {}).items() if k != b"ARROW:schema"}
+    table = parquet.read().replace_schema_metadata(None)
+    with pq.ParquetWriter(target, table.schema, compression=codec, write_statistics=True) as writer:
+        writer.write_table(table, row_group_size=first.num_rows if first is not None and first.num_rows else None)
+        if footer:
+            writer.add_key_value_metadata(footer)
+
+
+def make_engine(name: str, workload: Workload, root, spark=None, rewritten: dict[int, list[str]] | None = None) -> Engine:
+    """The engine called `name` (one of ENGINES), writing under `root`."""
+    if name.startswith("labformat-"):
+        index = name.removeprefix("labformat-").upper()
+        if index not in ("BLOOM", "SIMPLE", "BUCKET"):
+            raise ValueError(f"unknown engine {name!r}; choose from {list(ENGINES)}")
+        return Labformat(workload, root, spark, index)
+    classes = {"spark-rewrite": SparkRewrite, "delta-rs": DeltaRs, "pyiceberg": PyIceberg}
+    if name == "io-floor":
+        return IoFloor(workload, root, spark, rewritten)
+    if name not in classes:
+        raise ValueError(f"unknown engine {name!r}; choose from {list(ENGINES)}")
+    return classes[name](workload, root, spark)

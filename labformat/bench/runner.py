@@ -1,0 +1,322 @@
+"""The benchmark run: each engine's workload, engines alternating, N repetitions; then the equality check and the queries.
+
+    result = run_benchmark("small", repeat=3)       # a JSON-ready dict; raises BenchmarkError on disagreement
+
+Repetition r runs every engine once, always in the same order (A B C ... A B C ...), so slow
+drifts of the machine hit every engine alike. By default each engine's workload runs in a process of
+its own (`python -m labformat.bench.worker`), so its peak memory (RSS of that process tree:
+Python, and for Spark engines the JVM and its Python workers) is its own and every Spark
+engine starts from a fresh JVM. `isolate=False` runs everything in this process on one
+SparkSession (the smoke test does); memory is then that of the shared process tree.
+
+Per upsert day the run records wall time (the engine's whole call: opening the table,
+reading the batch, deduplicating, merging, committing) and bytes written (sizes of the files
+that are new or changed in the engine's folder afterwards). Then every finished table is
+checked against labformat-bloom's (row count and a hash of all values, see checksum.py),
+and the lab's standard queries run on the last repetition's tables.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from labformat import datasets
+from labformat.bench.engines import ENGINES, PEERS, REFERENCE, Engine, Workload, make_engine
+from labformat.bench.memory import PeakRss
+from labformat.bench.queries import parse_condition
+from labformat.errors import LabformatError
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_WORK_DIR = ROOT / "out" / "bench"
+
+
+class BenchmarkError(LabformatError):
+    """A run whose numbers cannot stand: an engine failed, or the engines' tables or query answers disagree."""
+
+
+# ---- one engine's workload ------------------------------------------------------------------------
+
+def folder_state(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `root`: path -> (size, mtime in ns)."""
+    state = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                info = os.stat(path)
+            except FileNotFoundError:
+                continue
+            state[path] = (info.st_size, info.st_mtime_ns)
+    return state
+
+
+def bytes_written(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> int:
+    """Bytes of the files that are new, or changed, in `after`."""
+    return sum(size for path, (size, mtime) in after.items() if before.get(path) != (size, mtime))
+
+
+def run_workload(engine: Engine, workload: Workload) -> dict[str, Any]:
+    """Load, then upsert each batch day; time each, measure bytes written and the peak RSS of the process tree."""
+    engine.root.mkdir(parents=True, exist_ok=True)
+    days = []
+    load_seconds = load_bytes = None
+    with PeakRss() as memory:
+        if engine.has_load:
+            before = folder_state(engine.root)
+            started = time.perf_counter()
+            engine.load()
+            load_seconds = time.perf_counter() - started
+            load_bytes = bytes_written(before, folder_state(engine.root))
+        for day in range(1, workload.days + 1):
+            engine.before_day(day)
+            before = folder_state(engine.root)
+            started = time.perf_counter()
+            engine.upsert(day)
+            seconds = time.perf_counter() - started
+            written = bytes_written(before, folder_state(engine.root))
+            days.append({"day": day, "seconds": round(seconds, 4), "bytes_written": written, **engine.after_day(day)})
+    return {
+        "engine": engine.name,
+        "load_seconds": None if load_seconds is None else round(load_seconds, 4),
+        "load_bytes_written": load_bytes,
+        "days": days,
+        "peak_rss_bytes": memory.peak_bytes,
+        "root": str(engine.root),
+        "check_source": engine.check_source(),  # after the measured part: peers export their snapshot here
+    }
+
+
+def run_job(job: dict[str, Any], spark=None) -> dict[str, Any]:
+    """Run one (engine, repetition) job; starts a SparkSession for Spark engines when none is given."""
+    workload = Workload.from_json(job["workload"])
+    rewritten = {int(day): files for day, files in (job.get("rewritten") or {}).items()} or None
+    engine = make_engine(job["engine"], workload, job["root"], None, rewritten)
+    if engine.uses_spark:
+        if spark is None:
+            import labformat as lf
+
+            spark = lf.spark_session(app_name=f"labformat-bench-{engine.name}")
+        engine.spark = spark
+    result = run_workload(engine, workload)
+    result["repetition"] = job["repetition"]
+    return result
+
+
+def run_isolated(job: dict[str, Any]) -> dict[str, Any]:
+    """Run one job in a fresh `python -m labformat.bench.worker` process and return its result."""
+    with tempfile.TemporaryDirectory(prefix="labformat-bench-") as tmp:
+        job_path, result_path = Path(tmp) / "job.json", Path(tmp) / "result.json"
+        job_path.write_text(json.dumps(job))
+        code = subprocess.call([sys.executable, "-m", "labformat.bench.worker", str(job_path), str(result_path)],
+                               stdin=subprocess.DEVNULL)
+        if code != 0 or not result_path.exists():
+            raise BenchmarkError(f"the {job['engine']} workload (repetition {job['repetition'] + 1}) failed with "
+                                 f"exit code {code}; its error is printed above")
+        return json.loads(result_path.read_text())
+
+
+# ---- the equality check ------------------------------------------------------------------------------
+
+def check_tables(spark, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Checksum every finished table; all must equal the reference engine's (labformat-bloom, else the first)."""
+    from labformat.bench.checksum import table_checksum
+
+    checked = []
+    for run in runs:
+        if run["check_source"] is None:
+            continue
+        rows, digest = table_checksum(spark, run["check_source"])
+        run["table_rows"] = rows
+        checked.append({"engine": run["engine"], "repetition": run["repetition"], "rows": rows, "hash": str(digest)})
+    if not checked:
+        return {"reference": None, "agree": True, "tables": []}
+    names = [c["engine"] for c in checked]
+    reference = next(c for c in checked if c["engine"] == (REFERENCE if REFERENCE in names else names[0]))
+    differ = [c for c in checked if (c["rows"], c["hash"]) != (reference["rows"], reference["hash"])]
+    result = {"reference": reference["engine"], "rows": reference["rows"], "hash": reference["hash"],
+              "agree": not differ, "tables": checked}
+    if differ:
+        lines = [f"  {c['engine']} (repetition {c['repetition'] + 1}): {c['rows']:,} rows, hash {c['hash']}"
+                 for c in differ]
+        raise BenchmarkError(
+            f"the engines' tables disagree with {reference['engine']} (repetition {reference['repetition'] + 1}: "
+            f"{reference['rows']:,} rows, hash {reference['hash']}):\n" + "\n".join(lines))
+    return result
+
+
+# ---- the queries -------------------------------------------------------------------------------------------
+
+def run_queries(spark, workload: Workload, runs: list[dict[str, Any]], repeat: int,
+                log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The lab's standard queries on one repetition's tables, alternating engines; rows must agree.
+
+    labformat runs each query with data skipping on and off; the peers with their own pruning.
+    After one untimed warm-up round, each timed call is the whole query: opening the table,
+    planning, and reading every column of every matching row.
+    """
+    import labformat as lf
+    from labformat.lab.queries import standard_queries
+
+    roots = {run["engine"]: run["root"] for run in runs}
+    ours = REFERENCE if REFERENCE in roots else next((n for n in roots if n.startswith("labformat-")), None)
+    if ours is None:
+        return []
+    table = make_engine(ours, workload, roots[ours], spark)
+    # (label, engine, data skipping on?) in the order they alternate.
+    contenders: list[tuple[str, Engine, bool]] = [(f"{ours} (skipping on)", table, True),
+                                                  (f"{ours} (skipping off)", table, False)]
+    contenders += [(name, make_engine(name, workload, roots[name]), True) for name in PEERS if name in roots]
+    conditions = {query: (condition, parse_condition(condition))
+                  for query, condition in standard_queries(lf.Table.open(spark, table.table_path),
+                                                           workload.cached.spec).items()}
+    for condition, terms in conditions.values():  # the untimed round: first-call costs out of the way
+        for _, engine, skipping in contenders:
+            engine.query(condition, terms, skipping)
+    times: dict[tuple[str, str], list[float]] = {}
+    rows: dict[tuple[str, str], int] = {}
+    for _ in range(repeat):
+        for query, (condition, terms) in conditions.items():
+            for label, engine, skipping in contenders:
+                started = time.perf_counter()
+                rows[(query, label)] = engine.query(condition, terms, skipping)
+                times.setdefault((query, label), []).append(round(time.perf_counter() - started, 4))
+    results = []
+    for query, (condition, terms) in conditions.items():
+        answers = {label: rows[(query, label)] for label, _, _ in contenders}
+        if len(set(answers.values())) != 1:
+            raise BenchmarkError(f"query {query!r} ({condition}) returns different row counts: {answers}")
+        for label, engine, skipping in contenders:
+            files_read, files_total = engine.files_read(condition, terms, skipping)
+            results.append({"query": query, "condition": condition, "engine": label, "seconds": times[(query, label)],
+                            "files_read": files_read, "files_total": files_total, "rows": answers[label]})
+        log(f"  {query}: {answers[contenders[0][0]]:,} rows; " + ", ".join(
+            f"{label} {statistics.median(times[(query, label)]):.2f} s" for label, _, _ in contenders))
+    return results
+
+
+# ---- the whole run ------------------------------------------------------------------------------------------
+
+def machine_info() -> dict[str, Any]:
+    """Cores, memory and the versions of everything measured."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import psutil
+
+    versions = {}
+    for package in ("pyspark", "pyarrow", "deltalake", "pyiceberg", "labformat"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = None
+    return {"cores": os.cpu_count(), "memory_bytes": psutil.virtual_memory().total, "system": platform.platform(),
+            "python": platform.python_version(), "versions": versions}
+
+
+def dataset_info(workload: Workload) -> dict[str, Any]:
+    """Rows and on-disk (cached parquet) bytes of the history and of each batch used."""
+    cached = workload.cached
+
+    def parquet_bytes(folder: str) -> int:
+        return sum(p.stat().st_size for p in Path(folder).glob("*.parquet"))
+
+    return {"history_rows": cached.history_rows, "history_bytes": parquet_bytes(cached.history_path),
+            "batch_rows": list(cached.batch_rows[:workload.days]),
+            "batch_bytes": [parquet_bytes(cached.batch_path(day)) for day in range(1, workload.days + 1)],
+            "spec": cached.spec.params()}
+
+
+def run_order(engines: tuple[str, ...]) -> list[str]:
+    """The order engines run in within a repetition: ENGINES' order, io-floor right after the reference it replays."""
+    order = [e for e in ENGINES if e in engines and e != "io-floor"]
+    if "io-floor" in engines:
+        order.insert(order.index(REFERENCE) + 1, "io-floor")
+    return order
+
+
+def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ...] = ENGINES, days: int | None = None,
+                  max_file_size: str | int = "16MB", small_file_limit: str | int = "8MB",
+                  work_dir: str | os.PathLike = DEFAULT_WORK_DIR, spark=None, isolate: bool = True,
+                  log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the benchmark and return its results as a JSON-ready dict (tables go under `work_dir`; the
+    dataset is generated into labformat's cache if it is not there yet).
+
+    Raises BenchmarkError when an engine fails or the engines' tables or query answers disagree.
+    """
+    from labformat import config as C
+
+    unknown = [e for e in engines if e not in ENGINES]
+    if unknown:
+        raise BenchmarkError(f"unknown engine(s) {unknown}; choose from {list(ENGINES)}")
+    if "io-floor" in engines and REFERENCE not in engines:
+        raise BenchmarkError(f"io-floor rewrites the files {REFERENCE} rewrote: select {REFERENCE} too")
+    if repeat < 1 or (days is not None and days < 1):
+        raise BenchmarkError(f"repeat and days must be at least 1, got repeat={repeat}, days={days}")
+    engines = tuple(e for e in ENGINES if e in engines)
+    started_at = dt.datetime.now(dt.timezone.utc)
+    started = time.perf_counter()
+    if spark is None:
+        import labformat as lf
+
+        spark = lf.spark_session(app_name="labformat-bench")
+    spec = datasets.spec(preset)
+    cached = datasets.generate(spark, spec)
+    days = spec.batch_days if days is None else min(days, spec.batch_days)
+    sizes = C.resolve({"max_file_size": max_file_size, "small_file_limit": small_file_limit}, [C.Scope.WRITE])
+    workload = Workload(cached, days, sizes.max_file_size, sizes.small_file_limit)
+    work = Path(work_dir) / preset
+    shutil.rmtree(work, ignore_errors=True)
+
+    runs: list[dict[str, Any]] = []
+    for repetition in range(repeat):
+        rewritten = None
+        for name in run_order(engines):
+            job = {"engine": name, "repetition": repetition, "root": str(work / f"rep{repetition + 1}" / name),
+                   "workload": workload.to_json(), "rewritten": rewritten}
+            run = run_isolated(job) if isolate else run_job(job, spark)
+            runs.append(run)
+            if name == REFERENCE:
+                rewritten = {d["day"]: d["rewritten_base_files"] for d in run["days"]}
+            log(f"repetition {repetition + 1}/{repeat} {name:17s} "
+                + (f"load {run['load_seconds']:6.2f} s  " if run["load_seconds"] is not None else " " * 15)
+                + "days " + " ".join(f"{d['seconds']:.2f}" for d in run["days"])
+                + f"  total {sum(d['seconds'] for d in run['days']):.2f} s"
+                + f"  peak RSS {run['peak_rss_bytes'] / 2**30:.2f} GiB")
+
+    log("checking that every table equals the reference ...")
+    check = check_tables(spark, runs)
+    log(f"  all {len(check['tables'])} tables agree: {check.get('rows', 0):,} rows, hash {check.get('hash')}")
+    log("queries ...")
+    last = [run for run in runs if run["repetition"] == repeat - 1]
+    queries = run_queries(spark, workload, last, repeat, log)
+    for repetition in range(repeat - 1):  # keep only the last repetition's tables (disk)
+        shutil.rmtree(work / f"rep{repetition + 1}", ignore_errors=True)
+    for run in runs:
+        for day in run["days"]:
+            day.pop("rewritten_base_files", None)  # long path lists: the counts stay
+    return {
+        "preset": preset,
+        "date": started_at.date().isoformat(),
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "repeat": repeat,
+        "isolated": isolate,
+        "engines": list(engines),
+        "options": {"max_file_size": workload.max_file_size, "small_file_limit": workload.small_file_limit,
+                    "days": days},
+        "machine": machine_info(),
+        "dataset": dataset_info(workload),
+        "runs": runs,
+        "check": check,
+        "queries": queries,
+    }

@@ -1,0 +1,95 @@
+"""The benchmark harness: a smoke run at `tiny` where every engine must agree, and its pure helpers.
+
+Correctness only: no assertion here looks at a timing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+from labformat.bench import ENGINES, deduplicate_arrow, run_benchmark
+from labformat.bench.queries import arrow_filter, iceberg_filter, parse_condition, sql_condition
+from labformat.bench.render import record, refresh_docs, summarize
+from labformat.bench.runner import bytes_written
+
+UTC = dt.timezone.utc
+
+
+def test_deduplicate_arrow_keeps_the_newest_row_per_key_and_breaks_ties_on_the_remaining_columns():
+    """Key a: the newest updated_at wins. Key b: a tie on updated_at goes to the larger next column."""
+    t0, t1 = dt.datetime(2024, 1, 1, tzinfo=UTC), dt.datetime(2024, 1, 2, tzinfo=UTC)
+    batch = pa.table({
+        "record_key": ["a", "b", "a", "b", "c"],
+        "drone_id": ["x", "p", "y", "q", "z"],
+        "updated_at": pa.array([t1, t1, t0, t1, None], pa.timestamp("us", tz="UTC")),
+    })
+    out = deduplicate_arrow(batch).sort_by("record_key")
+    assert out.column("record_key").to_pylist() == ["a", "b", "c"]
+    assert out.column("drone_id").to_pylist() == ["x", "q", "z"]
+
+
+def test_standard_query_conditions_translate_for_the_peers():
+    schema = pa.schema([("record_key", pa.string()), ("ts", pa.timestamp("us", tz="UTC"))])
+    terms = parse_condition("ts >= '2024-01-28 10:00:00' AND ts < '2024-01-28 11:00:00'")
+    assert [(t.column, t.op) for t in terms] == [("ts", ">="), ("ts", "<")]
+    assert sql_condition(terms, schema) == "ts >= '2024-01-28T10:00:00+00:00' AND ts < '2024-01-28T11:00:00+00:00'"
+    rows = pa.table({"record_key": ["k1", "k2"], "ts": pa.array(
+        [dt.datetime(2024, 1, 28, 10, 30, tzinfo=UTC), dt.datetime(2024, 1, 28, 11, 0, tzinfo=UTC)],
+        pa.timestamp("us", tz="UTC"))})
+    import pyarrow.dataset as ds
+
+    assert ds.dataset(rows).to_table(filter=arrow_filter(terms, schema)).column("record_key").to_pylist() == ["k1"]
+    assert "2024-01-28T10:00:00+00:00" in str(iceberg_filter(terms, schema))
+    with pytest.raises(ValueError, match="cannot translate"):
+        parse_condition("record_key = 'a' OR record_key = 'b'")
+
+
+def test_bytes_written_counts_new_and_changed_files_only():
+    before = {"a": (10, 1), "b": (20, 1), "gone": (5, 1)}
+    after = {"a": (10, 1), "b": (25, 2), "c": (7, 3)}
+    assert bytes_written(before, after) == 25 + 7
+
+
+@pytest.mark.spark
+def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
+    """Every engine, one repetition, in this process: all tables equal labformat-bloom's; records and docs render."""
+    from labformat import datasets
+
+    spec = datasets.spec("tiny")
+    result = run_benchmark("tiny", repeat=1, engines=ENGINES, work_dir=tmp_path / "work", spark=spark,
+                           isolate=False, log=lambda line: None)
+
+    check = result["check"]
+    assert check["agree"] and check["reference"] == "labformat-bloom"
+    tables = {c["engine"]: (c["rows"], c["hash"]) for c in check["tables"]}
+    assert set(tables) == set(ENGINES) - {"io-floor"}  # the floor writes no table
+    assert len(set(tables.values())) == 1
+    assert check["rows"] > spec.history_rows  # the batches inserted rows
+
+    for run in result["runs"]:
+        assert [d["day"] for d in run["days"]] == list(range(1, spec.batch_days + 1)), run["engine"]
+        assert all(d["bytes_written"] > 0 for d in run["days"]), run["engine"]
+        assert run["peak_rss_bytes"] > 0
+    # The floor rewrote, each day, one file for every base file labformat-bloom's upsert rewrote.
+    bloom = next(r for r in result["runs"] if r["engine"] == "labformat-bloom")
+    floor_dir = tmp_path / "work" / "tiny" / "rep1" / "io-floor"
+    for day in bloom["days"]:
+        assert len(list((floor_dir / f"day_{day['day']:03d}").iterdir())) == day["files_rewritten"] > 0
+
+    queries = {(q["query"], q["engine"]): q for q in result["queries"]}
+    assert {query for query, _ in queries} == {"point lookup", "one-hour window", "drone_id filter"}
+    for query in ("point lookup", "one-hour window", "drone_id filter"):
+        assert len({q["rows"] for (name, _), q in queries.items() if name == query}) == 1
+    assert queries[("point lookup", "labformat-bloom (skipping on)")]["rows"] == 1
+
+    summary = summarize(result)
+    assert set(summary) == set(ENGINES)
+    paths = record(result, tmp_path / "results")
+    assert [p.suffix for p in paths] == [".json", ".png", ".md"] and all(p.stat().st_size for p in paths)
+    docs = refresh_docs(tmp_path / "results", tmp_path / "docs" / "benchmarks.md", main_preset="tiny")
+    text = docs.read_text()
+    assert all(engine in text for engine in ENGINES)
+    assert "All 6 finished tables equal labformat-bloom's" in text
