@@ -93,3 +93,18 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     text = docs.read_text()
     assert all(engine in text for engine in ENGINES)
     assert "All 6 finished tables equal labformat-bloom's" in text
+
+
+def test_fixed_cost_section_renders_the_latest_run(tmp_path):
+    import json
+
+    from labformat.bench.render import fixed_cost_markdown
+
+    assert fixed_cost_markdown(tmp_path, "../bench/results") == ""
+    for date, median in (("2026-11-20", 2.5), ("2026-11-21", 1.56)):
+        (tmp_path / f"{date}.json").write_text(json.dumps({
+            "date": date, "index_type": "BLOOM", "repeat": 5, "median_seconds": median, "min_seconds": 1.3,
+            "max_seconds": 2.1, "first_seconds": 4.5, "median_step_seconds": {"tag": 0.7, "write": 0.4, "commit": 0.001}}))
+    text = fixed_cost_markdown(tmp_path, "../bench/results")
+    assert "**1.56 s**" in text and "2026-11-21.json" in text and "2.5" not in text
+    assert "| tag | 0.70 |" in text and "| commit |" not in text  # steps under 5 ms are left out

@@ -359,8 +359,30 @@ def refresh_docs(results_dir: str | Path = RESULTS_DIR, docs_path: str | Path = 
     plot_scale(list(latest.values()), scale_png)
     link = _relative(results_dir, docs_path.parent)
     docs_path.parent.mkdir(parents=True, exist_ok=True)
-    docs_path.write_text(docs_markdown(main, latest, link, f"{link}/{scale_png.name}"))
+    docs_path.write_text(docs_markdown(main, latest, link, f"{link}/{scale_png.name}")
+                         + fixed_cost_markdown(results_dir / FIXED_COST_DIR, link))
     return docs_path
+
+
+FIXED_COST_DIR = "fixed-cost"
+
+
+def fixed_cost_markdown(folder: Path, results_link: str) -> str:
+    """The latest `labformat.bench.fixed_cost` run, as a section of docs/benchmarks.md ('' when none)."""
+    runs = sorted(Path(folder).glob("*.json"))
+    if not runs:
+        return ""
+    r = json.loads(runs[-1].read_text())
+    steps = sorted(r["median_step_seconds"].items(), key=lambda kv: -kv[1])
+    rows = [[name, f"{seconds:.2f}"] for name, seconds in steps if seconds >= 0.005]
+    return "\n".join([
+        "", "## Fixed cost of a commit", "",
+        f"`python -m labformat.bench.fixed_cost` ({r['date']}, [JSON]({results_link}/{FIXED_COST_DIR}/{runs[-1].name})): "
+        f"a {r['index_type']} upsert of one existing key into the `tiny` table touches exactly one file group. "
+        f"Median of {r['repeat']} runs after one warm-up: **{r['median_seconds']:.2f} s** "
+        f"(min {r['min_seconds']:.2f}, max {r['max_seconds']:.2f}; the warm-up took {r['first_seconds']:.2f} s). "
+        "Issue 5's target is below 1.5 s.", "",
+        _table(["step", "median seconds"], rows), ""])
 
 
 def _relative(target: Path, start: Path) -> str:
