@@ -320,7 +320,8 @@ def plot_file_size_tradeoff(sweep: pd.DataFrame, axes=None):
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0, top=max(frame["value"].max() * 1.1, 1e-9) if len(frame) else None)
         ax.set_xticks(medians.index)
-        ax.set_xticklabels([f"{v:g}" for v in medians.index])
+        # Three significant digits: swept sizes are often computed ("1874KB"), not round numbers.
+        ax.set_xticklabels([f"{v:.3g}" for v in medians.index])
         ax.minorticks_off()
         ax.tick_params(labelbottom=True)
     return axes
