@@ -99,7 +99,6 @@ def test_each_real_check_is_right_for_the_runs_number_and_wrong_otherwise(run):
         (lambda a: ex.base_files("1.2", a, bulk), len(bulk.files)),
         (lambda a: ex.shuffle_parallelism("2.2", a, upsert), upsert.details["shuffle_parallelism"]),
         (lambda a: ex.file_groups("2.1", a, table), len(table.file_slices())),
-        (lambda a: ex.files_rewritten("2.x", a, upsert), upsert.files_rewritten),
         (lambda a: ex.files_read("3.2", a, scan), scan.funnel["files_read"]),
     ]
     for checker, truth in cases:

@@ -145,6 +145,7 @@ class Labformat(Engine):
         self.table_path = self.root / "table"
         self._slices: dict[tuple[str, str], str] = {}
         self._report = None
+        self._scans: dict[tuple[str, bool], Any] = {}  # (condition, skipping) -> the last ScanReport
 
     def _table(self):
         import labformat as lf
@@ -184,10 +185,15 @@ class Labformat(Engine):
 
     def query(self, condition, terms, skipping=True) -> int:
         _, scan = self._table().query(condition, options={"data_skipping": skipping})
+        self._scans[(condition, skipping)] = scan
         return scan.rows_returned
 
     def files_read(self, condition, terms, skipping=True) -> tuple[int, int]:
-        _, scan = self._table().query(condition, options={"data_skipping": skipping})
+        # The funnel of a query already run (the runner times query() first); a new scan only if none was.
+        scan = self._scans.get((condition, skipping))
+        if scan is None:
+            self.query(condition, terms, skipping)
+            scan = self._scans[(condition, skipping)]
         return scan.funnel["files_read"], scan.funnel["files_in_snapshot"]
 
 

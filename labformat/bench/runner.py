@@ -226,13 +226,9 @@ def machine_info() -> dict[str, Any]:
 def dataset_info(workload: Workload) -> dict[str, Any]:
     """Rows and on-disk (cached parquet) bytes of the history and of each batch used."""
     cached = workload.cached
-
-    def parquet_bytes(folder: str) -> int:
-        return sum(p.stat().st_size for p in Path(folder).glob("*.parquet"))
-
-    return {"history_rows": cached.history_rows, "history_bytes": parquet_bytes(cached.history_path),
+    return {"history_rows": cached.history_rows, "history_bytes": datasets.parquet_bytes(cached.history_path),
             "batch_rows": list(cached.batch_rows[:workload.days]),
-            "batch_bytes": [parquet_bytes(cached.batch_path(day)) for day in range(1, workload.days + 1)],
+            "batch_bytes": [datasets.parquet_bytes(cached.batch_path(day)) for day in range(1, workload.days + 1)],
             "spec": cached.spec.params()}
 
 

@@ -22,6 +22,7 @@ from labformat.datasets.cache import (
     generate,
     load_batch,
     load_history,
+    parquet_bytes,
 )
 from labformat.datasets.drone import (
     COLUMNS,
@@ -62,6 +63,7 @@ __all__ = [
     "default_cache_dir",
     "fingerprint",
     "generate",
+    "parquet_bytes",
     "history",
     "load_batch",
     "load_history",

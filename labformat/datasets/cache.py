@@ -81,6 +81,11 @@ def default_cache_dir(spec: DatasetSpec | str) -> Path:
     return cache_root() / "datasets" / _resolve(spec).cache_name
 
 
+def parquet_bytes(folder: str | os.PathLike) -> int:
+    """Bytes of the parquet files of a cached folder (history or one batch): a listing, no data read."""
+    return sum(p.stat().st_size for p in Path(folder).glob("*.parquet"))
+
+
 def _layout(spec: DatasetSpec, root: Path) -> CachedDataset:
     return CachedDataset(
         spec=spec,

@@ -125,15 +125,6 @@ def range_pruning_share(exercise: str, answer, report) -> Check:
                  "[min, max] range contains some incoming key.", tolerance=0.05)
 
 
-def files_rewritten(exercise: str, answer, report: lf.WriteReport) -> Check:
-    expected = report.files_rewritten
-    return check(exercise, answer, expected,
-                 f"The upsert wrote new slices of {expected} existing file groups and created "
-                 f"{report.files_created} new ones.",
-                 "a copy-on-write upsert rewrites every file group that holds an updated key, plus the "
-                 "small files that receive inserts.")
-
-
 # ------------------------------------------------------------------ 03: query skipping
 
 def files_read(exercise: str, answer, report) -> Check:

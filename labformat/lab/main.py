@@ -76,10 +76,6 @@ def run_workshop(args, out: Path) -> int:
     folder = runner.SOLUTIONS_DIR if args.notebooks == "solutions" else runner.NOTEBOOKS_DIR
     started = time.perf_counter()
     print(f"Running the workshop ({args.notebooks} notebooks) at preset {args.preset} into {out} ...", flush=True)
-    # The dataset is generated once up front (cached), so no notebook's time includes it.
-    spark = lf.spark_session()
-    datasets.generate(spark, datasets.spec(args.preset))
-    spark.stop()
     done = runner.run_workshop(out, args.preset, folder)
     seconds = time.perf_counter() - started
     print(f"\nDone in {seconds:.0f} s: {len(done)} notebooks in {out / 'notebooks'}, "

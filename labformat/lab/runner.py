@@ -44,20 +44,19 @@ def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[Path]:
 @contextlib.contextmanager
 def _environment(**values: str | None):
     """Set environment variables for the kernels started inside (kernels inherit the environment)."""
-    saved = {k: os.environ.get(k) for k in values}
-    try:
-        for key, value in values.items():
+    def apply(settings):
+        for key, value in settings.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+    saved = {k: os.environ.get(k) for k in values}
+    apply(values)
+    try:
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        apply(saved)
 
 
 def execute(source: Path, preset: str, master: str | None = None, out: Path | None = None,

@@ -61,7 +61,7 @@ def _missing(value) -> bool:
 # ---------------------------------------------------------------- 1. base-file key ranges
 
 def key_ranges_frame(table: "lf.Table", as_of: str | None = None) -> pd.DataFrame:
-    """One row per latest base file: path, file_id, instant, min_key, max_key, rows, size_bytes.
+    """One row per latest base file: path, file_id, instant, min_key, max_key, rows, row_groups, size_bytes.
 
     Reads only metadata: the file listing and each base file's footer, never table data.
     """
@@ -71,10 +71,11 @@ def key_ranges_frame(table: "lf.Table", as_of: str | None = None) -> pd.DataFram
     footers = key_ranges(table.storage.base_uri, [s.path for s in slices])
     rows = [{"path": s.path, "file_id": s.file_id, "partition_path": s.partition_path,
              "instant": s.base_instant_time, "min_key": footers[s.path].min_key,
-             "max_key": footers[s.path].max_key, "rows": footers[s.path].num_rows, "size_bytes": s.size_bytes}
+             "max_key": footers[s.path].max_key, "rows": footers[s.path].num_rows,
+             "row_groups": footers[s.path].num_row_groups, "size_bytes": s.size_bytes}
             for s in slices]
     return pd.DataFrame(rows, columns=["path", "file_id", "partition_path", "instant", "min_key", "max_key",
-                                       "rows", "size_bytes"])
+                                       "rows", "row_groups", "size_bytes"])
 
 
 def _file_label(row) -> str:

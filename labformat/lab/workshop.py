@@ -128,11 +128,7 @@ def timeline_frame(table: lf.Table) -> pd.DataFrame:
 
 def footers_frame(table: lf.Table) -> pd.DataFrame:
     """Per latest base file: rows, row groups, size and the footer's min/max record key (footers only)."""
-    from labformat.index.footers import key_ranges
-
     files = key_ranges_frame(table)
-    footers = key_ranges(table.storage.base_uri, files["path"].tolist())
-    files["row_groups"] = [footers[p].num_row_groups for p in files["path"]]
     # In key order: file ids are random, so listing order would differ from run to run.
     files = files.sort_values(["min_key", "file_id"], ignore_index=True)
     return files[["file_id", "instant", "rows", "row_groups", "size_bytes", "min_key", "max_key"]]
@@ -158,11 +154,6 @@ def files_overlapping(files: pd.DataFrame, low: str, high: str) -> int:
     return int(((files["min_key"] <= high) & (files["max_key"] >= low)).sum())
 
 
-def history_bytes(cached: datasets.CachedDataset) -> int:
-    """Size of the cached history parquet files (a listing, no data read)."""
-    return sum(p.stat().st_size for p in Path(cached.history_path).rglob("*.parquet"))
-
-
 def file_size_for(cached: datasets.CachedDataset, files: int) -> str:
     """A `max_file_size` that splits the history into about `files` base files, as a size string.
 
@@ -171,7 +162,7 @@ def file_size_for(cached: datasets.CachedDataset, files: int) -> str:
     """
     from labformat.config import parse_size
 
-    size = max(history_bytes(cached) // max(files, 1), parse_size(MIN_FILE_SIZE))
+    size = max(datasets.parquet_bytes(cached.history_path) // max(files, 1), parse_size(MIN_FILE_SIZE))
     return f"{size // 1024}KB"
 
 
