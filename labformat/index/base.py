@@ -27,6 +27,13 @@ class IndexContext:
     use_metadata: bool = False  # BLOOM: ranges and filters from the metadata table (if it has them)
     metadata: Any = None  # a MetadataReader when use_metadata
     schema: Any = None  # the table's data schema (column stats decoding)
+    # Whether the table has a partition field. Without one, records are keyed by KEY alone, and
+    # joins on KEY alone keep the deduplicated records where step 1's shuffle put them.
+    partitioned: bool = True
+
+    @property
+    def join_keys(self) -> list[str]:
+        return [PART, KEY] if self.partitioned else [KEY]
 
 
 @dataclass
@@ -41,3 +48,6 @@ class TagResult:
     funnel: dict[str, Any] = field(default_factory=dict)
     lookup_source: str | None = None
     cleanup: list = field(default_factory=list)  # persisted DataFrames to release after the write
+    # (partition, file group, records) the index itself counted, when it did: the workload profile
+    # then needs no pass over the tagged records, and `tagged` is left lazy for the write to consume.
+    updates: list[tuple[str, str, int]] | None = None

@@ -129,7 +129,7 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
     funnel = {"files_in_table": files_in_table, "files_in_affected_partitions": len(slices)}
     if not files:
         funnel.update(after_range_pruning=0, after_bloom=0, matched=0, false_positives=0)
-        return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, source)
+        return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, source, updates=[])
 
     candidates = incoming.select(PART, KEY).mapInArrow(
         partial(prune_by_ranges, files=files, prune=ctx.prune_by_ranges), CANDIDATE_DDL)
@@ -156,6 +156,9 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
         keys_after_bloom=sum(r.after_bloom for r in stats),
         keys_matched=sum(r.matched for r in stats),
     )
-    matches = checked.filter(F.col(KEY).isNotNull()).select(PART, KEY, FILE_ID)
-    tagged = incoming.join(matches, on=[PART, KEY], how="left")
-    return TagResult(tagged, funnel, source, cleanup=[checked])
+    # Only (key, file group) pairs move to meet the incoming records: joined on the keys the
+    # deduplicate step partitioned by, the records themselves stay where that shuffle put them.
+    matches = checked.filter(F.col(KEY).isNotNull()).select(*ctx.join_keys, FILE_ID)
+    tagged = incoming.join(matches, on=ctx.join_keys, how="left")
+    updates = [(r[PART], r[FILE_ID], r.matched) for r in stats if r.matched > 0]
+    return TagResult(tagged, funnel, source, cleanup=[checked], updates=updates)

@@ -39,12 +39,27 @@ class BloomFilter:
     num_hashes: int
     bits: np.ndarray  # bool, one entry per bit
 
-    @classmethod
-    def empty(cls, expected_keys: int, fpp: float) -> "BloomFilter":
+    @staticmethod
+    def sizing(expected_keys: int, fpp: float) -> tuple[int, int]:
+        """(bits, hash functions) of a filter for this many keys at this false-positive probability."""
         n = max(int(expected_keys), 1)
         num_bits = max(64, math.ceil(-n * math.log(fpp) / (math.log(2) ** 2)))
         num_hashes = max(1, min(32, round(num_bits / n * math.log(2))))
+        return num_bits, num_hashes
+
+    @classmethod
+    def empty(cls, expected_keys: int, fpp: float) -> "BloomFilter":
+        num_bits, num_hashes = cls.sizing(expected_keys, fpp)
         return cls(num_bits, num_hashes, np.zeros(num_bits, dtype=bool))
+
+    @staticmethod
+    def sized_as(encoded: str | bytes, expected_keys: int, fpp: float) -> bool:
+        """Whether a base64 filter has the sizing `for_keys` would give: read from its header alone."""
+        header = base64.b64decode(encoded[: 4 * math.ceil(_HEADER.size / 3)])[: _HEADER.size]
+        if len(header) < _HEADER.size:
+            return False
+        magic, version, num_bits, num_hashes = _HEADER.unpack(header)
+        return magic == _MAGIC and version == _VERSION and (num_bits, num_hashes) == BloomFilter.sizing(expected_keys, fpp)
 
     @classmethod
     def for_keys(cls, keys, fpp: float) -> "BloomFilter":

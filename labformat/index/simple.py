@@ -37,4 +37,5 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
     if not slices:
         return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, "none")
     keys = existing_keys(ctx, slices)
-    return TagResult(incoming.join(keys, on=[PART, KEY], how="left"), funnel, "base files")
+    keys = keys.select(*ctx.join_keys, FILE_ID)
+    return TagResult(incoming.join(keys, on=ctx.join_keys, how="left"), funnel, "base files")

@@ -157,15 +157,21 @@ class BaseFileWriter:
         self.inserts += inserts
         self.updates += updates
 
-    def close(self, task_partition: int, attempt: int) -> dict:
+    def close(self, task_partition: int, attempt: int, same_keys_bloom: str | None = None) -> dict:
+        """Finish the file. `same_keys_bloom`: the encoded filter of a file holding exactly this
+        file's keys (an update-only rewrite of one base file), used as it is when it is sized as
+        this write's would be: the same keys, sizing and hashes give the same bits."""
         keys = pa.concat_arrays(self.keys) if self.keys else pa.array([], pa.string())
         bloom_started = time.monotonic()
-        bloom = BloomFilter.for_keys(keys, self.spec.bloom_fpp)
+        if same_keys_bloom is not None and BloomFilter.sized_as(same_keys_bloom, len(keys), self.spec.bloom_fpp):
+            encoded = same_keys_bloom
+        else:
+            encoded = BloomFilter.for_keys(keys, self.spec.bloom_fpp).to_base64()
         bloom_ms = int((time.monotonic() - bloom_started) * 1000)
         bounds = pc.min_max(keys) if len(keys) else None
         min_key = bounds["min"].as_py() if bounds else None
         max_key = bounds["max"].as_py() if bounds else None
-        footer = {BLOOM_FOOTER: bloom.to_base64(), BLOOM_TYPE_FOOTER: BLOOM_TYPE}
+        footer = {BLOOM_FOOTER: encoded, BLOOM_TYPE_FOOTER: BLOOM_TYPE}
         if min_key is not None:
             footer.update({MIN_KEY_FOOTER: min_key, MAX_KEY_FOOTER: max_key})
         self.writer.add_key_value_metadata(footer)

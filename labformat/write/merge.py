@@ -13,6 +13,9 @@ from labformat.model.base_file import new_file_id, write_token
 from labformat.schema import COMMIT_TIME, FILE_NAME, META_COLUMNS, RECORD_KEY
 from labformat.storage import Storage
 from labformat.write.arrow_writer import (
+    BLOOM_FOOTER,
+    BLOOM_TYPE,
+    BLOOM_TYPE_FOOTER,
     MAX_KEY_FOOTER,
     MIN_KEY_FOOTER,
     WriteSpec,
@@ -46,6 +49,18 @@ def _incoming_parquet_bytes(table: pa.Table, compression: str) -> int:
     return sink.tell()
 
 
+def _sorted(keys: pa.Array) -> bool:
+    return len(keys) < 2 or not pc.any(pc.less(keys.slice(1), keys.slice(0, len(keys) - 1))).as_py()
+
+
+def _replace_in_place(old: pa.Table, new_rows: pa.Table, position: pa.Array) -> pa.Table:
+    """`old` with row i replaced by `new_rows[position[i]]` where position[i] is set."""
+    replaced = position.is_valid()
+    picked = new_rows.take(position)  # null positions give null rows, never selected below
+    return pa.Table.from_arrays(
+        [pc.if_else(replaced, picked.column(name), old.column(name)) for name in old.column_names], schema=old.schema)
+
+
 def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets: dict[int, Target],
                      operation: str) -> Iterator[pa.RecordBatch]:
     """Merge one target's incoming rows into its file group and write the new file slice(s).
@@ -71,7 +86,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     incoming_keys = pc.cast(incoming.column(spec.record_key), pa.string())
 
     old = None
-    prev_min = prev_max = None
+    prev_min = prev_max = old_bloom = None
     prev_size = 0
     if target.old_path is not None:
         full = storage.full_path(target.old_path)
@@ -80,10 +95,11 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         kv = meta.metadata or {}
         prev_min = kv.get(MIN_KEY_FOOTER.encode(), b"").decode() or None
         prev_max = kv.get(MAX_KEY_FOOTER.encode(), b"").decode() or None
+        if kv.get(BLOOM_TYPE_FOOTER.encode(), b"").decode() == BLOOM_TYPE:
+            old_bloom = kv.get(BLOOM_FOOTER.encode(), b"").decode() or None
         prev_size = storage.fs.get_file_info(full).size
 
     old_keys = old.column(RECORD_KEY).combine_chunks() if old is not None else pa.array([], pa.string())
-    kept = old.filter(pc.invert(pc.is_in(old.column(RECORD_KEY), value_set=incoming_keys))) if old is not None else None
     if operation == "delete":
         if old is None:
             raise RuntimeError(f"delete routed to file group {target.file_id} that has no base file")
@@ -99,10 +115,20 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
                                 + [fresh.schema.field(c).with_nullable(True) for c in spec.data_columns])
         new_rows = add_meta_columns(fresh, spec, file_schema, target.partition_path, "",
                                     f"{spec.instant_time}_{task_partition}_", 0)
-    merged = new_rows if kept is None else pa.concat_tables([kept.select(file_schema.names).cast(file_schema), new_rows])
-    merged = merged.sort_by(RECORD_KEY)
-    is_new = pc.equal(merged.column(COMMIT_TIME), spec.instant_time)
-    is_update = pc.and_(is_new, pc.is_in(merged.column(RECORD_KEY), value_set=old_keys))
+    # An update-only merge (every incoming key is already in the old base file, the common
+    # case for the file groups a day of corrections touches) into a base file sorted by key
+    # replaces each updated row where it stands: no sort of the whole file slice.
+    position = pc.index_in(old_keys, value_set=incoming_keys) if old is not None and fresh is not None else None
+    update_only = position is not None and len(position) - position.null_count == incoming.num_rows
+    if update_only and _sorted(old_keys):
+        merged = _replace_in_place(old.select(file_schema.names).cast(file_schema), new_rows, position)
+        is_update = is_new = position.is_valid()
+    else:
+        kept = old.filter(pc.invert(pc.is_in(old_keys, value_set=incoming_keys))) if old is not None else None
+        merged = new_rows if kept is None else pa.concat_tables([kept.select(file_schema.names).cast(file_schema), new_rows])
+        merged = merged.sort_by(RECORD_KEY)
+        is_new = pc.equal(merged.column(COMMIT_TIME), spec.instant_time)
+        is_update = pc.and_(is_new, pc.is_in(merged.column(RECORD_KEY), value_set=old_keys))
 
     # How many rows fit one file: learned from the old file when there is one.
     if old is not None and old.num_rows and prev_size:
@@ -128,7 +154,9 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         new_n = int(pc.sum(is_new.slice(offset, n)).as_py() or 0) if n else 0
         upd_n = int(pc.sum(is_update.slice(offset, n)).as_py() or 0) if n else 0
         f.write(chunk, inserts=new_n - upd_n, updates=upd_n)
-        stat = f.close(task_partition, attempt)
+        # The same keys as the old base file: its bloom filter is this file's too.
+        same_keys = update_only and first and n == merged.num_rows
+        stat = f.close(task_partition, attempt, same_keys_bloom=old_bloom if same_keys else None)
         if first:  # the first slice continues the file group: its deletes and its old range
             stat.update(num_deletes=deletes, prev_min_key=prev_min, prev_max_key=prev_max, prev_size=prev_size,
                         incoming_bytes=incoming_bytes)

@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from functools import lru_cache
+from typing import TYPE_CHECKING, NamedTuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -39,29 +40,38 @@ TASK_KEY = "_lf_task_key"
 _INDEXES = {"SIMPLE": simple.tag, "BLOOM": bloom.tag, "BUCKET": bucket.tag}
 
 
+class ProfileRow(NamedTuple):
+    partition: str
+    file_id: str | None  # None: inserts
+    bucket: int | None  # BUCKET index only
+    records: int
+
+
 @dataclass(frozen=True)
 class Profile:
-    """The workload profile: per (partition, file group or bucket), records and input rows."""
+    """The workload profile: records per (partition, file group or bucket), and the input's totals."""
 
-    rows: list  # Row(PART, FILE_ID, [BUCKET], records, rows_in)
-
-    @property
-    def rows_in(self) -> int:
-        return sum(r.rows_in for r in self.rows)
-
-    @property
-    def records(self) -> int:
-        return sum(r.records for r in self.rows)
+    rows: list[ProfileRow]
+    rows_in: int  # input rows, before deduplication
+    records: int  # records after deduplication
 
     def inserts_per_partition(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for r in self.rows:
-            if r[FILE_ID] is None:
-                out[r[PART]] = out.get(r[PART], 0) + r.records
+            if r.file_id is None:
+                out[r.partition] = out.get(r.partition, 0) + r.records
         return out
 
     def updated_file_groups(self) -> list[tuple[str, str]]:
-        return sorted({(r[PART], r[FILE_ID]) for r in self.rows if r[FILE_ID] is not None})
+        return sorted({(r.partition, r.file_id) for r in self.rows if r.file_id is not None})
+
+
+@dataclass(frozen=True)
+class PartitionCount:
+    """Step 1's count of one affected partition: records after deduplication, input rows before."""
+
+    records: int
+    rows_in: int
 
 
 # ---- step 1 -------------------------------------------------------------------------------------
@@ -111,10 +121,10 @@ def _with_partition(table: "Table", df: DataFrame) -> DataFrame:
     return df if table.partition_field else df.withColumn(PART, F.lit(""))
 
 
-def affected_partitions(table: "Table", deduped: DataFrame) -> set[str]:
-    if not table.partition_field:
-        return {""}
-    return {r[PART] for r in deduped.select(PART).distinct().collect()}
+def partition_counts(deduped: DataFrame) -> dict[str, PartitionCount]:
+    """The affected partitions with their counts; the one pass that also fills the persisted records."""
+    rows = deduped.groupBy(PART).agg(F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in")).collect()
+    return {r[PART]: PartitionCount(r.records, r.rows_in or 0) for r in rows}
 
 
 # ---- step 2 -------------------------------------------------------------------------------------
@@ -130,15 +140,34 @@ def latest_file_slices(table: "Table", partitions: set[str]) -> tuple[list[FileS
 def tag_records(ctx: IndexContext, deduped: DataFrame, slices: list[FileSlice], files_in_table: int) -> TagResult:
     """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert."""
     result = _INDEXES[ctx.index_type](ctx, deduped, slices, files_in_table)
-    result.tagged = result.tagged.persist()
-    result.cleanup.append(result.tagged)
+    if result.updates is None:  # the profile will count the tagged records, and the write reads them again
+        result.tagged = result.tagged.persist()
+        result.cleanup.append(result.tagged)
     return result
 
 
-def workload_profile(tagged: DataFrame, index_type: str) -> Profile:
+def workload_profile(tag: TagResult, counts: dict[str, PartitionCount], index_type: str) -> Profile:
+    """Records per file group (updates) and per partition (inserts).
+
+    BLOOM counted its matches per file group while checking keys, so inserts are step 1's
+    count less those; the other indexes count their tagged records in one more pass.
+    """
+    rows_in = sum(c.rows_in for c in counts.values())
+    records = sum(c.records for c in counts.values())
+    if tag.updates is not None:
+        matched: dict[str, int] = {}
+        rows = []
+        for part, file_id, n in tag.updates:
+            rows.append(ProfileRow(part, file_id, None, n))
+            matched[part] = matched.get(part, 0) + n
+        rows += [ProfileRow(part, None, None, c.records - matched.get(part, 0))
+                 for part, c in sorted(counts.items()) if c.records > matched.get(part, 0)]
+        return Profile(rows, rows_in, records)
     columns = [PART, FILE_ID] + ([BUCKET] if index_type == "BUCKET" else [])
-    rows = tagged.groupBy(*columns).agg(F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in")).collect()
-    return Profile(rows)
+    grouped = tag.tagged.groupBy(*columns).agg(F.count(F.lit(1)).alias("records")).collect()
+    rows = [ProfileRow(r[PART], r[FILE_ID], r[BUCKET] if index_type == "BUCKET" else None, r.records)
+            for r in grouped]
+    return Profile(rows, rows_in, records)
 
 
 # ---- steps 4-6 ----------------------------------------------------------------------------------
@@ -191,10 +220,10 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
     if index_type == "BUCKET":
         routes = []
         for r in profile.rows:
-            prefix = bucket_prefix(r[BUCKET])
-            if operation == "delete" and r[FILE_ID] is None:
+            prefix = bucket_prefix(r.bucket)
+            if operation == "delete" and r.file_id is None:
                 continue  # no file group in that bucket: nothing to delete
-            routes.append((r[PART], r[BUCKET], target_for(r[PART], r[FILE_ID], prefix)))
+            routes.append((r.partition, r.bucket, target_for(r.partition, r.file_id, prefix)))
         return WritePlan(targets, [], [], sorted(set(routes)), [])
 
     update_routes = [(p, f, target_for(p, f)) for p, f in profile.updated_file_groups()]
@@ -215,6 +244,11 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
 # ---- step 7 -------------------------------------------------------------------------------------
 
 def task_keys(spark, n: int) -> list[int]:
+    return list(_task_keys(spark, n))
+
+
+@lru_cache(maxsize=64)  # Spark's hash is fixed, so the answer for n never changes
+def _task_keys(spark, n: int) -> tuple[int, ...]:
     """One value per task index such that Spark's hash partitioner sends it exactly there.
 
     `repartition(n, col)` places a row in partition pmod(hash(col), n); routing each target's
@@ -229,36 +263,42 @@ def task_keys(spark, n: int) -> list[int]:
     missing = [p for p in range(n) if p not in found]
     if missing:
         raise RuntimeError(f"no hash key found for task partitions {missing[:5]}")
-    return [found[p] for p in range(n)]
+    return tuple(found[p] for p in range(n))
+
+
+def _lookup(pairs: list[tuple[str, int]], key) -> "F.Column":
+    """A literal map lookup: no join and no Spark job, where a broadcast join of a route table needs one."""
+    if not pairs:
+        return F.lit(None).cast("int")
+    entries = [F.lit(v) for pair in pairs for v in pair]
+    return F.element_at(F.create_map(*entries), key)
 
 
 def route_records(table: "Table", tag: TagResult, plan: WritePlan, keys: list[int]) -> DataFrame:
-    """Add TARGET and TASK_KEY to every record that goes to a file group; drop the rest."""
-    spark = table.spark
+    """Add TARGET and TASK_KEY to every record that goes to a file group; drop the rest.
+
+    One pass over the tagged records: an update goes to its file group's target, a BUCKET
+    record to its bucket's, and an insert to the insert bucket its key's hash share falls in.
+    """
     tagged = tag.tagged
-    parts = []
+    sep = F.lit("\u0000")  # partition paths and file ids never contain it
     if plan.bucket_routes:
-        routes = spark.createDataFrame([(p, b, t, keys[t]) for p, b, t in plan.bucket_routes],
-                                       f"{PART} string, {BUCKET} int, {TARGET} int, {TASK_KEY} long")
-        parts.append(tagged.join(F.broadcast(routes), on=[PART, BUCKET], how="inner"))
-    if plan.update_routes:
-        routes = spark.createDataFrame([(p, f, t, keys[t]) for p, f, t in plan.update_routes],
-                                       f"{PART} string, {FILE_ID} string, {TARGET} int, {TASK_KEY} long")
-        parts.append(tagged.filter(F.col(FILE_ID).isNotNull()).join(F.broadcast(routes), on=[PART, FILE_ID]))
-    if plan.insert_routes:
-        routes = spark.createDataFrame([(p, lo, hi, t, keys[t]) for p, lo, hi, t in plan.insert_routes],
-                                       "_lf_rp string, _lf_lo double, _lf_hi double, "
-                                       f"{TARGET} int, {TASK_KEY} long")
-        # A uniform share in [0, 1) from the key's hash: inserts spread over the buckets by weight.
-        share = F.xxhash64(F.col(KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2**63))
-        inserts = tagged.filter(F.col(FILE_ID).isNull()).withColumn("_lf_u", share)
-        joined = inserts.join(F.broadcast(routes), (F.col(PART) == F.col("_lf_rp"))
-                              & (F.col("_lf_u") >= F.col("_lf_lo")) & (F.col("_lf_u") < F.col("_lf_hi")))
-        parts.append(joined.drop("_lf_rp", "_lf_lo", "_lf_hi", "_lf_u"))
-    routed = parts[0]
-    for other in parts[1:]:
-        routed = routed.unionByName(other)
-    return routed
+        target = _lookup([(f"{p}\u0000{b}", t) for p, b, t in plan.bucket_routes],
+                         F.concat(F.col(PART), sep, F.col(BUCKET).cast("string")))
+    else:
+        target = _lookup([(f"{p}\u0000{f}", t) for p, f, t in plan.update_routes],
+                         F.concat(F.col(PART), sep, F.col(FILE_ID)))
+        if plan.insert_routes:
+            # A uniform share in [0, 1) from the key's hash: inserts spread over the buckets by weight.
+            share = F.xxhash64(F.col(KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2**63))
+            insert_target = None
+            for p, lo, hi, t in plan.insert_routes:  # in order of share within each partition
+                hit = (F.col(PART) == F.lit(p)) & (share < F.lit(hi))
+                insert_target = F.when(hit, F.lit(t)) if insert_target is None else insert_target.when(hit, F.lit(t))
+            target = F.when(F.col(FILE_ID).isNotNull(), target).otherwise(insert_target)
+    task_key = F.element_at(F.array(*[F.lit(k) for k in keys]), F.col(TARGET) + 1)
+    return (tagged.withColumn(TARGET, target.cast("int")).filter(F.col(TARGET).isNotNull())
+            .withColumn(TASK_KEY, task_key.cast("long")))
 
 
 def write_file_groups(table: "Table", routed: DataFrame, plan: WritePlan, keys: list[int], spec: WriteSpec,
@@ -300,7 +340,7 @@ def run(table: "Table", df: DataFrame, cfg: Config, operation: str):
     ctx = IndexContext(table.spark, table.storage.base_uri, table.record_key, index_type, table.bucket_num,
                        cfg.bloom_prune_by_ranges, use_metadata=cfg.bloom_use_metadata,
                        metadata=MetadataReader(table.storage, table._timeline.reload()) if cfg.bloom_use_metadata
-                       else None, schema=data_schema)
+                       else None, schema=data_schema, partitioned=bool(table.partition_field))
     cleanup: list = []
     try:
         return _run_steps(table, df, cfg, operation, index_type, ctx, steps, data_schema, cleanup)
@@ -322,14 +362,15 @@ def _run_steps(table: "Table", df: DataFrame, cfg: Config, operation: str, index
                                            dedupe=operation != "bulk_insert")
         deduped = deduped.persist()
         cleanup.append(deduped)
-        deduped.count()  # materialize here, so the shuffle's time and tasks belong to this step
-        partitions = affected_partitions(table, deduped)
+        # Materialize here, so the shuffle's time and tasks belong to this step.
+        counts = partition_counts(deduped)
+        partitions = set(counts)
     with steps.step("latest_file_slices"):
         slices, files_in_table = latest_file_slices(table, partitions)
     with steps.step("tag"):
         tag = tag_records(ctx, deduped, slices, files_in_table)
         cleanup.extend(tag.cleanup)
-        profile = workload_profile(tag.tagged, index_type)
+        profile = workload_profile(tag, counts, index_type)
     with steps.step("small_files"):
         small = find_small_files(slices, cfg) if operation != "delete" and index_type != "BUCKET" else {}
     with steps.step("record_size"):

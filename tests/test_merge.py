@@ -1,0 +1,102 @@
+"""The copy-on-write merge task on its own (no Spark): update-only rewrites against the general path."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from labformat.index.bloom_filter import BloomFilter
+from labformat.write.arrow_writer import BLOOM_FOOTER, WriteSpec
+from labformat.write.merge import TARGET, Target, merge_file_group
+
+DATA = ("record_key", "value", "updated_at")
+
+
+def _spec(root, instant: str, fpp: float = 1e-6) -> WriteSpec:
+    return WriteSpec(f"file://{root}", instant, "record_key", DATA, 64 * 1024 * 1024, "snappy", fpp)
+
+
+def _rows(keys, value: float, ts: int) -> pa.Table:
+    n = len(keys)
+    return pa.table({"record_key": pa.array(keys, pa.string()), "value": pa.array([value] * n),
+                     "updated_at": pa.array([ts] * n, pa.int64()), TARGET: pa.array([0] * n, pa.int32())})
+
+
+def _merge(root, rows: pa.Table, instant: str, old_path: str | None, fpp: float = 1e-6) -> dict:
+    target = Target("", "fg1", old_path, "null" if old_path is None else "x")
+    out = list(merge_file_group(rows.to_batches(max_chunksize=7), _spec(root, instant, fpp), {0: target}, "upsert"))
+    stats = pa.Table.from_batches(out).to_pylist()
+    assert len(stats) == 1
+    return stats[0]
+
+
+def _read(root, stat) -> pa.Table:
+    return pq.read_table(root / stat["path"])
+
+
+def _footer_bloom(root, stat) -> str:
+    return pq.read_metadata(root / stat["path"]).metadata[BLOOM_FOOTER.encode()].decode()
+
+
+def test_update_only_merge_replaces_rows_in_place_and_keeps_the_filter(tmp_path):
+    keys = [f"k{i:04d}" for i in range(200)]
+    first = _merge(tmp_path, _rows(keys, 1.0, 1), "20260101000000000", None)
+    updated = keys[10:200:7]
+    second = _merge(tmp_path, _rows(list(reversed(updated)), 2.0, 2), "20260102000000000", first["path"])
+
+    table = _read(tmp_path, second)
+    assert table.column("_hoodie_record_key").to_pylist() == keys  # still sorted, nothing added or lost
+    values = dict(zip(table.column("record_key").to_pylist(), table.column("value").to_pylist()))
+    assert all(values[k] == (2.0 if k in set(updated) else 1.0) for k in keys)
+    commit = dict(zip(keys, table.column("_hoodie_commit_time").to_pylist()))
+    assert {commit[k] for k in updated} == {"20260102000000000"}
+    assert {commit[k] for k in keys if k not in set(updated)} == {"20260101000000000"}
+    assert (second["num_update_writes"], second["num_inserts"]) == (len(updated), 0)
+    # The old filter is carried over, and it is exactly what a rebuild would give.
+    assert _footer_bloom(tmp_path, second) == _footer_bloom(tmp_path, first)
+    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(keys), 1e-6).to_base64()
+
+
+def test_a_merge_with_inserts_sorts_and_rebuilds_the_filter(tmp_path):
+    keys = [f"k{i:04d}" for i in range(0, 200, 2)]
+    first = _merge(tmp_path, _rows(keys, 1.0, 1), "20260101000000000", None)
+    incoming = ["k0003", "k0004", "k0199"]  # two inserts, one update
+    second = _merge(tmp_path, _rows(incoming, 2.0, 2), "20260102000000000", first["path"])
+    table = _read(tmp_path, second)
+    expected = sorted(set(keys) | set(incoming))
+    assert table.column("_hoodie_record_key").to_pylist() == expected
+    assert (second["num_update_writes"], second["num_inserts"]) == (1, 2)
+    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(expected), 1e-6).to_base64()
+
+
+def test_a_changed_fpp_rebuilds_the_filter_of_an_update_only_merge(tmp_path):
+    keys = [f"k{i:04d}" for i in range(100)]
+    first = _merge(tmp_path, _rows(keys, 1.0, 1), "20260101000000000", None, fpp=1e-3)
+    second = _merge(tmp_path, _rows(keys[:5], 2.0, 2), "20260102000000000", first["path"], fpp=1e-6)
+    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(keys), 1e-6).to_base64()
+    assert _footer_bloom(tmp_path, second) != _footer_bloom(tmp_path, first)
+
+
+def test_an_unsorted_base_file_comes_out_sorted_after_an_update(tmp_path):
+    keys = [f"k{i:04d}" for i in range(50)]
+    shuffled = keys[25:] + keys[:25]
+    first = _merge(tmp_path, _rows(keys, 1.0, 1), "20260101000000000", None)
+    # Rewrite the base file in a shuffled order, as a NONE-sorted bulk insert could leave it.
+    table = _read(tmp_path, first)
+    order = pa.array([keys.index(k) for k in shuffled])
+    pq.write_table(table.take(order), tmp_path / first["path"])
+    second = _merge(tmp_path, _rows(["k0030", "k0001"], 2.0, 2), "20260102000000000", first["path"])
+    out = _read(tmp_path, second)
+    assert out.column("_hoodie_record_key").to_pylist() == keys
+    assert pc.sum(pc.equal(out.column("value"), 2.0)).as_py() == 2
+
+
+@pytest.mark.parametrize("fpp", [1e-3, 1e-9])
+def test_sized_as_reads_the_sizing_from_the_header(fpp):
+    bloom = BloomFilter.for_keys(pa.array([f"k{i}" for i in range(1000)]), fpp)
+    encoded = bloom.to_base64()
+    assert BloomFilter.sized_as(encoded, 1000, fpp)
+    assert not BloomFilter.sized_as(encoded, 5000, fpp)
+    assert not BloomFilter.sized_as("bm90IGEgZmlsdGVy", 1000, fpp)
