@@ -12,7 +12,7 @@ import pytest
 
 from labformat.bench import ENGINES, deduplicate_arrow, run_benchmark
 from labformat.bench.queries import arrow_filter, iceberg_filter, parse_condition, sql_condition
-from labformat.bench.render import record, refresh_docs, summarize
+from labformat.bench.render import record, refresh_docs, step_split, summarize
 from labformat.bench.runner import bytes_written
 
 UTC = dt.timezone.utc
@@ -87,6 +87,11 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
 
     summary = summarize(result)
     assert set(summary) == set(ENGINES)
+    names, split = step_split(result)
+    assert set(split) == {"labformat-bloom", "labformat-simple", "labformat-bucket"}
+    assert {"deduplicate", "tag", "write", "commit"} <= set(names)
+    # Each step's median is at most the whole upsert's, which holds them all.
+    assert all(split[e][n] <= split[e]["(whole upsert)"] for e in split for n in names)
     paths = record(result, tmp_path / "results")
     assert [p.suffix for p in paths] == [".json", ".png", ".md"] and all(p.stat().st_size for p in paths)
     docs = refresh_docs(tmp_path / "results", tmp_path / "docs" / "benchmarks.md", main_preset="tiny")

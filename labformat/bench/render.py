@@ -54,6 +54,33 @@ def summarize(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def step_split(result: dict[str, Any]) -> tuple[list[str], dict[str, dict[str, float]]]:
+    """Per labformat engine, the median seconds of each upsert step over every day but the first
+    (day 1 pays the JVM's and the Python workers' warm-up) and every repetition."""
+    names: list[str] = []
+    out: dict[str, dict[str, float]] = {}
+    for engine in result["engines"]:
+        days = [d for r in result["runs"] if r["engine"] == engine for d in r["days"] if d.get("steps")]
+        later = [d for d in days if d["day"] > 1] or days
+        if not later:
+            continue
+        for d in later:
+            names += [n for n in d["steps"] if n not in names]
+        out[engine] = {n: statistics.median(d["steps"].get(n, 0.0) for d in later) for n in names}
+        out[engine]["(whole upsert)"] = statistics.median(d["seconds"] for d in later)
+    return names + ["(whole upsert)"], out
+
+
+def step_table(result: dict[str, Any]) -> str:
+    names, split = step_split(result)
+    if not split:
+        return "No per-step split was recorded in this run."
+    engines = list(split)
+    rows = [[n] + [f"{split[e].get(n, 0.0):.2f}" for e in engines] for n in names
+            if any(split[e].get(n, 0.0) >= 0.005 for e in engines)]
+    return _table(["median seconds, days 2+"] + engines, rows)
+
+
 def ratios(summary: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """labformat-bloom's median time divided by each other engine's: total, and on the last day."""
     if REFERENCE not in summary:
@@ -162,6 +189,7 @@ def report_markdown(result: dict[str, Any], chart: str | None = None) -> str:
         parts += [f"![per-day upsert time per engine]({chart})", ""]
     parts += [f"## {REFERENCE}'s time divided by each engine's (below 1: {REFERENCE} is faster)", "",
               ratio_table(summary), "",
+              "## Where labformat's upsert time goes: the report's steps", "", step_table(result), "",
               "## Bytes written, write amplification, memory", "", cost_table(result, summary), "",
               "## Queries, seconds: median (min–max)", "", query_table(result), "",
               "## Correctness", "", check_line(result), ""]
@@ -312,6 +340,14 @@ def docs_markdown(main: dict[str, Any], latest: dict[str, dict[str, Any]], resul
         "by the last day, at most 2x the I/O floor, no slower than delta-rs).",
         "",
         ratio_table(summary),
+        "",
+        "## Where labformat's upsert time goes",
+        "",
+        "Each upsert's report times its seven steps (`WriteReport.steps`); medians over the days after the",
+        "first and every repetition. `(whole upsert)` is the engine's timed call, which also opens the table",
+        "and reads the batch.",
+        "",
+        step_table(main),
         "",
         "## Bytes written, write amplification, memory (medians over repetitions)",
         "",

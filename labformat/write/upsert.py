@@ -226,7 +226,10 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
             routes.append((r.partition, r.bucket, target_for(r.partition, r.file_id, prefix)))
         return WritePlan(targets, [], [], sorted(set(routes)), [])
 
-    update_routes = [(p, f, target_for(p, f)) for p, f in profile.updated_file_groups()]
+    # Spark starts a stage's tasks in partition order, and a file group's task is its target's
+    # index: the biggest base files first, so no big rewrite starts last while a core idles.
+    by_size = sorted(profile.updated_file_groups(), key=lambda pf: -(latest[pf].size_bytes if pf in latest else 0))
+    update_routes = [(p, f, target_for(p, f)) for p, f in by_size]
     if operation == "delete":
         return WritePlan(targets, update_routes, [], [], [])
     buckets = sizing.assign_inserts(profile.inserts_per_partition(), small, record_size, cfg.max_file_size)
