@@ -16,7 +16,7 @@ from labformat.index.bloom_filter import BloomFilter
 from labformat.index.footers import FooterInfo, bloom_filter, key_ranges
 from labformat.model.file_group import FileSlice
 from labformat.storage import Storage
-from labformat.write.arrow_writer import check_record_keys
+from labformat.write.arrow_writer import check_record_keys, constant
 
 CANDIDATE_DDL = f"{PART} string, {KEY} string, {FILE_ID} string, path string"
 CHECKED_DDL = f"{PART} string, {KEY} string, {FILE_ID} string, candidates long, after_bloom long, matched long"
@@ -40,8 +40,9 @@ def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
             if entry is None:
                 continue  # no file in this partition: every key is an insert
             mins, maxs, ids, paths = entry
-            keys = table.filter(pc.equal(parts, part)).column(KEY).to_numpy(zero_copy_only=False)
-            keys = np.sort(keys.astype(object))
+            column = table.filter(pc.equal(parts, part)).column(KEY).combine_chunks()
+            sorted_keys = column.take(pc.sort_indices(column))
+            keys = sorted_keys.to_numpy(zero_copy_only=False)  # numpy only for the binary search
             if prune:
                 lo = np.searchsorted(keys, mins, side="left")
                 hi = np.searchsorted(keys, maxs, side="right")
@@ -51,10 +52,11 @@ def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
             counts = np.maximum(hi - lo, 0)
             if counts.sum() == 0:
                 continue
-            picked = np.concatenate([keys[a:b] for a, b in zip(lo, hi) if b > a])
+            picked = pa.concat_arrays([sorted_keys.slice(a, b - a) for a, b in zip(lo, hi) if b > a])
+            owner = pa.array(np.repeat(np.arange(len(ids)), counts))  # the file each picked key is paired with
             yield pa.RecordBatch.from_arrays(
-                [pa.array([part] * len(picked), pa.string()), pa.array(picked, pa.string()),
-                 pa.array(np.repeat(ids, counts), pa.string()), pa.array(np.repeat(paths, counts), pa.string())],
+                [constant(part, len(picked)), picked,
+                 pa.array(ids, pa.string()).take(owner), pa.array(paths, pa.string()).take(owner)],
                 schema=pa.schema([(PART, pa.string()), (KEY, pa.string()), (FILE_ID, pa.string()), ("path", pa.string())]),
             )
 
@@ -79,10 +81,10 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, str] | None = N
         matched = pc.filter(survivors, pc.is_in(survivors, value_set=in_file.combine_chunks()))
     n = len(matched)
     return pa.Table.from_arrays(
-        [pa.array([part] * (n + 1), pa.string()),
+        [constant(part, n + 1),
          pa.concat_arrays([matched.combine_chunks() if isinstance(matched, pa.ChunkedArray) else matched,
                            pa.array([None], pa.string())]),
-         pa.array([file_id] * (n + 1), pa.string()),
+         constant(file_id, n + 1),
          pa.array([None] * n + [len(keys)], pa.int64()),
          pa.array([None] * n + [int(maybe.sum())], pa.int64()),
          pa.array([None] * n + [n], pa.int64())],

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -190,19 +191,24 @@ class BaseFileWriter:
         }
 
 
+def constant(value: str, n: int) -> pa.Array:
+    """A string column of one value: built in C (a Python list of n strings takes ~0.3 s per 350k rows)."""
+    return pa.repeat(pa.scalar(value, pa.string()), n)
+
+
 def add_meta_columns(table: pa.Table, spec: WriteSpec, schema: pa.Schema, partition_path: str, file_name: str,
                      seq_prefix: str, seq_start: int) -> pa.Table:
     """Prepend the five `_hoodie_*` columns to a batch of data columns (vectorised)."""
     n = table.num_rows
     seqno = pc.binary_join_element_wise(
-        pa.scalar(seq_prefix), pc.cast(pa.array(range(seq_start, seq_start + n), pa.int64()), pa.string()), ""
+        pa.scalar(seq_prefix), pc.cast(pa.array(np.arange(seq_start, seq_start + n, dtype=np.int64)), pa.string()), ""
     )
     meta = {
-        COMMIT_TIME: pa.array([spec.instant_time] * n, pa.string()) if n else pa.array([], pa.string()),
+        COMMIT_TIME: constant(spec.instant_time, n),
         COMMIT_SEQNO: seqno,
         RECORD_KEY: pc.cast(table.column(spec.record_key), pa.string()),
-        PARTITION_PATH: pa.array([partition_path] * n, pa.string()),
-        FILE_NAME: pa.array([file_name] * n, pa.string()),
+        PARTITION_PATH: constant(partition_path, n),
+        FILE_NAME: constant(file_name, n),
     }
     columns = [meta[c] for c in META_COLUMNS] + [table.column(c) for c in spec.data_columns]
     return pa.Table.from_arrays(columns, schema=schema)

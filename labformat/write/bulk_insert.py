@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from labformat.config import Config
+from labformat.spark.jobs import input_partitions
 from labformat.write.arrow_writer import PARTITION_COL, WRITE_STAT_DDL, WriteSpec, write_new_file_groups
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ def order_for_sort_mode(df: DataFrame, mode: str, record_key: str, parallelism: 
     file, holds its own slice of the key space: the clean key ranges that range pruning
     relies on later. The other modes leave ranges overlapping.
     """
-    tasks = parallelism or df.rdd.getNumPartitions()
+    tasks = parallelism or input_partitions(df)
     if mode == "GLOBAL_SORT":
         return df.repartitionByRange(tasks, PARTITION_COL, record_key).sortWithinPartitions(PARTITION_COL, record_key)
     if mode == "PARTITION_SORT":

@@ -22,6 +22,7 @@ from labformat.write.arrow_writer import (
     BaseFileWriter,
     task_identity,
     add_meta_columns,
+    constant,
     check_record_keys,
     stats_batch,
 )
@@ -90,7 +91,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     prev_size = 0
     if target.old_path is not None:
         full = storage.full_path(target.old_path)
-        old = pq.read_table(full, filesystem=storage.fs)
+        old = pq.read_table(full, filesystem=storage.fs, use_threads=False)
         meta = pq.read_metadata(full, filesystem=storage.fs)
         kv = meta.metadata or {}
         prev_min = kv.get(MIN_KEY_FOOTER.encode(), b"").decode() or None
@@ -150,7 +151,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         f = BaseFileWriter(storage, spec, target.partition_path, file_id, token, file_schema,
                       target.prev_commit if first else "null")
         n = chunk.num_rows
-        chunk = chunk.set_column(chunk.schema.get_field_index(FILE_NAME), FILE_NAME, pa.array([f.name] * n, pa.string()))
+        chunk = chunk.set_column(chunk.schema.get_field_index(FILE_NAME), FILE_NAME, constant(f.name, n))
         new_n = int(pc.sum(is_new.slice(offset, n)).as_py() or 0) if n else 0
         upd_n = int(pc.sum(is_update.slice(offset, n)).as_py() or 0) if n else 0
         f.write(chunk, inserts=new_n - upd_n, updates=upd_n)

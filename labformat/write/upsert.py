@@ -23,7 +23,7 @@ from labformat.config import Config
 from labformat.errors import ConfigError, LabformatError
 from labformat.model.instant import Action
 from labformat.model.report import FileReport, WriteReport
-from labformat.spark.jobs import StepRecorder
+from labformat.spark.jobs import StepRecorder, input_partitions
 from labformat.index import bloom, bucket, simple
 from labformat.index.base import BUCKET, COUNT, FILE_ID, KEY, PART, IndexContext, TagResult
 from labformat.index.bucket import bucket_prefix
@@ -94,7 +94,8 @@ def deduplicate(table: "Table", df: DataFrame, cfg: Config, keys_only: bool = Fa
     record stood for (the report's deduplicated count).
     """
     # An empty input can have zero partitions; a shuffle needs at least one.
-    parallelism = max(1, shuffle_parallelism(df.rdd.getNumPartitions(), cfg))
+    input_count = input_partitions(df)
+    parallelism = max(1, shuffle_parallelism(input_count, cfg))
     keyed = df.withColumn(KEY, F.col(table.record_key).cast("string"))
     # Group by the key alone when the table has no partition field: a constant partition column
     # would be folded away by the optimizer, the grouping would stop matching the explicit
@@ -104,7 +105,7 @@ def deduplicate(table: "Table", df: DataFrame, cfg: Config, keys_only: bool = Fa
         keyed = keyed.withColumn(PART, table.partition_path_column())
     if not dedupe:  # bulk insert into a BUCKET table: route rows to buckets, keep every row
         out = keyed.withColumn(COUNT, F.lit(1).cast("long"))
-        return _with_partition(table, out), df.rdd.getNumPartitions()
+        return _with_partition(table, out), input_count
     shuffled = keyed.repartition(parallelism, *group)
     if keys_only:
         deduped = shuffled.groupBy(*group).agg(F.count(F.lit(1)).alias(COUNT))
