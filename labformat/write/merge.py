@@ -90,15 +90,16 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     prev_min = prev_max = old_bloom = None
     prev_size = 0
     if target.old_path is not None:
-        full = storage.full_path(target.old_path)
-        old = pq.read_table(full, filesystem=storage.fs, use_threads=False)
-        meta = pq.read_metadata(full, filesystem=storage.fs)
-        kv = meta.metadata or {}
+        # One open for the footer, the rows and the size; single-threaded, as a Spark task has one core.
+        with storage.fs.open_input_file(storage.full_path(target.old_path)) as source:
+            parquet = pq.ParquetFile(source)
+            kv = parquet.metadata.metadata or {}
+            old = parquet.read(use_threads=False)
+            prev_size = source.size()
         prev_min = kv.get(MIN_KEY_FOOTER.encode(), b"").decode() or None
         prev_max = kv.get(MAX_KEY_FOOTER.encode(), b"").decode() or None
         if kv.get(BLOOM_TYPE_FOOTER.encode(), b"").decode() == BLOOM_TYPE:
             old_bloom = kv.get(BLOOM_FOOTER.encode(), b"").decode() or None
-        prev_size = storage.fs.get_file_info(full).size
 
     old_keys = old.column(RECORD_KEY).combine_chunks() if old is not None else pa.array([], pa.string())
     if operation == "delete":

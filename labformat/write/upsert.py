@@ -247,12 +247,8 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
 
 # ---- step 7 -------------------------------------------------------------------------------------
 
-def task_keys(spark, n: int) -> list[int]:
-    return list(_task_keys(spark, n))
-
-
 @lru_cache(maxsize=64)  # Spark's hash is fixed, so the answer for n never changes
-def _task_keys(spark, n: int) -> tuple[int, ...]:
+def task_keys(spark, n: int) -> tuple[int, ...]:
     """One value per task index such that Spark's hash partitioner sends it exactly there.
 
     `repartition(n, col)` places a row in partition pmod(hash(col), n); routing each target's
@@ -278,7 +274,7 @@ def _lookup(pairs: list[tuple[str, int]], key) -> "F.Column":
     return F.element_at(F.create_map(*entries), key)
 
 
-def route_records(table: "Table", tag: TagResult, plan: WritePlan, keys: list[int]) -> DataFrame:
+def route_records(tag: TagResult, plan: WritePlan, keys: tuple[int, ...]) -> DataFrame:
     """Add TARGET and TASK_KEY to every record that goes to a file group; drop the rest.
 
     One pass over the tagged records: an update goes to its file group's target, a BUCKET
@@ -305,7 +301,7 @@ def route_records(table: "Table", tag: TagResult, plan: WritePlan, keys: list[in
             .withColumn(TASK_KEY, task_key.cast("long")))
 
 
-def write_file_groups(table: "Table", routed: DataFrame, plan: WritePlan, keys: list[int], spec: WriteSpec,
+def write_file_groups(table: "Table", routed: DataFrame, plan: WritePlan, spec: WriteSpec,
                       operation: str) -> list[dict]:
     """Step 7: one task per target file group merges and writes; returns the tasks' write stats."""
     n = len(plan.targets)
@@ -394,8 +390,8 @@ def _run_steps(table: "Table", df: DataFrame, cfg: Config, operation: str, index
                              tuple(f.name for f in data_schema.fields), cfg.max_file_size,
                              cfg.compression_codec, cfg.bloom_fpp, table.bloom_filters_in_metadata)
             keys = task_keys(table.spark, len(plan.targets))
-            routed = route_records(table, tag, plan, keys)
-            stats = write_file_groups(table, routed, plan, keys, spec,
+            routed = route_records(tag, plan, keys)
+            stats = write_file_groups(table, routed, plan, spec,
                                       "delete" if operation == "delete" else "upsert")
     except BaseException as exc:
         table._timeline.reload().rollback_pending()
