@@ -48,7 +48,7 @@ class Workload:
 
     cached: datasets.CachedDataset
     days: int
-    max_file_size: int  # bytes: labformat's max_file_size, delta-rs' and Iceberg's target file size
+    max_file_size: int  # bytes: labformat's max_file_size, Iceberg's target file size, delta-rs' load's
     small_file_limit: int  # bytes: labformat's small_file_limit (the peers have no such knob)
 
     @property
@@ -172,7 +172,6 @@ class Labformat(Engine):
     def after_day(self, day: int) -> dict[str, Any]:
         report = self._report
         return {
-            "labformat_seconds": round(report.seconds, 3),
             # Where the upsert's time went, step by step (the report's split), for the profile table.
             "steps": {step.name: round(step.seconds, 4) for step in report.steps},
             "files_rewritten": report.files_rewritten,

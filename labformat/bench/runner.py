@@ -137,7 +137,6 @@ def check_tables(spark, runs: list[dict[str, Any]]) -> dict[str, Any]:
         if run["check_source"] is None:
             continue
         rows, digest = table_checksum(spark, run["check_source"])
-        run["table_rows"] = rows
         checked.append({"engine": run["engine"], "repetition": run["repetition"], "rows": rows, "hash": str(digest)})
     if not checked:
         return {"reference": None, "agree": True, "tables": []}
