@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent
 # Read by labformat.lab.workshop inside every notebook kernel nbval starts (kernels inherit the
 # environment). Set at import, before any kernel exists; an explicit value from the caller wins.
 os.environ.setdefault("LABFORMAT_PRESET", "tiny")
-os.environ.setdefault("LABFORMAT_MASTER", "local[2]")
+os.environ.setdefault("LABFORMAT_SPARK_MASTER", "local[2]")
 
 
 def pytest_configure(config):

@@ -206,6 +206,8 @@ def generate(spark: SparkSession, spec: DatasetSpec | str, cache_dir: str | os.P
         "batch_rows": [_parquet_rows(p) for p in cached.batch_paths],
         "seconds": round(sum(timings), 3),
         "history_seconds": timings[0],
+        # Set when the history was copied from a sibling cache: history_seconds is then the copy's time.
+        "history_copied_from": Path(same_history).parent.name if same_history is not None else None,
         "batch_seconds": timings[1:],
     }
     # The marker goes last, via a temp name, so a crash never leaves a cache that looks complete.

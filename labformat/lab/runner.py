@@ -18,6 +18,7 @@ from pathlib import Path
 import nbformat
 
 from labformat.lab import workshop
+from labformat.spark.session import MASTER_ENV
 
 NOTEBOOKS_DIR = workshop.REPO_ROOT / "notebooks"
 SOLUTIONS_DIR = NOTEBOOKS_DIR / "solutions"
@@ -70,8 +71,9 @@ def execute(source: Path, preset: str, master: str | None = None, out: Path | No
     nb = nbformat.read(source, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(Path(source).parent)}})
-    with _environment(**{workshop.PRESET_ENV: preset, workshop.MASTER_ENV: master,
-                         workshop.OUT_ENV: str(out) if out else None}):
+    # A master given here wins; else the kernels inherit $LABFORMAT_SPARK_MASTER, if any.
+    with _environment(**{workshop.PRESET_ENV: preset, workshop.OUT_ENV: str(out) if out else None},
+                      **({MASTER_ENV: master} if master else {})):
         client.execute()
     nb.metadata["labformat"] = {"preset": preset}
     return nb
@@ -99,10 +101,10 @@ def strip_run_metadata(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
-def problems(nb: nbformat.NotebookNode, forbidden_paths: tuple[str, ...] = ()) -> list[str]:
+def problems(nb: nbformat.NotebookNode) -> list[str]:
     """What a saved notebook must not hold: Spark log lines, machine paths, errors, cells out of order."""
     found = []
-    paths = tuple(p for p in (str(workshop.REPO_ROOT), str(Path.home()), "/tmp/", *forbidden_paths) if p)
+    paths = tuple(p for p in (str(workshop.REPO_ROOT), str(Path.home()), "/tmp/") if p)
     counts = []
     for number, cell in enumerate(nb.cells, 1):
         if cell.cell_type != "code":
@@ -136,8 +138,7 @@ def charts(nb: nbformat.NotebookNode) -> list[tuple[str, bytes]]:
     return result
 
 
-def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
-                 master: str | None = None) -> list[Executed]:
+def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR) -> list[Executed]:
     """Execute every notebook of `folder` into out/notebooks, its charts into out/charts, then out/summary.md."""
     out = Path(out)
     for sub in ("notebooks", "charts", "summary"):
@@ -148,7 +149,7 @@ def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
     for source in notebooks(folder):
         started = time.perf_counter()
         print(f"  running {source.name} at {preset} ...", flush=True)
-        nb = strip_run_metadata(execute(source, preset, master=master, out=out))
+        nb = strip_run_metadata(execute(source, preset, out=out))
         seconds = time.perf_counter() - started
         target = out / "notebooks" / source.name
         nbformat.write(nb, target)

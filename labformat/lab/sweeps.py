@@ -35,19 +35,16 @@ def _scratch(workdir: Path | None, name: str) -> Path:
 
 
 def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[str], options: Mapping[str, Any],
-                           workdir: Path | None = None, shuffle_input: bool = True,
-                           progress: bool = False) -> dict[str, tuple[lf.WriteReport, pd.DataFrame]]:
+                           workdir: Path | None = None, progress: bool = False) -> dict[str, tuple[lf.WriteReport, pd.DataFrame]]:
     """Bulk insert the history once per sort mode; per mode the report and its base files' key ranges.
 
-    `shuffle_input` spreads the history round-robin over `INPUT_PARTITIONS` partitions first,
+    The history is spread round-robin over `INPUT_PARTITIONS` partitions first,
     as data read from many sources arrives: every partition holds every hour, in no order.
     Then NONE writes each task's keys as they come, which is the point. (A fixed count, not
     the core count, so the files are the same on any machine.)
     """
     cached = datasets.generate(spark, spec)
-    history = datasets.load_history(spark, cached)
-    if shuffle_input:
-        history = history.repartition(INPUT_PARTITIONS)
+    history = datasets.load_history(spark, cached).repartition(INPUT_PARTITIONS)
     result = {}
     for mode in tqdm(list(modes), desc="sort modes", disable=not progress):
         table = lf.Table.create(spark, _scratch(workdir, f"sort-{mode.lower()}"), record_key=datasets.RECORD_KEY,

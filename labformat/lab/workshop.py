@@ -19,7 +19,6 @@ from labformat.lab.viz import key_ranges_frame
 
 # The headless runner and the tests set these; a learner's JupyterLab leaves them unset.
 PRESET_ENV = "LABFORMAT_PRESET"
-MASTER_ENV = "LABFORMAT_MASTER"
 OUT_ENV = "LABFORMAT_OUT"
 DEFAULT_PRESET = "small"
 # Below this a "file" is a few row groups of a handful of rows: nothing a learner should tune towards.
@@ -35,11 +34,11 @@ def preset() -> str:
 
 
 def session():
-    """The notebook's SparkSession: $LABFORMAT_MASTER (else every local core), JVM output in a log file."""
+    """The notebook's SparkSession: $LABFORMAT_SPARK_MASTER (else every local core), JVM output in a log file."""
     # GLOBAL_SORT's range bounds come from a sample seeded by Spark's RDD ids, which differ with
     # what ran before (a cold vs warm dataset cache). Sampling up to 10,000 rows per partition
     # takes every row of a `tiny` partition, so its files and key ranges repeat run after run.
-    return lf.spark_session(master=os.environ.get(MASTER_ENV) or None, app_name="labformat-workshop",
+    return lf.spark_session(app_name="labformat-workshop",
                             **{"spark.sql.execution.rangeExchange.sampleSizePerPartition": "10000"})
 
 

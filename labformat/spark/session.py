@@ -110,6 +110,9 @@ def _jvm_output_to(log_path: Path):
             os.close(fd)
 
 
+MASTER_ENV = "LABFORMAT_SPARK_MASTER"  # the Spark master when no `master` is passed
+
+
 def spark_session(master: str | None = None, app_name: str = "labformat", log_path: str | os.PathLike | None = None, **conf):
     """Return the process's SparkSession, creating it if needed.
 
@@ -131,7 +134,7 @@ def spark_session(master: str | None = None, app_name: str = "labformat", log_pa
 
     options = dict(DEFAULT_CONF)
     options.update({key: str(value) for key, value in conf.items()})
-    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("LABFORMAT_SPARK_MASTER", "local[*]"))
+    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get(MASTER_ENV, "local[*]"))
     for key, value in options.items():
         builder = builder.config(key, value)
     with _jvm_output_to(Path(log_path) if log_path else default_log_path()):
