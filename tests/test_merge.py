@@ -100,3 +100,18 @@ def test_sized_as_reads_the_sizing_from_the_header(fpp):
     assert BloomFilter.sized_as(encoded, 1000, fpp)
     assert not BloomFilter.sized_as(encoded, 5000, fpp)
     assert not BloomFilter.sized_as("bm90IGEgZmlsdGVy", 1000, fpp)
+
+
+def test_dictionary_encoding_only_where_values_repeat(tmp_path):
+    keys = [f"k{i:04d}" for i in range(500)]
+    rows = _rows(keys, 1.0, 1)
+    rows = rows.set_column(rows.schema.get_field_index("value"), "value",
+                           pa.array([float(i) for i in range(500)]))  # every value distinct
+    stat = _merge(tmp_path, rows, "20260101000000000", None)
+    group = pq.ParquetFile(tmp_path / stat["path"]).metadata.row_group(0)
+    encodings = {group.column(i).path_in_schema: group.column(i).encodings for i in range(group.num_columns)}
+    repeated = ("_hoodie_commit_time", "_hoodie_file_name", "updated_at")
+    distinct = ("_hoodie_record_key", "_hoodie_commit_seqno", "record_key", "value")
+    assert all("RLE_DICTIONARY" in encodings[c] for c in repeated), encodings
+    assert all("RLE_DICTIONARY" not in encodings[c] for c in distinct), encodings
+    assert _read(tmp_path, stat).column("value").to_pylist() == [float(i) for i in range(500)]
