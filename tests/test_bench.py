@@ -78,6 +78,20 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     floor_dir = tmp_path / "work" / "tiny" / "rep1" / "io-floor"
     for day in bloom["days"]:
         assert len(list((floor_dir / f"day_{day['day']:03d}").iterdir())) == day["files_rewritten"] > 0
+    # ... encoded as labformat's writer encoded them: a floor that dictionary-encoded every column
+    # would do more work than the writer it is the floor of.
+    import pyarrow.parquet as pq
+
+    def dictionary_columns(path):
+        group = pq.ParquetFile(path).metadata.row_group(0)
+        return {group.column(i).path_in_schema for i in range(group.num_columns)
+                if "RLE_DICTIONARY" in group.column(i).encodings}
+
+    table_files = list((tmp_path / "work" / "tiny" / "rep1" / "labformat-bloom" / "table").glob("*.parquet"))
+    floor_files = list(floor_dir.glob("day_*/*.parquet"))
+    assert {"_hoodie_commit_time"} <= dictionary_columns(floor_files[0]) < set(pq.read_schema(floor_files[0]).names)
+    assert {frozenset(dictionary_columns(f)) for f in floor_files} <= {frozenset(dictionary_columns(f))
+                                                                     for f in table_files}
 
     queries = {(q["query"], q["engine"]): q for q in result["queries"]}
     assert {query for query, _ in queries} == {"point lookup", "one-hour window", "drone_id filter"}
@@ -98,6 +112,8 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     text = docs.read_text()
     assert all(engine in text for engine in ENGINES)
     assert "All 6 finished tables equal labformat-bloom's" in text
+    assert "The I/O floor alone takes" in text and "can be at most" in text
+    assert result["machine"]["parallel_speedup"] > 0
 
 
 def test_fixed_cost_section_renders_the_latest_run(tmp_path):

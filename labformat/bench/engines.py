@@ -48,7 +48,7 @@ class Workload:
 
     cached: datasets.CachedDataset
     days: int
-    max_file_size: int  # bytes: labformat's max_file_size, Iceberg's target file size, delta-rs' load's
+    max_file_size: int  # bytes: labformat's max_file_size, Iceberg's and delta-rs' target file size
     small_file_limit: int  # bytes: labformat's small_file_limit (the peers have no such knob)
 
     @property
@@ -252,7 +252,9 @@ class DeltaRs(Engine):
         from deltalake import write_deltalake
 
         history = read_parquet_folder(self.workload.cached.history_path).sort_by(KEY)
-        write_deltalake(str(self.table_path), history, mode="error", target_file_size=self.workload.max_file_size)
+        # As a table property, so that each MERGE writes files of this size too, not its 100 MB default.
+        write_deltalake(str(self.table_path), history, mode="error", target_file_size=self.workload.max_file_size,
+                        configuration={"delta.targetFileSize": str(self.workload.max_file_size)})
 
     def upsert(self, day: int) -> None:
         from deltalake import DeltaTable
@@ -372,16 +374,21 @@ class IoFloor(Engine):
 
 
 def _rewrite_file(source: str, target: Path) -> None:
-    """Write `source`'s rows to `target` as its writer did: same codec and row-group size, same footer key-values."""
+    """Write `source`'s rows to `target` as its writer did: same codec, row-group size and dictionary
+    columns, same footer key-values."""
     parquet = pq.ParquetFile(source)
     meta = parquet.metadata
     first = meta.row_group(0) if meta.num_row_groups else None
     codec = first.column(0).compression.lower() if first is not None else "snappy"
+    dictionary = True if first is None else [
+        first.column(i).path_in_schema for i in range(first.num_columns)
+        if any(e in first.column(i).encodings for e in ("RLE_DICTIONARY", "PLAIN_DICTIONARY"))]
     # The footer's key-values (bloom filter, key range) once, as footer entries; pyarrow's own
     # ARROW:schema entry is rewritten from a schema without them, as labformat's writer does.
     footer = {k: v for k, v in (meta.metadata or {}).items() if k != b"ARROW:schema"}
     table = parquet.read().replace_schema_metadata(None)
-    with pq.ParquetWriter(target, table.schema, compression=codec, write_statistics=True) as writer:
+    with pq.ParquetWriter(target, table.schema, compression=codec, write_statistics=True,
+                          use_dictionary=dictionary) as writer:
         writer.write_table(table, row_group_size=first.num_rows if first is not None and first.num_rows else None)
         if footer:
             writer.add_key_value_metadata(footer)

@@ -142,6 +142,33 @@ def ratio_table(summary: dict[str, dict[str, Any]]) -> str:
     return _table([f"{REFERENCE} ÷", "total", "last day", "issue 5 target"], rows)
 
 
+def bounds_lines(result: dict[str, Any], summary: dict[str, dict[str, Any]]) -> str:
+    """What the run itself says about how far each target can be reached, from its own numbers."""
+    lines = []
+    floor, rewrite, delta = (summary.get(e) for e in ("io-floor", "spark-rewrite", "delta-rs"))
+    bloom = [r for r in result["runs"] if r["engine"] == REFERENCE]
+    if floor and rewrite and bloom:
+        last = max(floor["days"])
+        share = floor["days"][last]["median"] / rewrite["days"][last]["median"]
+        rewritten = statistics.median(d["files_rewritten"] for r in bloom for d in r["days"] if d["day"] == last)
+        lines.append(
+            f"- The I/O floor alone takes {share:.2f} of the rewrite's time on the last day ({1 / share:.1f}x faster). "
+            f"{REFERENCE} rewrote {rewritten:g} base files that day; any copy-on-write upsert that rewrites them "
+            f"does at least the floor's work, so it can be at most {1 / share:.1f}x faster than the rewrite, "
+            "whatever its index, unless fewer files are rewritten.")
+    if floor and delta:
+        lines.append(
+            f"- delta-rs took {delta['total']['median'] / floor['total']['median']:.2f}x the I/O floor's time over "
+            "all days, in one native process with no job scheduling.")
+    speedup = result["machine"].get("parallel_speedup")
+    if speedup is not None:
+        lines.append(
+            f"- This machine's {result['machine']['cores']} cores encoded parquet in as many processes at once at "
+            f"{speedup:.2f}x the throughput of one (`parallel_speedup` in the run's JSON): the most Spark's "
+            "parallel write tasks can gain here over a single-process engine.")
+    return "\n".join(lines)
+
+
 def cost_table(result: dict[str, Any], summary: dict[str, dict[str, Any]]) -> str:
     rows = []
     for engine in result["engines"]:
@@ -167,8 +194,11 @@ def run_facts(result: dict[str, Any]) -> str:
         f"- history {d['history_rows']:,} rows ({_mb(d['history_bytes'])} of parquet); batches "
         f"{min(d['batch_rows']):,}–{max(d['batch_rows']):,} rows ({_mb(sum(d['batch_bytes']))} in all)",
         f"- labformat `max_file_size` {_mb(o['max_file_size'])}, `small_file_limit` {_mb(o['small_file_limit'])}; "
-        "pyiceberg targets the same file size (`write.target-file-size-bytes`); delta-rs loads with it "
-        "(`target_file_size`), but its MERGE takes no file size and writes files by its own default",
+        "pyiceberg targets the same file size (`write.target-file-size-bytes`); " + (
+            "so does delta-rs (`delta.targetFileSize` on its table, which its load and its MERGE honour)"
+            if o.get("delta_merge_file_size") else
+            "delta-rs loads with it (`target_file_size`), but its MERGE takes no file size and writes "
+            "files by its own default"),
         f"- {m['cores']} cores, {_gib(m['memory_bytes'])} memory, Python {m['python']}, pyspark {v.get('pyspark')}, "
         f"pyarrow {v.get('pyarrow')}, deltalake {v.get('deltalake')}, pyiceberg {v.get('pyiceberg')}",
         "- each engine's workload in a process of its own" if result["isolated"]
@@ -190,7 +220,7 @@ def report_markdown(result: dict[str, Any], chart: str | None = None) -> str:
     if chart:
         parts += [f"![per-day upsert time per engine]({chart})", ""]
     parts += [f"## {REFERENCE}'s time divided by each engine's (below 1: {REFERENCE} is faster)", "",
-              ratio_table(summary), "",
+              ratio_table(summary), "", bounds_lines(result, summary), "",
               "## Where labformat's upsert time goes: the report's steps", "", step_table(result), "",
               "## Bytes written, write amplification, memory", "", cost_table(result, summary), "",
               "## Queries, seconds: median (min–max)", "", query_table(result), "",
@@ -342,6 +372,8 @@ def docs_markdown(main: dict[str, Any], latest: dict[str, dict[str, Any]], resul
         "by the last day, at most 2x the I/O floor, no slower than delta-rs).",
         "",
         ratio_table(summary),
+        "",
+        bounds_lines(main, summary),
         "",
         "## Where labformat's upsert time goes",
         "",
