@@ -50,5 +50,7 @@ def test_random_keys_defeat_range_pruning(spark, tmp_path):
     funnel = run.days[0].funnel
     assert funnel["files_in_table"] >= 5
     assert funnel["after_range_pruning"] >= 0.9 * funnel["files_in_table"], funnel
-    # The bloom filters still do their job where the ranges could not.
-    assert funnel["after_bloom"] < funnel["after_range_pruning"]
+    # The bloom filters still do their job where the ranges could not: most candidate keys stop
+    # there. (Counting files would not show it: a day's updates land in nearly every file.)
+    assert funnel["keys_after_bloom"] * 5 < funnel["keys_after_range_pruning"], funnel
+    assert funnel["keys_matched"] <= funnel["keys_after_bloom"]

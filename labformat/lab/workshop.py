@@ -35,11 +35,7 @@ def preset() -> str:
 
 def session():
     """The notebook's SparkSession: $LABFORMAT_SPARK_MASTER (else every local core), JVM output in a log file."""
-    # GLOBAL_SORT's range bounds come from a sample seeded by Spark's RDD ids, which differ with
-    # what ran before (a cold vs warm dataset cache). Sampling up to 10,000 rows per partition
-    # takes every row of a `tiny` partition, so its files and key ranges repeat run after run.
-    return lf.spark_session(app_name="labformat-workshop",
-                            **{"spark.sql.execution.rangeExchange.sampleSizePerPartition": "10000"})
+    return lf.spark_session(app_name="labformat-workshop")
 
 
 def out_dir() -> Path:
