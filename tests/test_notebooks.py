@@ -19,11 +19,11 @@ ANSWER_TAG = "exercise-answer"
 # The six charts, by the `chart` metadata of the cells that draw them.
 REQUIRED_CHARTS = {
     "file key ranges": "key-ranges-by-sort-mode",
-    "pruning funnel per day": "pruning-funnel-month",
+    "pruning funnel per day": "pruning-funnel-clean",
     "task timeline": "task-timeline-deduplicate",
     "file-size trade-off": "file-size-tradeoff",
     "query skipping": "query-skipping",
-    "per-step time": "step-times-month",
+    "per-step time": "step-times-clean",
 }
 
 
