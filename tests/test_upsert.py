@@ -149,3 +149,17 @@ def test_bucket_tables_cannot_switch_index(spark, tmp_path):
     with pytest.raises(lf.ConfigError, match="BUCKET"):
         plain.upsert(changed(spark, 0, 5, 1.0), {"index_type": "BUCKET"})
     assert plain.upsert(changed(spark, 0, 5, 1.0), {"index_type": "SIMPLE"}).rows_updated == 5
+
+
+def test_steps_run_without_adaptive_execution_and_the_session_gets_its_settings_back(spark, loaded):
+    t, _ = loaded
+    conf = spark.conf
+    before = {key: conf.get(key, None) for key in ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")}
+    report = t.upsert(changed(spark, 350, 100, -2.0))
+    # One job per step: adaptive execution would submit each query stage as a job of its own.
+    assert report.step("deduplicate").jobs == report.step("tag").jobs == 1
+    assert {key: conf.get(key, None) for key in before} == before
+    with pytest.raises(lf.InvalidInputError):  # a failing task: the settings come back all the same
+        t.upsert(changed(spark, 0, 10, 1.0).withColumn(
+            "record_key", F.when(F.col("signal_dbm") == 3, None).otherwise(F.col("record_key"))))
+    assert {key: conf.get(key, None) for key in before} == before

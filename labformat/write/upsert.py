@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
@@ -318,6 +319,32 @@ def write_file_groups(table: "Table", routed: DataFrame, plan: WritePlan, spec: 
 
 # ---- the whole operation --------------------------------------------------------------------------
 
+@contextmanager
+def pinned_shuffles(spark, partitions: int):
+    """Adaptive query execution off, and any shuffle without a task count of its own at `partitions`,
+    while the steps run; the session's settings are restored afterwards.
+
+    Each step's shuffles already have their task counts, set as Hudi sets them (the upsert shuffle
+    parallelism, one task per candidate file, one per file group), as Hudi's own RDD jobs do, so
+    adaptive execution has nothing to coalesce. What it does cost is a Spark job per query stage,
+    three or four per step: at `small`, the median daily upsert took 3.52 s with it and 3.21 s
+    without (alternating, 7 days each, one process).
+    """
+    conf = spark.conf
+    pinned = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": str(partitions)}
+    saved = {key: conf.get(key, None) for key in pinned}
+    for key, value in pinned.items():
+        conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)
+
+
 def run(table: "Table", df: DataFrame, cfg: Config, operation: str):
     """Upsert ("upsert") or delete ("delete") `df` into `table` through the seven steps.
 
@@ -342,8 +369,10 @@ def run(table: "Table", df: DataFrame, cfg: Config, operation: str):
                        metadata=MetadataReader(table.storage, table._timeline.reload()) if cfg.bloom_use_metadata
                        else None, schema=data_schema, partitioned=bool(table.partition_field))
     cleanup: list = []
+    shuffles = max(shuffle_parallelism(input_partitions(df), cfg), table.spark.sparkContext.defaultParallelism, 1)
     try:
-        return _run_steps(table, df, cfg, operation, index_type, ctx, steps, data_schema, cleanup)
+        with pinned_shuffles(table.spark, shuffles):
+            return _run_steps(table, df, cfg, operation, index_type, ctx, steps, data_schema, cleanup)
     except LabformatError:
         raise
     except Exception as exc:  # a task's bad-input failure arrives as a Spark exception
