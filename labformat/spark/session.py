@@ -35,10 +35,6 @@ DEFAULT_CONF = {
     # Whole-stage codegen of wide projections (the drone generator's) yields Java methods over
     # 8 KB, which the JIT never compiles: they would run interpreted, about 6x slower.
     "spark.sql.codegen.hugeMethodLimit": "8000",
-    # Let adaptive execution coalesce shuffles under persisted DataFrames too (the upsert caches
-    # its deduplicated batch, and for SIMPLE and BUCKET its tagged records); otherwise each such
-    # shuffle runs spark.sql.shuffle.partitions tasks.
-    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
     # The upsert caches its deduplicated batch for one or two passes; compressing that cache cost
     # more than the passes saved (0.75 s vs 0.47 s for an 80k-row batch on 2 cores).
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
