@@ -113,7 +113,6 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     assert all(engine in text for engine in ENGINES)
     assert "All 6 finished tables equal labformat-bloom's" in text
     assert "The I/O floor alone takes" in text and "can be at most" in text
-    assert result["machine"]["parallel_speedup"] > 0
 
 
 def test_fixed_cost_section_renders_the_latest_run(tmp_path):

@@ -160,12 +160,6 @@ def bounds_lines(result: dict[str, Any], summary: dict[str, dict[str, Any]]) -> 
         lines.append(
             f"- delta-rs took {delta['total']['median'] / floor['total']['median']:.2f}x the I/O floor's time over "
             "all days, in one native process with no job scheduling.")
-    speedup = result["machine"].get("parallel_speedup")
-    if speedup is not None:
-        lines.append(
-            f"- This machine's {result['machine']['cores']} cores encoded parquet in as many processes at once at "
-            f"{speedup:.2f}x the throughput of one (`parallel_speedup` in the run's JSON): the most Spark's "
-            "parallel write tasks can gain here over a single-process engine.")
     return "\n".join(lines)
 
 

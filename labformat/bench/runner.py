@@ -219,65 +219,7 @@ def machine_info() -> dict[str, Any]:
         except PackageNotFoundError:
             versions[package] = None
     return {"cores": os.cpu_count(), "memory_bytes": psutil.virtual_memory().total, "system": platform.platform(),
-            "python": platform.python_version(), "versions": versions,
-            "parallel_speedup": parallel_speedup(os.cpu_count() or 1)}
-
-
-def _encode_parquet(rounds: int = 2) -> float:
-    """Seconds to write and read back, `rounds` times, a table shaped like a base file of 400k
-    readings (keys, a few strings, doubles): a base-file rewrite's kind of work, memory traffic included."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    rng = np.random.default_rng(0)
-    n = 400_000
-    ids = pa.array(np.arange(10**12, 10**12 + n))
-    columns = {"key": pc.cast(ids, pa.string()), "seqno": pc.cast(ids, pa.string()),
-               "drone": pc.cast(pa.array(rng.integers(0, 50, n)), pa.string())}
-    columns.update({f"value{i}": pa.array(rng.random(n)) for i in range(8)})
-    table = pa.table(columns)
-    started = time.perf_counter()
-    for _ in range(rounds):
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="snappy")
-        pq.read_table(pa.BufferReader(sink.getvalue()), use_threads=False)
-    return time.perf_counter() - started
-
-
-def _encode_together(barrier, results, trials: int) -> None:
-    _encode_parquet(1)  # imports and first allocations, before the clock
-    for _ in range(trials):
-        barrier.wait()
-        results.put(_encode_parquet())
-
-
-def parallel_speedup(processes: int, trials: int = 3) -> float | None:
-    """How much more parquet-encoding work `processes` processes get done at once than one alone
-    (the median of `trials` side-by-side rounds).
-
-    Spark's write tasks are such processes; on a machine whose cores share one physical core or
-    its memory bandwidth the answer is well below the core count, and so is Spark's gain from them.
-    """
-    import multiprocessing
-
-    if processes < 2:
-        return None
-    ctx = multiprocessing.get_context("spawn")
-    barrier, results = ctx.Barrier(processes + 1), ctx.Queue()
-    workers = [ctx.Process(target=_encode_together, args=(barrier, results, trials)) for _ in range(processes)]
-    for w in workers:
-        w.start()
-    speedups = []
-    for _ in range(trials):
-        alone = _encode_parquet()  # while the workers wait at the barrier
-        barrier.wait()
-        together = [results.get(timeout=120) for _ in workers]
-        speedups.append(processes * alone / statistics.mean(together))
-    for w in workers:
-        w.join()
-    return round(statistics.median(speedups), 2)
+            "python": platform.python_version(), "versions": versions}
 
 
 def dataset_info(workload: Workload) -> dict[str, Any]:
