@@ -153,7 +153,8 @@ def bounds_lines(result: dict[str, Any], summary: dict[str, dict[str, Any]]) -> 
         rewritten = statistics.median(d["files_rewritten"] for r in bloom for d in r["days"] if d["day"] == last)
         lines.append(
             f"- The I/O floor alone takes {share:.2f} of the rewrite's time on the last day ({1 / share:.1f}x faster). "
-            f"{REFERENCE} rewrote {rewritten:g} base files that day; any copy-on-write upsert that rewrites them "
+            f"{REFERENCE} rewrote {rewritten:g} base file{'' if rewritten == 1 else 's'} that day; any "
+            "copy-on-write upsert that rewrites them "
             f"does at least the floor's work, so it can be at most {1 / share:.1f}x faster than the rewrite, "
             "whatever its index, unless fewer files are rewritten.")
     if floor and delta:
