@@ -35,7 +35,8 @@ def _scratch(workdir: Path | None, name: str) -> Path:
 
 
 def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[str], options: Mapping[str, Any],
-                           workdir: Path | None = None, progress: bool = False) -> dict[str, tuple[lf.WriteReport, pd.DataFrame]]:
+                           workdir: Path | None = None,
+                           progress: bool = False) -> dict[str, tuple[lf.WriteReport, pd.DataFrame]]:
     """Bulk insert the history once per sort mode; per mode the report and its base files' key ranges.
 
     The history is spread round-robin over `INPUT_PARTITIONS` partitions first,

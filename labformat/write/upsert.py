@@ -86,16 +86,15 @@ def shuffle_parallelism(input_partitions: int, cfg: Config) -> int:
     return min(input_partitions, configured) if configured > 0 else input_partitions
 
 
-def deduplicate(table: "Table", df: DataFrame, cfg: Config, keys_only: bool = False,
+def deduplicate(table: "Table", df: DataFrame, cfg: Config, input_count: int, keys_only: bool = False,
                 dedupe: bool = True) -> tuple[DataFrame, int]:
     """Step 1: one record per (partition path, record key), the one with the highest precombine value.
 
     Ties on the precombine value are broken by the remaining columns, compared in order, so the
     winner never depends on the order rows arrive in. COUNT keeps how many input rows each
-    record stood for (the report's deduplicated count).
+    record stood for (the report's deduplicated count). `input_count`: the partitions `df` is read in.
     """
     # An empty input can have zero partitions; a shuffle needs at least one.
-    input_count = input_partitions(df)
     parallelism = max(1, shuffle_parallelism(input_count, cfg))
     keyed = df.withColumn(KEY, F.col(table.record_key).cast("string"))
     # Group by the key alone when the table has no partition field: a constant partition column
@@ -369,10 +368,11 @@ def run(table: "Table", df: DataFrame, cfg: Config, operation: str):
                        metadata=MetadataReader(table.storage, table._timeline.reload()) if cfg.bloom_use_metadata
                        else None, schema=data_schema, partitioned=bool(table.partition_field))
     cleanup: list = []
-    shuffles = max(shuffle_parallelism(input_partitions(df), cfg), table.spark.sparkContext.defaultParallelism, 1)
+    input_count = input_partitions(df)
+    shuffles = max(shuffle_parallelism(input_count, cfg), table.spark.sparkContext.defaultParallelism, 1)
     try:
         with pinned_shuffles(table.spark, shuffles):
-            return _run_steps(table, df, cfg, operation, index_type, ctx, steps, data_schema, cleanup)
+            return _run_steps(table, df, input_count, cfg, operation, index_type, ctx, steps, data_schema, cleanup)
     except LabformatError:
         raise
     except Exception as exc:  # a task's bad-input failure arrives as a Spark exception
@@ -383,11 +383,11 @@ def run(table: "Table", df: DataFrame, cfg: Config, operation: str):
             frame.unpersist()
 
 
-def _run_steps(table: "Table", df: DataFrame, cfg: Config, operation: str, index_type: str, ctx: IndexContext,
-               steps: StepRecorder, data_schema, cleanup: list) -> WriteReport:
+def _run_steps(table: "Table", df: DataFrame, input_count: int, cfg: Config, operation: str, index_type: str,
+               ctx: IndexContext, steps: StepRecorder, data_schema, cleanup: list) -> WriteReport:
     """The steps themselves; `run` wraps them with input checks, error translation and cleanup."""
     with steps.step("deduplicate"):
-        deduped, parallelism = deduplicate(table, df, cfg, keys_only=operation == "delete",
+        deduped, parallelism = deduplicate(table, df, cfg, input_count, keys_only=operation == "delete",
                                            dedupe=operation != "bulk_insert")
         deduped = deduped.persist()
         cleanup.append(deduped)
