@@ -51,3 +51,25 @@ def test_every_insert_gets_exactly_one_place_and_no_new_group_overflows(inserts,
         mine = [b for b in buckets if b.partition_path == partition]
         assert sum(b.records for b in mine) == count
         assert all(b.records <= max(1, max_size // record_size) for b in mine)
+
+
+def test_write_tasks_start_costliest_first_counting_incoming_rows_above_carried_over_ones():
+    from labformat.config import Scope, resolve
+    from labformat.write.upsert import INCOMING_ROW_COST, Profile, ProfileRow
+    from labformat.write.upsert import assign_inserts as plan_write
+
+    big, mid, small = slice_of("big", 16 * MB), slice_of("mid", 12 * MB), slice_of("small", 2 * MB)
+    # 300k inserts at 40 bytes each outweigh the biggest base file once weighted as incoming rows.
+    profile = Profile([ProfileRow("", "big", None, 100), ProfileRow("", "mid", None, 50),
+                       ProfileRow("", None, None, 300_000)], rows_in=300_150, records=300_150)
+    cfg = resolve({"max_file_size": "64MB", "small_file_limit": "8MB"}, [Scope.WRITE])
+    plan = plan_write(profile, [big, mid, small], {"": [small]}, 40, cfg, "BLOOM", "upsert")
+    assert 300_000 * 40 * INCOMING_ROW_COST > big.size_bytes
+    assert [t.file_id for t in plan.targets] == ["small", "big", "mid"]
+    # Routes follow the targets' new order.
+    assert sorted(plan.update_routes) == [("", "big", 1), ("", "mid", 2)]
+    assert plan.insert_routes == [("", 0.0, 2.0, 0)]
+    # Without inserts the order is by base file size, as before.
+    updates_only = Profile(profile.rows[:2], rows_in=150, records=150)
+    plan = plan_write(updates_only, [big, mid, small], {"": [small]}, 40, cfg, "BLOOM", "upsert")
+    assert [t.file_id for t in plan.targets] == ["big", "mid"]

@@ -126,7 +126,11 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         merged = _replace_in_place(old.select(file_schema.names).cast(file_schema), new_rows, position)
         is_update = is_new = position.is_valid()
     else:
-        kept = old.filter(pc.invert(pc.is_in(old_keys, value_set=incoming_keys))) if old is not None else None
+        if old is None:
+            kept = None
+        else:  # the rows whose key is not incoming; `position` already says which those are
+            kept = old.filter(position.is_null() if position is not None
+                              else pc.invert(pc.is_in(old_keys, value_set=incoming_keys)))
         merged = new_rows if kept is None else pa.concat_tables([kept.select(file_schema.names).cast(file_schema), new_rows])
         merged = merged.sort_by(RECORD_KEY)
         is_new = pc.equal(merged.column(COMMIT_TIME), spec.instant_time)
