@@ -47,3 +47,24 @@ def test_filter_is_sized_by_key_count():
     large = BloomFilter.for_keys([f"k{i}" for i in range(10_000)], 1e-9)
     assert large.num_bits > 50 * small.num_bits
     assert small.num_hashes == large.num_hashes == 30
+
+
+def test_exact_key_check_reports_each_key_found_once(tmp_path):
+    """Task (c): the keys that passed the bloom filter and really are in the file, each once,
+    even when a bulk insert left a key twice in that file."""
+    import pyarrow.parquet as pq
+
+    from labformat.index.base import FILE_ID, KEY, PART
+    from labformat.index.bloom import check_file
+
+    in_file = ["k1", "k2", "k2", "k5", "k7"]
+    pq.write_table(pa.table({"_hoodie_record_key": in_file}), tmp_path / "f1.parquet")
+    bloom = BloomFilter.for_keys(pa.array(in_file), 1e-9).to_base64()
+    candidates = ["k2", "k3", "k7", "k9"]
+    table = pa.table({PART: ["p"] * 4, KEY: candidates, FILE_ID: ["f1"] * 4, "path": ["f1.parquet"] * 4})
+    out = check_file(table, tmp_path.as_uri(), {"f1.parquet": bloom}).to_pylist()
+    found = sorted(r[KEY] for r in out if r[KEY] is not None)
+    assert found == ["k2", "k7"]
+    [stats] = [r for r in out if r[KEY] is None]
+    assert (stats["candidates"], stats["matched"]) == (4, 2) and stats["after_bloom"] >= 2
+    assert all(r[FILE_ID] == "f1" and r[PART] == "p" for r in out)

@@ -78,12 +78,14 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, str] | None = N
     if len(survivors):
         storage = Storage(base_uri)
         in_file = pq.read_table(storage.full_path(path), columns=["_hoodie_record_key"], filesystem=storage.fs).column(0)
-        matched = pc.filter(survivors, pc.is_in(survivors, value_set=in_file.combine_chunks()))
+        # Probe the file's keys against the few survivors, not the other way round: hashing the
+        # survivors and probing 500k keys took 11 ms, hashing 500k keys to probe 1,000 took 69 ms.
+        # unique: a bulk insert (no deduplication) may have left a key twice in one file.
+        matched = pc.unique(pc.filter(in_file, pc.is_in(in_file, value_set=survivors.combine_chunks())))
     n = len(matched)
     return pa.Table.from_arrays(
         [constant(part, n + 1),
-         pa.concat_arrays([matched.combine_chunks() if isinstance(matched, pa.ChunkedArray) else matched,
-                           pa.array([None], pa.string())]),
+         pa.concat_arrays([matched, pa.array([None], pa.string())]),
          constant(file_id, n + 1),
          pa.array([None] * n + [len(keys)], pa.int64()),
          pa.array([None] * n + [int(maybe.sum())], pa.int64()),
