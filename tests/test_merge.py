@@ -115,33 +115,3 @@ def test_dictionary_encoding_only_where_values_repeat(tmp_path):
     assert all("RLE_DICTIONARY" in encodings[c] for c in repeated), encodings
     assert all("RLE_DICTIONARY" not in encodings[c] for c in distinct), encodings
     assert _read(tmp_path, stat).column("value").to_pylist() == [float(i) for i in range(500)]
-
-
-def test_bulk_insert_batches_fill_whole_row_groups_and_files_still_roll_near_the_max_size(tmp_path, monkeypatch):
-    """Arrow batches of a few rows are gathered into row groups of ROW_GROUP_ROWS (each ParquetWriter
-    write would otherwise end a row group), and the rolling writer still cuts files near the max size."""
-    import numpy as np
-
-    from labformat.write import arrow_writer
-    from labformat.write.arrow_writer import PARTITION_COL, write_new_file_groups
-
-    monkeypatch.setattr(arrow_writer, "ROW_GROUP_ROWS", 1000)
-    n = 20_000
-    rng = np.random.default_rng(7)
-    rows = pa.table({"record_key": pa.array([f"k{i:06d}" for i in range(n)]),
-                     "value": pa.array(rng.random(n)), "updated_at": pa.array(np.arange(n, dtype=np.int64)),
-                     PARTITION_COL: pa.array([""] * n)})
-    spec = WriteSpec(f"file://{tmp_path}", "20260101000000000", "record_key", DATA, 100_000, "snappy", 1e-6)
-    out = list(write_new_file_groups(rows.to_batches(max_chunksize=300), spec))
-    stats = pa.Table.from_batches(out).to_pylist()
-    assert sum(s["num_writes"] for s in stats) == n and len(stats) > 2
-    for s in stats:
-        meta = pq.read_metadata(tmp_path / s["path"])
-        sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-        assert all(size == 1000 for size in sizes[:-1]) and 0 < sizes[-1] <= 1000, sizes
-        assert sum(sizes) == s["num_writes"]
-    # Every file but the last lands within a row group's worth of bytes of the 100 kB target.
-    for s in stats[:-1]:
-        assert 0.8 * 100_000 <= s["file_size"] <= 1.25 * 100_000, [x["file_size"] for x in stats]
-    keys = sorted(k for s in stats for k in pq.read_table(tmp_path / s["path"]).column("record_key").to_pylist())
-    assert keys == rows.column("record_key").to_pylist()

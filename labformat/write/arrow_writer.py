@@ -67,17 +67,6 @@ def dictionary_columns(table: pa.Table) -> list[str]:
             if pc.count_distinct(column, mode="all").as_py() <= limit]
 
 
-# Rows a bulk-insert task encodes in memory to learn its bytes per row before it writes a row group.
-CALIBRATION_ROWS = 10_000
-
-
-def parquet_writer(sink, schema: pa.Schema, spec: "WriteSpec", first: pa.Table | None) -> pq.ParquetWriter:
-    """A base file's parquet writer; `first` (the first rows) picks the dictionary-encoded columns."""
-    dictionary = dictionary_columns(first) if first is not None and first.num_rows else True
-    return pq.ParquetWriter(sink, schema, compression=spec.compression, write_statistics=True,
-                            use_dictionary=dictionary)
-
-
 @dataclass(frozen=True)
 class WriteSpec:
     """Everything a task needs to write base files; plain values so it pickles to executors."""
@@ -164,12 +153,7 @@ class BaseFileWriter:
         storage.makedirs(partition_path)
         self.sink = storage.fs.open_output_stream(storage.full_path(self.path))
         self.schema = schema
-        self.writer: pq.ParquetWriter | None = None  # opened by the first flush, which picks the encodings
-        # Rows wait here until a whole row group is ready: each write_table call ends a row group,
-        # and the bulk insert hands over Arrow batches of 10k rows.
-        self.pending: list[pa.Table] = []
-        self.pending_rows = 0
-        self.flushed_rows = 0
+        self.writer: pq.ParquetWriter | None = None  # opened by the first write, which picks the encodings
         self.keys: list[pa.Array] = []
         self.stats = ColumnStatsCollector(spec.data_columns)
         self.rows = 0
@@ -178,48 +162,28 @@ class BaseFileWriter:
         self.started = time.monotonic()
 
     @property
-    def bytes_per_row(self) -> float | None:
-        """Encoded bytes per row over the row groups written so far; None before the first."""
-        return self.sink.tell() / self.flushed_rows if self.flushed_rows else None
-
-    def estimated_bytes(self, per_row: float) -> float:
-        """The file's size if it were closed now: its row groups plus the pending rows at `per_row`."""
-        return self.sink.tell() + self.pending_rows * per_row
+    def bytes_written(self) -> int:
+        return self.sink.tell()
 
     def _open(self, first: pa.Table | None) -> pq.ParquetWriter:
-        return parquet_writer(self.sink, self.schema, self.spec, first)
+        dictionary = dictionary_columns(first) if first is not None and first.num_rows else True
+        return pq.ParquetWriter(self.sink, self.schema, compression=self.spec.compression, write_statistics=True,
+                                use_dictionary=dictionary)
 
     def write(self, table: pa.Table, inserts: int, updates: int) -> None:
-        self.pending.append(table)
-        self.pending_rows += table.num_rows
-        if self.pending_rows >= ROW_GROUP_ROWS:
-            self._flush(whole_row_groups_only=True)
+        if self.writer is None:
+            self.writer = self._open(table)
+        self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
         self.keys.append(table.column(RECORD_KEY).combine_chunks())
         self.stats.add(table)
         self.rows += table.num_rows
         self.inserts += inserts
         self.updates += updates
 
-    def _flush(self, whole_row_groups_only: bool) -> None:
-        """Write the pending rows as row groups of ROW_GROUP_ROWS; the tail waits unless this is the last flush."""
-        pending = pa.concat_tables(self.pending) if len(self.pending) > 1 else self.pending[0]
-        n = pending.num_rows - pending.num_rows % ROW_GROUP_ROWS if whole_row_groups_only else pending.num_rows
-        if n == 0:
-            return
-        if self.writer is None:
-            self.writer = self._open(pending)
-        self.writer.write_table(pending.slice(0, n), row_group_size=ROW_GROUP_ROWS)
-        rest = pending.slice(n)
-        self.pending = [rest] if rest.num_rows else []
-        self.pending_rows = rest.num_rows
-        self.flushed_rows += n
-
     def close(self, task_partition: int, attempt: int, same_keys_bloom: str | None = None) -> dict:
         """Finish the file. `same_keys_bloom`: the encoded filter of a file holding exactly this
         file's keys (an update-only rewrite of one base file), used as it is when it is sized as
         this write's would be: the same keys, sizing and hashes give the same bits."""
-        if self.pending_rows:
-            self._flush(whole_row_groups_only=False)
         keys = pa.concat_arrays(self.keys) if self.keys else pa.array([], pa.string())
         bloom_started = time.monotonic()
         if same_keys_bloom is not None and BloomFilter.sized_as(same_keys_bloom, len(keys), self.spec.bloom_fpp):
@@ -294,29 +258,15 @@ class RollingFileWriter:
         )
         self.open: dict[str, BaseFileWriter] = {}
         self.stats: list[dict] = []
-        self.bytes_per_row = 1.0  # until calibrated on the first rows
-        self.calibration_rows = 0
-        self.measured = False  # whether bytes_per_row comes from a row group written
+        self.bytes_per_row: float | None = None
         self.seq = 0
 
-    def _calibrate(self, f: BaseFileWriter, partition_path: str, data: pa.Table) -> float:
-        """Bytes per row of the first rows, encoded in memory as the file will encode them.
-
-        Until a row group of its own is written, a task has no measured figure, and a file
-        smaller than one row group writes none before it closes.
-        """
-        sample = add_meta_columns(data.slice(0, CALIBRATION_ROWS), self.spec, self.schema, partition_path, f.name,
-                                  f"{self.spec.instant_time}_{self.task_partition}_", self.seq)
-        sink = pa.BufferOutputStream()
-        writer = parquet_writer(sink, self.schema, self.spec, sample)
-        writer.write_table(sample, row_group_size=ROW_GROUP_ROWS)
-        row_group = sink.tell() - len(b"PAR1")  # the footer is written at close
-        writer.close()
-        return max(row_group / max(sample.num_rows, 1), 1.0)
-
-    def _estimate_rows_left(self, f: BaseFileWriter) -> int:
+    def _estimate_rows_left(self, f: BaseFileWriter, sample: pa.Table) -> int:
         per_row = self.bytes_per_row
-        return max(int((self.spec.max_file_size - f.estimated_bytes(per_row)) / per_row), 1)
+        if per_row is None:
+            # Nothing written yet: assume parquet shrinks Arrow's in-memory size about 3x, then learn.
+            per_row = max(sample.nbytes / max(sample.num_rows, 1) / 3, 1.0)
+        return max(int((self.spec.max_file_size - f.bytes_written) / per_row), 1)
 
     def write(self, partition_path: str, data: pa.Table, inserts_are_all: bool = True) -> None:
         offset = 0
@@ -325,24 +275,20 @@ class RollingFileWriter:
             if f is None:
                 f = BaseFileWriter(self.storage, self.spec, partition_path, new_file_id(), self.token, self.schema, "null")
                 self.open[partition_path] = f
-            # Calibrate on the first rows, and again on a sample at least twice as big while no
-            # row group has measured the real figure: a partition's first batch may hold a few rows.
-            available = min(data.num_rows - offset, CALIBRATION_ROWS)
-            if not self.measured and available >= 2 * self.calibration_rows:
-                self.bytes_per_row = self._calibrate(f, partition_path, data.slice(offset))
-                self.calibration_rows = available
-            room = self._estimate_rows_left(f)
+            room = self._estimate_rows_left(f, data)
             chunk = data.slice(offset, min(room, data.num_rows - offset, ROW_GROUP_ROWS))
+            before = f.bytes_written
             f.write(
                 add_meta_columns(chunk, self.spec, self.schema, partition_path, f.name,
                                  f"{self.spec.instant_time}_{self.task_partition}_", self.seq),
                 inserts=chunk.num_rows if inserts_are_all else 0, updates=0,
             )
             self.seq += chunk.num_rows
-            if f.bytes_per_row is not None:
-                self.bytes_per_row, self.measured = f.bytes_per_row, True
+            grown = f.bytes_written - before
+            if grown > 0:
+                self.bytes_per_row = grown / chunk.num_rows
             offset += chunk.num_rows
-            if f.estimated_bytes(self.bytes_per_row) >= self.spec.max_file_size or self._estimate_rows_left(f) <= 1:
+            if f.bytes_written >= self.spec.max_file_size or self._estimate_rows_left(f, data) <= 1:
                 self.stats.append(f.close(self.task_partition, self.attempt))
                 del self.open[partition_path]
 
