@@ -71,7 +71,7 @@ class Profile:
         for r in self.rows:
             if r.file_id is not None:
                 out[(r.partition, r.file_id)] = out.get((r.partition, r.file_id), 0) + r.records
-        return out
+        return dict(sorted(out.items()))  # in key order: the rows come in the order Spark collected them
 
 
 @dataclass(frozen=True)
@@ -258,8 +258,10 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
         incoming[key] = incoming.get(key, 0) + b.records
     # Spark starts a stage's tasks in partition order, and a file group's task is its target's
     # index: the costliest first (longest processing time first), so that no long task starts
-    # last while the other cores idle.
-    for key in sorted(incoming, key=lambda k: (-task_cost(latest.get(k), incoming[k], record_size), k)):
+    # last while the other cores idle. Ties keep the order above (file groups sorted, then insert
+    # buckets): never the random new file ids, since the task index is written into every
+    # row's commit seqno, and with it the file's size.
+    for key in sorted(incoming, key=lambda k: -task_cost(latest.get(k), incoming[k], record_size)):
         target_for(*key)
     update_routes = [(p, f, index_of[(p, f)]) for p, f in updated]
     insert_routes = []
