@@ -73,3 +73,19 @@ def test_write_tasks_start_costliest_first_counting_incoming_rows_above_carried_
     updates_only = Profile(profile.rows[:2], rows_in=150, records=150)
     plan = plan_write(updates_only, [big, mid, small], {"": [small]}, 40, cfg, "BLOOM", "upsert")
     assert [t.file_id for t in plan.targets] == ["big", "mid"]
+
+
+def test_write_tasks_of_equal_cost_keep_the_insert_buckets_order():
+    """Ties never follow the new file groups' random ids: the task index goes into every row's seqno."""
+    from labformat.config import Scope, resolve
+    from labformat.write.upsert import Profile, ProfileRow
+    from labformat.write.upsert import assign_inserts as plan_write
+
+    cfg = resolve({"max_file_size": "1MB", "small_file_limit": "0"}, [Scope.WRITE])
+    profile = Profile([ProfileRow("", None, None, 4000)], rows_in=4000, records=4000)
+    orders = set()
+    for _ in range(10):  # four new file groups of 1,000 records each, with fresh random ids every time
+        plan = plan_write(profile, [], {}, 1024, cfg, "BLOOM", "upsert")
+        assert [t for *_, t in plan.insert_routes] == [0, 1, 2, 3]
+        orders.add(tuple(lo for _, lo, _, _ in plan.insert_routes))
+    assert len(orders) == 1

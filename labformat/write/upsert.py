@@ -63,15 +63,15 @@ class Profile:
                 out[r.partition] = out.get(r.partition, 0) + r.records
         return out
 
-    def updated_file_groups(self) -> list[tuple[str, str]]:
-        return sorted({(r.partition, r.file_id) for r in self.rows if r.file_id is not None})
-
     def updates_per_file_group(self) -> dict[tuple[str, str], int]:
         out: dict[tuple[str, str], int] = {}
         for r in self.rows:
             if r.file_id is not None:
                 out[(r.partition, r.file_id)] = out.get((r.partition, r.file_id), 0) + r.records
         return dict(sorted(out.items()))  # in key order: the rows come in the order Spark collected them
+
+    def updated_file_groups(self) -> list[tuple[str, str]]:
+        return list(self.updates_per_file_group())
 
 
 @dataclass(frozen=True)
