@@ -6,10 +6,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labformat.index.bloom_filter import BloomFilter
 from labformat.write.arrow_writer import BLOOM_FOOTER, WriteSpec
-from labformat.write.merge import TARGET, Target, merge_file_group
+from labformat.write.merge import TARGET, Target, _replace_in_place, merge_file_group
 
 DATA = ("record_key", "value", "updated_at")
 
@@ -115,3 +117,23 @@ def test_dictionary_encoding_only_where_values_repeat(tmp_path):
     assert all("RLE_DICTIONARY" in encodings[c] for c in repeated), encodings
     assert all("RLE_DICTIONARY" not in encodings[c] for c in distinct), encodings
     assert _read(tmp_path, stat).column("value").to_pylist() == [float(i) for i in range(500)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 20), st.one_of(st.none(), st.floats(allow_nan=False))), max_size=30),
+       st.data())
+def test_replace_in_place_takes_each_replaced_row_from_the_new_rows(rows, data):
+    old = pa.table({"k": pa.array([f"k{i:03d}" for i in range(len(rows))], pa.string()),
+                    "v": pa.array([v for _, v in rows], pa.float64())})
+    old = pa.concat_tables([old.slice(0, len(rows) // 2), old.slice(len(rows) // 2)])  # two chunks
+    replaced = data.draw(st.lists(st.integers(0, max(len(rows) - 1, 0)), unique=True)) if rows else []
+    order = data.draw(st.permutations(replaced))
+    new_rows = pa.table({"k": pa.array([f"k{i:03d}" for i in order], pa.string()),
+                         "v": pa.array([-float(i) for i in order], pa.float64())})
+    position = pc.index_in(old.column("k"), value_set=new_rows.column("k"))
+
+    merged = _replace_in_place(old, new_rows, position)
+
+    expected = [(-float(i), True) if i in set(replaced) else (rows[i][1], False) for i in range(len(rows))]
+    assert merged.column("k").to_pylist() == old.column("k").to_pylist()
+    assert merged.column("v").to_pylist() == [v for v, _ in expected]

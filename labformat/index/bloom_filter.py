@@ -74,7 +74,10 @@ class BloomFilter:
         # g_i = h1 + i*h2 wraps in 32 bits; (g * num_bits) >> 32 maps it onto [0, num_bits)
         # with a multiply instead of a division (Lemire's range reduction).
         g = h1[:, None] + steps[None, :] * h2[:, None]
-        return (g.astype(np.uint64) * np.uint64(self.num_bits)) >> np.uint64(32)
+        positions = (g.astype(np.uint64) * np.uint64(self.num_bits)) >> np.uint64(32)
+        # Below 2**32, so the bits read as int64 are the same number; numpy indexes with int64,
+        # and would otherwise copy the uint64 array first (40 ms of a 280 ms build for 418k keys).
+        return positions.view(np.int64)
 
     def add(self, keys) -> None:
         if len(keys):

@@ -75,10 +75,10 @@ def compare_lookup_sources(spark, spec: datasets.DatasetSpec, path, repeats: int
             copy = base / f"run-{i}-{use}"
             shutil.copytree(seed, copy)
             report = lf.Table.open(spark, copy).upsert(batch, {**write_options, "bloom_use_metadata": use})
+            funnel = {k: report.funnel.get(k)
+                      for k in ("files_in_table", "after_range_pruning", "after_bloom", "matched")}
             rows.append({"source": report.details["lookup_source"], "tag_s": report.step("tag").seconds,
-                         "upsert_s": report.seconds, **{k: report.funnel.get(k) for k in
-                                                         ("files_in_table", "after_range_pruning", "after_bloom",
-                                                          "matched")}})
+                         "upsert_s": report.seconds, **funnel})
             shutil.rmtree(copy, ignore_errors=True)
     frame = pd.DataFrame(rows)
     return frame.groupby("source").agg(tag_median_s=("tag_s", "median"), tag_min_s=("tag_s", "min"),

@@ -55,8 +55,8 @@ def bulk_insert_explorer(spark, preset: str | None = None) -> W.VBox:
     def run(v):
         spec = datasets.spec(v["preset"], key_style=v["key style"])
         result = sweeps.bulk_insert_sort_modes(
-            spark, spec, [v["sort mode"]], {"max_file_size": v["max file size"],
-                                             "bulk_insert_parallelism": v["parallelism"]}, progress=True)
+            spark, spec, [v["sort mode"]],
+            {"max_file_size": v["max file size"], "bulk_insert_parallelism": v["parallelism"]}, progress=True)
         report, files = result[v["sort mode"]]
         _, (left, right) = plt.subplots(1, 2, figsize=(14, 4.5), layout="constrained")
         viz.plot_file_key_ranges(files, ax=left)

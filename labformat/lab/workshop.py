@@ -161,7 +161,6 @@ def file_size_for(cached: datasets.CachedDataset, files: int) -> str:
     return f"{size // 1024}KB"
 
 
-
 def task_timeline(spark, report: lf.WriteReport, step: str = "write") -> pd.DataFrame:
     """The Spark tasks of one step of a write (from the Spark UI's REST API), ready for `viz.plot_task_timeline`."""
     from labformat.spark import SparkUI

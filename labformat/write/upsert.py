@@ -462,34 +462,35 @@ def _run_steps(table: "Table", df: DataFrame, input_count: int, cfg: Config, ope
 
     first_of_group = {(t.partition_path, t.file_id) for t in plan.targets if t.old_path is not None}
     files = tuple(
-    FileReport(s["partition_path"], s["file_id"], s["path"], s["num_writes"], s["file_size"], s["min_key"],
-               s["max_key"], created=(s["partition_path"], s["file_id"]) not in first_of_group,
-               inserts=s["num_inserts"], updates=s["num_update_writes"], deletes=s["num_deletes"],
-               prev_size_bytes=s["prev_size"] or 0, prev_min_key=s["prev_min_key"],
-               prev_max_key=s["prev_max_key"])
-    for s in sorted(stats, key=lambda s: s["path"])
+        FileReport(s["partition_path"], s["file_id"], s["path"], s["num_writes"], s["file_size"], s["min_key"],
+                   s["max_key"], created=(s["partition_path"], s["file_id"]) not in first_of_group,
+                   inserts=s["num_inserts"], updates=s["num_update_writes"], deletes=s["num_deletes"],
+                   prev_size_bytes=s["prev_size"] or 0, prev_min_key=s["prev_min_key"],
+                   prev_max_key=s["prev_max_key"])
+        for s in sorted(stats, key=lambda s: s["path"])
     )
     incoming_bytes = sum(s["incoming_bytes"] or 0 for s in stats)
     written = sum(f.size_bytes for f in files)
     details = {
-    "index_type": index_type,
-    "lookup_source": tag.lookup_source,
-    "shuffle_parallelism": parallelism,
-    "record_size": record_size,
-    "record_size_source": record_size_source,
-    "small_files": sum(len(v) for v in small.values()),
-    "write_targets": len(plan.targets),
-    "bytes_read": sum(s["prev_size"] or 0 for s in stats),
-    "incoming_bytes": incoming_bytes,
-    "write_amplification": round(written / incoming_bytes, 2) if incoming_bytes else None,
+        "index_type": index_type,
+        "lookup_source": tag.lookup_source,
+        "shuffle_parallelism": parallelism,
+        "record_size": record_size,
+        "record_size_source": record_size_source,
+        "small_files": sum(len(v) for v in small.values()),
+        "write_targets": len(plan.targets),
+        "bytes_read": sum(s["prev_size"] or 0 for s in stats),
+        "incoming_bytes": incoming_bytes,
+        "write_amplification": round(written / incoming_bytes, 2) if incoming_bytes else None,
     }
     return WriteReport(
-    operation, instant.time, rows_in=profile.rows_in, rows_written=sum(f.rows for f in files),
-    rows_inserted=sum(f.inserts for f in files), rows_updated=sum(f.updates for f in files),
-    rows_deleted=sum(f.deletes for f in files), rows_deduplicated=profile.rows_in - profile.records,
-    steps=tuple(steps.steps), files=files, funnel=_funnel(tag, profile, files, index_type),
-    options=dict(cfg), rolled_back=rolled_back, details=details,
+        operation, instant.time, rows_in=profile.rows_in, rows_written=sum(f.rows for f in files),
+        rows_inserted=sum(f.inserts for f in files), rows_updated=sum(f.updates for f in files),
+        rows_deleted=sum(f.deletes for f in files), rows_deduplicated=profile.rows_in - profile.records,
+        steps=tuple(steps.steps), files=files, funnel=_funnel(tag, profile, files, index_type),
+        options=dict(cfg), rolled_back=rolled_back, details=details,
     )
+
 
 def _funnel(tag: TagResult, profile: Profile, files, index_type: str) -> dict:
     """The pruning funnel: file counts the index observed; `matched` from what really held a key."""
