@@ -157,7 +157,8 @@ OPTIONS: tuple[Option, ...] = (
            "Write tasks for bulk insert; 0 keeps the input's partition count (sorting modes use "
            "spark.sql.shuffle.partitions then).", Scope.WRITE, parse_int, at_least(0)),
     Option("max_file_size", "hoodie.parquet.max.file.size", 120 * 1024**2,
-           "Target maximum base file size in bytes; a writer rolls over to a new file group past it.",
+           "Target maximum base file size in bytes: a bulk insert rolls over to a new file group past "
+           "it, an upsert sizes the inserts each file group takes to it (a merge never splits a file group).",
            Scope.WRITE, parse_size, at_least(1024)),
     Option("small_file_limit", "hoodie.parquet.small.file.limit", 100 * 1024**2,
            "Base files below this size are small files: upserts route inserts into them first. "

@@ -16,8 +16,8 @@ from labformat.write.merge import TARGET, Target, _replace_in_place, merge_file_
 DATA = ("record_key", "value", "updated_at")
 
 
-def _spec(root, instant: str, fpp: float = 1e-6) -> WriteSpec:
-    return WriteSpec(f"file://{root}", instant, "record_key", DATA, 64 * 1024 * 1024, "snappy", fpp)
+def _spec(root, instant: str, fpp: float = 1e-6, max_file_size: int = 64 * 1024 * 1024) -> WriteSpec:
+    return WriteSpec(f"file://{root}", instant, "record_key", DATA, max_file_size, "snappy", fpp)
 
 
 def _rows(keys, value: float, ts: int) -> pa.Table:
@@ -26,11 +26,18 @@ def _rows(keys, value: float, ts: int) -> pa.Table:
                      "updated_at": pa.array([ts] * n, pa.int64()), TARGET: pa.array([0] * n, pa.int32())})
 
 
-def _merge(root, rows: pa.Table, instant: str, old_path: str | None, fpp: float = 1e-6) -> dict:
+def _merge_all(root, rows: pa.Table, instant: str, old_path: str | None, fpp: float = 1e-6,
+               max_file_size: int = 64 * 1024 * 1024) -> list[dict]:
     target = Target("", "fg1", old_path, "null" if old_path is None else "x")
-    out = list(merge_file_group(rows.to_batches(max_chunksize=7), _spec(root, instant, fpp), {0: target}, "upsert"))
-    stats = pa.Table.from_batches(out).to_pylist()
-    assert len(stats) == 1
+    spec = _spec(root, instant, fpp, max_file_size)
+    out = list(merge_file_group(rows.to_batches(max_chunksize=7), spec, {0: target}, "upsert"))
+    return pa.Table.from_batches(out).to_pylist()
+
+
+def _merge(root, rows: pa.Table, instant: str, old_path: str | None, fpp: float = 1e-6,
+           max_file_size: int = 64 * 1024 * 1024) -> dict:
+    stats = _merge_all(root, rows, instant, old_path, fpp, max_file_size)
+    assert len(stats) == 1  # one base file
     return stats[0]
 
 
@@ -117,6 +124,32 @@ def test_dictionary_encoding_only_where_values_repeat(tmp_path):
     assert all("RLE_DICTIONARY" in encodings[c] for c in repeated), encodings
     assert all("RLE_DICTIONARY" not in encodings[c] for c in distinct), encodings
     assert _read(tmp_path, stat).column("value").to_pylist() == [float(i) for i in range(500)]
+
+
+def test_a_merge_past_the_maximum_file_size_writes_one_base_file(tmp_path):
+    # Hudi's merge handle: the file group gets one new base file whatever its size; only the
+    # driver's sizing of inserts keeps files near the maximum. `_merge` asserts a single file.
+    keys = [f"k{i:04d}" for i in range(300)]
+    first = _merge(tmp_path, _rows(keys[::2], 1.0, 1), "20260101000000000", None)
+    assert first["file_size"] > 1024 and first["num_inserts"] == 150
+    second = _merge(tmp_path, _rows(keys[:20], 2.0, 2), "20260102000000000", first["path"], max_file_size=1024)
+    assert (second["file_id"], second["num_writes"]) == ("fg1", 160)
+    assert (second["num_update_writes"], second["num_inserts"]) == (10, 10)
+    assert _read(tmp_path, second).column("_hoodie_record_key").to_pylist() == sorted(set(keys[::2]) | set(keys[:20]))
+
+
+
+def test_a_new_file_group_rolls_over_past_the_maximum_file_size(tmp_path):
+    # Hudi's create handle: inserts into a new file group go on in further new file groups once
+    # the data written passes the maximum; the first keeps the file id the driver chose.
+    keys = [f"k{i:05d}" for i in range(3000)]
+    stats = _merge_all(tmp_path, _rows(list(reversed(keys)), 1.0, 1), "20260101000000000", None,
+                       max_file_size=8 * 1024)
+    assert len(stats) > 1 and stats[0]["file_id"] == "fg1" and len({s["file_id"] for s in stats}) == len(stats)
+    assert sum(s["num_inserts"] for s in stats) == 3000 and stats[0]["incoming_bytes"] > 0
+    ranges = [(s["min_key"], s["max_key"]) for s in stats]
+    assert all(hi < lo for (_, hi), (lo, _) in zip(ranges, ranges[1:]))  # key-sorted, ranges do not overlap
+    assert ranges[0][0] == keys[0] and ranges[-1][1] == keys[-1]
 
 
 @settings(max_examples=40, deadline=None)

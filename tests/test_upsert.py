@@ -86,6 +86,21 @@ def test_smaller_max_file_size_gives_more_write_tasks_and_smaller_files(spark, t
     assert max(f.size_bytes for f in small.files) < max(f.size_bytes for f in big.files)
 
 
+def test_updates_never_split_a_file_group(spark, tmp_path):
+    # Base files over max_file_size (the bloom filter and footer are not counted when a bulk
+    # insert rolls over) are rewritten as one file each, day after day: only inserts make files.
+    t = lf.Table.create(spark, tmp_path / "t")
+    t.bulk_insert(telemetry(spark, 600), {"max_file_size": "6KB", "bulk_insert_sort_mode": "GLOBAL_SORT"})
+    before = {s.file_id: s.size_bytes for s in t.file_slices()}
+    assert len(before) > 1 and max(before.values()) > 6 * 1024
+    for battery in (-1.0, -2.0):
+        batch = changed(spark, 0, 600, battery).sample(fraction=0.2, seed=7)  # updates spread over every file
+        report = t.upsert(batch, {"max_file_size": "6KB", "small_file_limit": 0})
+        assert report.rows_inserted == 0 and report.files_created == 0
+        assert {f.file_id for f in report.files} <= set(before)
+    assert {s.file_id for s in t.file_slices()} == set(before)
+
+
 def test_inserts_fill_small_files_first(spark, tmp_path):
     t = lf.Table.create(spark, tmp_path / "t")
     t.bulk_insert(telemetry(spark, 50))

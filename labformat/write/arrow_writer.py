@@ -245,8 +245,9 @@ class RollingFileWriter:
     land near `max_file_size` without writing one row group at a time.
     """
 
-    def __init__(self, spec: WriteSpec, data_schema: pa.Schema):
+    def __init__(self, spec: WriteSpec, data_schema: pa.Schema, first_file_id: str | None = None):
         self.spec = spec
+        self.next_file_id = first_file_id  # an upsert's new file group was named by the driver
         self.storage = Storage(spec.base_uri)
         self.task_partition, stage, self.attempt = task_identity()
         self.token = write_token(self.task_partition, stage, self.attempt)
@@ -273,7 +274,9 @@ class RollingFileWriter:
         while offset < data.num_rows:
             f = self.open.get(partition_path)
             if f is None:
-                f = BaseFileWriter(self.storage, self.spec, partition_path, new_file_id(), self.token, self.schema, "null")
+                file_id = self.next_file_id or new_file_id()
+                self.next_file_id = None
+                f = BaseFileWriter(self.storage, self.spec, partition_path, file_id, self.token, self.schema, "null")
                 self.open[partition_path] = f
             room = self._estimate_rows_left(f, data)
             chunk = data.slice(offset, min(room, data.num_rows - offset, ROW_GROUP_ROWS))

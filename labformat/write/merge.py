@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labformat.model.base_file import new_file_id, write_token
-from labformat.schema import COMMIT_TIME, FILE_NAME, META_COLUMNS, RECORD_KEY
+from labformat.model.base_file import write_token
+from labformat.schema import FILE_NAME, META_COLUMNS, RECORD_KEY
 from labformat.storage import Storage
 from labformat.write.arrow_writer import (
     BLOOM_FOOTER,
@@ -21,6 +21,7 @@ from labformat.write.arrow_writer import (
     MIN_KEY_FOOTER,
     WriteSpec,
     BaseFileWriter,
+    RollingFileWriter,
     task_identity,
     add_meta_columns,
     constant,
@@ -39,7 +40,7 @@ class Target:
     file_id: str
     old_path: str | None  # the latest base file, None for a new file group
     prev_commit: str
-    file_id_prefix: str | None = None  # BUCKET tables: overflow file groups keep the bucket prefix
+    file_id_prefix: str | None = None  # BUCKET tables: the bucket's new file group, which never rolls over
 
 
 def _incoming_parquet_bytes(table: pa.Table, compression: str) -> int:
@@ -65,15 +66,32 @@ def _replace_in_place(old: pa.Table, new_rows: pa.Table, position: pa.Array) -> 
     return pa.concat_tables([old, new_rows]).take(source)
 
 
+def _create_file_groups(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec, target: Target) -> list[dict]:
+    """Inserts into a new file group, sorted by record key: the first file takes the target's
+    file id, and the rows past max_file_size go on in further new file groups."""
+    fresh = incoming.select(list(spec.data_columns)).take(pc.sort_indices(incoming_keys))
+    writer = RollingFileWriter(spec, fresh.schema, first_file_id=target.file_id)
+    writer.write(target.partition_path, fresh)
+    stats = writer.close()
+    stats[0].update(incoming_bytes=_incoming_parquet_bytes(fresh, spec.compression))
+    return stats
+
+
 def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets: dict[int, Target],
                      operation: str) -> Iterator[pa.RecordBatch]:
-    """Merge one target's incoming rows into its file group and write the new file slice(s).
+    """Merge one target's incoming rows into its file group and write its new file slice.
 
     upsert: rows of the old base file whose key is not incoming are carried over as they
     were (their _hoodie_commit_time stays, which is what incremental reads rely on);
     incoming rows replace old rows with the same key or are inserted. delete: the incoming
     keys are dropped. The result is sorted by record key, so the new slice keeps a tight
-    key range, and split into several files when it would pass the maximum file size.
+    key range.
+
+    As in Hudi, a file group that exists gets one new base file, never split (the merge
+    handle): the driver sized the inserts it takes, and splitting on an estimate made a file
+    sitting near max_file_size shed a few rows into a new file group day after day. A new
+    file group rolls over to another new one when the data written passes max_file_size (the
+    create handle), as a bulk insert does; a BUCKET table's bucket never rolls over.
     """
     tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
     if not tables:
@@ -88,6 +106,9 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     task_partition, stage, attempt = task_identity()
     token = write_token(task_partition, stage, attempt)
     incoming_keys = pc.cast(incoming.column(spec.record_key), pa.string())
+    if target.old_path is None and operation != "delete" and target.file_id_prefix is None:
+        yield stats_batch(_create_file_groups(incoming, incoming_keys, spec, target))
+        return
 
     old = None
     prev_min = prev_max = old_bloom = None
@@ -127,7 +148,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     update_only = position is not None and len(position) - position.null_count == incoming.num_rows
     if update_only and _sorted(old_keys):
         merged = _replace_in_place(old.select(file_schema.names).cast(file_schema), new_rows, position)
-        is_update = is_new = position.is_valid()
+        updates = incoming.num_rows
     else:
         if old is None:
             kept = None
@@ -136,39 +157,17 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
                               else pc.invert(pc.is_in(old_keys, value_set=incoming_keys)))
         merged = new_rows if kept is None else pa.concat_tables([kept.select(file_schema.names).cast(file_schema), new_rows])
         merged = merged.sort_by(RECORD_KEY)
-        is_new = pc.equal(merged.column(COMMIT_TIME), spec.instant_time)
-        is_update = pc.and_(is_new, pc.is_in(merged.column(RECORD_KEY), value_set=old_keys))
-
-    # How many rows fit one file: learned from the old file when there is one.
-    if old is not None and old.num_rows and prev_size:
-        per_row = prev_size / old.num_rows
-    else:
-        per_row = max(merged.nbytes / max(merged.num_rows, 1) / 3, 1.0)
-    rows_per_file = max(int(spec.max_file_size / per_row), 1)
-    if target.file_id_prefix is not None:
-        rows_per_file = max(merged.num_rows, 1)  # a bucket is one file group: it grows, it never splits
+        updates = 0 if fresh is None or old is None else int(
+            pc.sum(pc.is_in(incoming_keys, value_set=old_keys)).as_py() or 0)
+    inserts = (fresh.num_rows - updates) if fresh is not None else 0
     incoming_bytes = _incoming_parquet_bytes(
         fresh if fresh is not None else incoming.select([spec.record_key]), spec.compression)
 
-    stats = []
-    offset = 0
-    while offset == 0 or offset < merged.num_rows:
-        first = offset == 0
-        chunk = merged.slice(offset, rows_per_file)
-        file_id = target.file_id if first else new_file_id(target.file_id_prefix)
-        f = BaseFileWriter(storage, spec, target.partition_path, file_id, token, file_schema,
-                           target.prev_commit if first else "null")
-        n = chunk.num_rows
-        chunk = chunk.set_column(chunk.schema.get_field_index(FILE_NAME), FILE_NAME, constant(f.name, n))
-        new_n = int(pc.sum(is_new.slice(offset, n)).as_py() or 0) if n else 0
-        upd_n = int(pc.sum(is_update.slice(offset, n)).as_py() or 0) if n else 0
-        f.write(chunk, inserts=new_n - upd_n, updates=upd_n)
-        # The same keys as the old base file: its bloom filter is this file's too.
-        same_keys = update_only and first and n == merged.num_rows
-        stat = f.close(task_partition, attempt, same_keys_bloom=old_bloom if same_keys else None)
-        if first:  # the first slice continues the file group: its deletes and its old range
-            stat.update(num_deletes=deletes, prev_min_key=prev_min, prev_max_key=prev_max, prev_size=prev_size,
-                        incoming_bytes=incoming_bytes)
-        stats.append(stat)
-        offset += max(n, 1)
-    yield stats_batch(stats)
+    f = BaseFileWriter(storage, spec, target.partition_path, target.file_id, token, file_schema, target.prev_commit)
+    merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME, constant(f.name, merged.num_rows))
+    f.write(merged, inserts=inserts, updates=updates)
+    # The same keys as the old base file: its bloom filter is this file's too.
+    stat = f.close(task_partition, attempt, same_keys_bloom=old_bloom if update_only else None)
+    stat.update(num_deletes=deletes, prev_min_key=prev_min, prev_max_key=prev_max, prev_size=prev_size,
+                incoming_bytes=incoming_bytes)
+    yield stats_batch([stat])
