@@ -138,7 +138,6 @@ def test_a_merge_past_the_maximum_file_size_writes_one_base_file(tmp_path):
     assert _read(tmp_path, second).column("_hoodie_record_key").to_pylist() == sorted(set(keys[::2]) | set(keys[:20]))
 
 
-
 def test_a_new_file_group_rolls_over_past_the_maximum_file_size(tmp_path):
     # Hudi's create handle: inserts into a new file group go on in further new file groups once
     # the data written passes the maximum; the first keeps the file id the driver chose.
