@@ -41,7 +41,7 @@ from labformat.datasets.drone import (
     uniform,
 )
 from labformat.datasets.sample import write_sample
-from labformat.datasets.spec import KEY_STYLES, PRESETS, DatasetSpec, spec
+from labformat.datasets.spec import KEY_STYLES, PRESETS, SCENARIOS, DatasetSpec, spec
 
 __all__ = [
     "COLUMNS",
@@ -49,6 +49,7 @@ __all__ = [
     "PARTITION_FIELD",
     "PRECOMBINE_FIELD",
     "PRESETS",
+    "SCENARIOS",
     "RECORD_KEY",
     "SCHEMA",
     "STATUSES",

@@ -8,13 +8,21 @@ naming it.
 
 | preset | drones | history days | batch days | history rows | rows per batch (about) |
 | ------ | ------ | ------------ | ---------- | ------------ | ---------------------- |
-| tiny   | 2      | 2            | 3          | 5,760        | 3,230                  |
-| small  | 50     | 14           | 7          | 1,008,000    | 80,700                 |
-| medium | 400    | 28           | 7          | 16,128,000   | 646,000                |
-| large  | 2,000  | 60           | 30         | 172,800,000  | 3,229,000              |
+| tiny   | 2      | 2            | 3          | 5,760        | 3,200                  |
+| small  | 24     | 14           | 28         | 483,840      | 38,400                 |
+| medium | 400    | 28           | 7          | 16,128,000   | 640,000                |
+| large  | 2,000  | 60           | 30         | 172,800,000  | 3,200,000              |
 
-Public: `DatasetSpec`, `PRESETS`, `spec(preset, key_style, **overrides)`, `check_day(spec, day)`,
-`KEY_STYLES`, `MINUTES_PER_DAY`, `GENERATOR_VERSION`.
+`small`, the laptop default, upserts a month (28 days) so that range pruning has a month to
+improve over, with fewer drones so the whole workshop stays within minutes on 2 cores.
+
+Scenarios (`SCENARIOS`) name a workload: `seed` (the default) is seed 000's daily batch, the
+new day's readings plus corrections of the previous day plus stale duplicates; `late` adds
+late corrections (1% of a day's readings) spread over the 30 days before the previous day,
+the workload where copy-on-write rewrites old files and merge-on-read earns its keep.
+
+Public: `DatasetSpec`, `PRESETS`, `SCENARIOS`, `spec(preset, key_style, scenario, **overrides)`,
+`check_day(spec, day)`, `KEY_STYLES`, `MINUTES_PER_DAY`, `GENERATOR_VERSION`.
 """
 
 from __future__ import annotations
@@ -70,7 +78,7 @@ class DatasetSpec:
     - batch `d` (1..`batch_days`) carries every reading of day `history_days + d - 1`
       (0-based from `start`) as inserts, plus `update_fraction` of the previous day's
       readings as corrections, plus late corrections (`late_fraction` times one day's
-      readings) spread over the `late_window_days` days before the previous day, plus
+      readings, none by default) spread over the `late_window_days` days before the previous day, plus
       stale duplicates of `duplicate_fraction` of the batch's rows (same key, older
       `updated_at`, different values);
     - `key_style="random"` keys the same rows by UUID-like hashes of the monotonic key.
@@ -83,7 +91,7 @@ class DatasetSpec:
     batch_days: int = 7
     start: str = "2024-01-15"
     update_fraction: float = 0.10
-    late_fraction: float = 0.01
+    late_fraction: float = 0.0
     duplicate_fraction: float = 0.01
     late_window_days: int = 30
     seed: int = 42
@@ -143,27 +151,40 @@ PRESETS: dict[str, DatasetSpec] = {
     # Tests and notebook CI: seconds.
     "tiny": DatasetSpec(name="tiny", drones=2, history_days=2, batch_days=3),
     # The laptop default: ~1M rows of history, the whole lab within minutes on 2 cores.
-    "small": DatasetSpec(name="small", drones=50, history_days=14, batch_days=7),
+    "small": DatasetSpec(name="small", drones=24, history_days=14, batch_days=28),
     "medium": DatasetSpec(name="medium", drones=400, history_days=28, batch_days=7),
     # A cluster: 100M+ rows of history.
     "large": DatasetSpec(name="large", drones=2000, history_days=60, batch_days=30),
 }
 
+# A scenario is a named set of overrides on top of a preset: what kind of day the batches bring.
+SCENARIOS: dict[str, dict[str, Any]] = {
+    # Seed 000's workload: the new day's readings and corrections of the previous day.
+    "seed": {},
+    # Late corrections reaching a month back: one stray old key keeps a whole old file in play.
+    "late": {"late_fraction": 0.01, "late_window_days": 30},
+}
+
 _FIELDS = {f.name for f in dataclasses.fields(DatasetSpec)}
 
 
-def spec(preset: str = "small", key_style: str = "monotonic", **overrides: Any) -> DatasetSpec:
-    """Return preset `preset` with `key_style` and any field overridden by keyword.
+def spec(preset: str = "small", key_style: str = "monotonic", scenario: str = "seed",
+         **overrides: Any) -> DatasetSpec:
+    """Return preset `preset` with `key_style`, the `scenario`'s workload, and any field overridden by keyword.
 
     >>> spec("tiny", drones=3).drones
     3
+    >>> spec("tiny", scenario="late").late_fraction
+    0.01
     """
     if preset not in PRESETS:
         raise ConfigError(f"unknown dataset preset {preset!r}; choose one of {sorted(PRESETS)}")
+    if scenario not in SCENARIOS:
+        raise ConfigError(f"unknown dataset scenario {scenario!r}; choose one of {sorted(SCENARIOS)}")
     unknown = sorted(set(overrides) - _FIELDS)
     if unknown:
         raise ConfigError(f"unknown dataset parameter(s) {unknown}; known: {sorted(_FIELDS - {'name'})}")
-    return dataclasses.replace(PRESETS[preset], key_style=key_style, **overrides)
+    return dataclasses.replace(PRESETS[preset], key_style=key_style, **{**SCENARIOS[scenario], **overrides})
 
 
 def check_day(spec: DatasetSpec, day: int) -> None:
