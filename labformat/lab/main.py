@@ -81,6 +81,12 @@ def run_workshop(args, out: Path) -> int:
     print(f"\nDone in {seconds:.0f} s: {len(done)} notebooks in {out / 'notebooks'}, "
           f"{sum(len(e.charts) for e in done)} charts in {out / 'charts'}, summary in {out / 'summary.md'}")
     print((out / "summary.md").read_text())
+    broken = runner.broken_claims(out, done)
+    if broken:
+        print(f"FAILED: {len(broken)} lesson claim(s) on exact quantities did not hold in this run:", file=sys.stderr)
+        for claim in broken:
+            print(f"  {claim.lab}: {claim.text} ({claim.evidence})", file=sys.stderr)
+        return 1
     return 0
 
 

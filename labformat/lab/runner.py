@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-from labformat.lab import workshop
+from labformat.lab import claims, workshop
 from labformat.spark.session import MASTER_ENV
 
 NOTEBOOKS_DIR = workshop.REPO_ROOT / "notebooks"
@@ -143,7 +143,7 @@ def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR)
     out = Path(out)
     for sub in ("notebooks", "charts", "summary"):
         (out / sub).mkdir(parents=True, exist_ok=True)
-    for stale in list((out / "summary").glob("*.json")) + list((out / "charts").glob("*.png")):
+    for stale in list((out / "summary").glob("*.json")) + list((out / "charts").glob("*.png")):  # incl. claims
         stale.unlink()
     done = []
     for source in notebooks(folder):
@@ -172,11 +172,32 @@ def _fmt(value) -> str:
     return str(value)
 
 
+def broken_claims(out: Path, done: list[Executed]) -> list[claims.Claim]:
+    """The exact lesson claims of this run that did not hold: each one fails the main job."""
+    return [c for e in done for c in claims.load(out / "summary", e.name) if c.exact and not c.held]
+
+
 def summary_markdown(out: Path, preset: str, done: list[Executed]) -> str:
-    """One page: per lab its key numbers (recorded by the notebook's last cell), run time and charts."""
+    """One page: the lesson claims of every lab and whether the run bore them out, then per lab its
+    key numbers (recorded by the notebook's last cell), run time and charts."""
+    made = {e.name: claims.load(out / "summary", e.name) for e in done}
+    every = [c for cs in made.values() for c in cs]
+    exact = [c for c in every if c.exact]
+    broken = [c for c in exact if not c.held]
     lines = [f"# Workshop run at preset `{preset}`", "",
              f"{len(done)} notebooks, {sum(e.seconds for e in done):.0f} s in all. Every number below was "
-             "recorded by the notebook that measured it, in this run.", ""]
+             "recorded by the notebook that measured it, in this run.", "",
+             "## Lessons", "",
+             f"{len(exact) - len(broken)} of {len(exact)} claims on exact quantities held"
+             + (f"; BROKEN: {len(broken)}." if broken else ".")
+             + (f" {sum(c.held for c in every if not c.exact)} of {sum(not c.exact for c in every)} timing "
+                "claims held (timings are medians after a warm-up; they illustrate, they never fail the run)."
+                if any(not c.exact for c in every) else ""), ""]
+    if every:
+        lines += ["| lab | claim | evidence from this run | verdict |", "| --- | --- | --- | --- |"]
+        lines += [f"| {c.lab[:2]} | {c.text}{'' if c.exact else ' (timing)'} | {c.evidence} | "
+                  f"{'held' if c.held else '**BROKEN**'} |" for c in every]
+        lines.append("")
     for executed in done:
         recorded = out / "summary" / f"{executed.name}.json"
         lines += [f"## {executed.name} ({executed.seconds:.0f} s)", ""]

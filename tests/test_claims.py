@@ -1,0 +1,50 @@
+"""Lesson claims: computed from a run, refused when they cannot fail, listed in the summary, fatal when exact and broken."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labformat as lf
+from labformat.lab import claims, runner
+
+
+def test_a_claim_needs_a_computed_bool_and_is_made_once():
+    lessons = claims.Lessons("02-demo")
+    lessons.claim("files rewritten stay flat", np.int64(3) <= 4, "day 1: 3; day 28: 4")
+    with pytest.raises(lf.LabformatError, match="held must be a bool"):
+        lessons.claim("a truthy string always holds", "yes", "")
+    with pytest.raises(lf.LabformatError, match="held must be a bool"):
+        lessons.claim("a count always holds", 1, "")
+    with pytest.raises(lf.LabformatError, match="made twice"):
+        lessons.claim("files rewritten stay flat", True, "")
+
+
+def test_verdicts_show_in_the_notebook_and_only_exact_claims_are_fatal(tmp_path):
+    lessons = claims.Lessons("02-demo")
+    lessons.claim("GLOBAL_SORT's files do not overlap", True, "at most 1 file at one key")
+    lessons.claim("BLOOM tags faster than SIMPLE", False, "median 0.40 s vs 0.38 s", exact=False)
+    assert "[held] GLOBAL_SORT's files do not overlap" in repr(lessons)
+    assert "[BROKEN] BLOOM tags faster than SIMPLE (timing)" in repr(lessons)
+    assert lessons.broken() == [] and len(lessons.broken(exact_only=False)) == 1
+    assert list(lessons.frame(exact=True)["verdict"]) == ["held"]
+
+    lessons.save(tmp_path)
+    assert claims.load(tmp_path, "02-demo") == lessons.claims
+    assert claims.load(tmp_path, "03-none") == []
+
+
+def test_the_summary_lists_every_claim_and_the_broken_exact_ones_fail_the_job(tmp_path):
+    good, bad = claims.Lessons("01-a"), claims.Lessons("02-b")
+    good.claim("write tasks equal files written", True, "6 tasks, 6 files")
+    bad.claim("range pruning keeps a falling share", False, "day 1: 3 of 32; day 3: 4 of 38")
+    bad.claim("smaller files upsert faster", True, "median 1.2 s vs 1.5 s", exact=False)
+    for lessons in (good, bad):
+        lessons.save(tmp_path / "summary")
+    done = [runner.Executed("01-a", tmp_path / "a", (), 1.0), runner.Executed("02-b", tmp_path / "b", (), 1.0)]
+
+    text = runner.summary_markdown(tmp_path, "tiny", done)
+    assert "1 of 2 claims on exact quantities held; BROKEN: 1." in text
+    assert "| 02 | range pruning keeps a falling share | day 1: 3 of 32; day 3: 4 of 38 | **BROKEN** |" in text
+    assert "smaller files upsert faster (timing)" in text and "1 of 1 timing claims held" in text
+    assert [c.text for c in runner.broken_claims(tmp_path, done)] == ["range pruning keeps a falling share"]
