@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -25,15 +26,44 @@ def test_check_right_wrong_and_unanswered():
     assert blank.right is None and "not answered yet" in repr(blank)
     assert ex.check("9.2", "twelve", 12, "", "h").right is False  # a non-number for a number
     assert ex.check("9.2", float("nan"), 12, "", "h").right is False
-    assert ex.check("9.3", 0.97, 1.0, "", "h", tolerance=0.05).right
     assert ex.check("9.4", "k1", "k1", "", "h").right and not ex.check("9.4", "k2", "k1", "", "h").right
+
+
+def test_bools_and_wrong_types_never_pass_and_say_why():
+    """True == 1 in Python: a yes/no must not pass for a count, nor a number for a key."""
+    for answer in (True, np.bool_(True)):
+        verdict = ex.count("9.5", answer, 1, "", "count them.")
+        assert verdict.right is False and "yes/no" in repr(verdict)
+    assert ex.share("9.6", True, 21, 21, "", "h").right is False
+    typed = ex.check("9.7", 202401150000, "202401150000_drone0000", "", "h")
+    assert typed.right is False and "answer with a string" in repr(typed)
+    assert ex.count("9.8", "6", 6, "", "h").right is False
+    assert ex.count("9.8", [6], 6, "", "h").right is False
+
+
+def test_counts_are_exact_and_shares_tight():
+    assert ex.count("9.9", 6, 6, "", "h").right and ex.count("9.9", 6.0, 6, "", "h").right
+    assert ex.count("9.9", np.int64(6), 6, "", "h").right
+    assert ex.count("9.9", 7, 6, "", "h").right is False
+    half = ex.count("9.9", 6.5, 6, "", "h")
+    assert half.right is False and "whole number" in repr(half)
+    # 21 of 21 files: 20/21 = 0.952 must fail (one whole file off), 0.98 passes (under half a file).
+    assert ex.share("9.10", 1.0, 21, 21, "", "h").right
+    assert ex.share("9.10", 0.98, 21, 21, "", "h").right
+    assert ex.share("9.10", 20 / 21, 21, 21, "", "h").right is False
+    assert ex.share("9.10", 0.95, 21, 21, "", "h").right is False
+    outside = ex.share("9.10", 95, 21, 21, "", "h")
+    assert outside.right is False and "between 0 and 1" in repr(outside)
+    # One file of 3: the tolerance is a sixth, so 0.5 is wrong for a third.
+    assert ex.share("9.11", 0.33, 1, 3, "", "h").right and ex.share("9.11", 0.5, 1, 3, "", "h").right is False
 
 
 def test_key_range_checks_come_from_the_files_given():
     assert ex.candidate_files("1.1", 1, FILES, "202401151300_drone0000").right
     assert ex.candidate_files("1.1", 3, FILES, "202401151300_drone0000").right is False
-    assert ex.smallest_key("202401150000_drone0000", FILES).right
-    assert not ex.smallest_key("202401150000_drone0001", FILES).right
+    projection = pd.DataFrame({"lane": [0, 1, 2, 3, 4, 5, 0]})
+    assert ex.busy_cores("1.2", 6, projection, 16).right
+    assert ex.busy_cores("1.2", 16, projection, 16).right is False
 
 
 def test_helpers_count_overlaps_and_coverage():
@@ -79,6 +109,7 @@ def run(spark, tmp_path_factory):
     import labformat as lf
     from labformat import datasets
     from labformat.lab import sweeps
+    from labformat.lab.queries import compare_skipping
 
     spec = datasets.spec("tiny")
     workdir = tmp_path_factory.mktemp("exercises")
@@ -87,28 +118,37 @@ def run(spark, tmp_path_factory):
     table = lf.Table.open(spark, workdir / "sort-global_sort")
     cached = datasets.generate(spark, spec)
     upsert = table.upsert(datasets.load_batch(spark, cached, 1).coalesce(1), {"max_file_size": "64KB"})
-    _, scan = table.query("drone_id = 'drone0001'")
-    return {"bulk": bulk, "files": files, "table": table, "upsert": upsert, "scan": scan}
+    timings = compare_skipping(table, {"by drone": "drone_id = 'drone0001'"}, repeats=1)
+    return {"bulk": bulk, "files": files, "table": table, "upsert": upsert, "timings": timings,
+            "history": datasets.load_history(spark, cached), "spec": spec}
 
 
 @pytest.mark.spark
 def test_each_real_check_is_right_for_the_runs_number_and_wrong_otherwise(run):
-    bulk, upsert, table, scan = run["bulk"], run["upsert"], run["table"], run["scan"]
+    upsert, timings = run["upsert"], run["timings"]
+    scan = timings[timings.skipping == "on"].iloc[0]
     cases = [
-        (lambda a: ex.history_rows(a, bulk), bulk.rows_written),
-        (lambda a: ex.base_files("1.2", a, bulk), len(bulk.files)),
         (lambda a: ex.shuffle_parallelism("2.2", a, upsert), upsert.details["shuffle_parallelism"]),
-        (lambda a: ex.file_groups("2.1", a, table), len(table.file_slices())),
-        (lambda a: ex.files_read("3.2", a, scan), scan.funnel["files_read"]),
+        (lambda a: ex.range_pruning_candidates("2.1", a, upsert), upsert.funnel["after_range_pruning"]),
+        (lambda a: ex.files_read("3.1", a, timings, "by drone"), int(scan.files_read)),
+        (lambda a: ex.readings_per_hour(a, run["history"], f"{run['spec'].start_date:%Y%m%d}09"),
+         run["spec"].drones * 60),
     ]
     for checker, truth in cases:
         assert checker(truth).right, checker(truth)
         wrong = checker(truth + 1)
         assert wrong.right is False and "Hint:" in repr(wrong)
         assert checker(None).right is None
-    skipped = 1 - scan.funnel["files_read"] / scan.funnel["files_in_snapshot"]
-    assert ex.skipped_share("3.2", skipped, scan).right
-    assert ex.skipped_share("3.2", skipped + 0.5, scan).right is False
+        assert checker(True).right is False
+    files = int(scan.files_in_snapshot)
+    skipped = 1 - scan.files_read / files
+    assert ex.skipped_share("3.2", skipped, timings, "by drone").right
+    assert ex.skipped_share("3.2", skipped + 0.5 / files + 0.01, timings, "by drone").right is False
     share = upsert.funnel["after_range_pruning"] / upsert.funnel["files_in_table"]
     assert ex.range_pruning_share("2.3", share, upsert).right
-    assert ex.range_pruning_share("2.3", share + 0.2, upsert).right is False
+    assert ex.range_pruning_share("2.3", share + 0.6 / upsert.funnel["files_in_table"], upsert).right is False
+    key = ex.record_key_of(f"{run['spec'].start_date:%Y%m%d}0930_drone0001", run["history"], "drone0001",
+                           f"{run['spec'].start_date} 09:30")
+    assert key.right, key
+    assert ex.record_key_of("202401150930_drone1", run["history"], "drone0001",
+                            f"{run['spec'].start_date} 09:30").right is False

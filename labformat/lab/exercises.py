@@ -2,7 +2,10 @@
 
 Every checker takes the answer and the run's own artifacts (a report, a table, a frame of
 files) and computes the expected value from them, never from a stored number, so the same
-exercise is right at `tiny` and at `small`. An answer of `None` means "not answered yet".
+exercise is right at `tiny` and at `small`; it reads the run already made and never re-runs an
+experiment. Counts are exact, shares must land within half of one file's share, and a bool or a
+string never passes for a number (`True == 1` in Python). An answer of `None` means "not
+answered yet".
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 import labformat as lf
@@ -44,104 +48,162 @@ class Check:
         return bool(self.right)
 
 
+def _number(answer) -> float | None:
+    """`answer` as a float, or None when it is no number (a bool is not a number here: True == 1)."""
+    if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (int, float, np.integer, np.floating)):
+        return None
+    number = float(answer)
+    return number if math.isfinite(number) else None
+
+
+def _type_hint(answer, wanted: str) -> str:
+    if isinstance(answer, (bool, np.bool_)):
+        return f"{answer!r} is a yes/no, not {wanted}: answer with {wanted}. "
+    return f"{answer!r} is a {type(answer).__name__}: answer with {wanted}. "
+
+
 def check(exercise: str, answer: Any, expected: Any, explanation: str, hint: str,
           tolerance: float = 0.0) -> Check:
-    """Compare `answer` with `expected`: numbers within `tolerance` (absolute), anything else by equality."""
+    """Compare `answer` with `expected`: numbers within `tolerance` (absolute, strictly inside when
+    above 0), strings exactly. A bool never passes for a number, nor a number for a string."""
     if answer is None:
         return Check(exercise, None, expected, None, explanation, hint)
-    if isinstance(expected, (int, float)) and not isinstance(expected, bool):
-        try:
-            number = float(answer)
-        except (TypeError, ValueError):
-            return Check(exercise, answer, expected, False, explanation, f"answer with a number. {hint}")
-        right = math.isfinite(number) and abs(number - float(expected)) <= tolerance + 1e-12
+    if isinstance(expected, (int, float, np.integer, np.floating)) and not isinstance(expected, bool):
+        number = _number(answer)
+        if number is None:
+            return Check(exercise, answer, expected, False, explanation, _type_hint(answer, "a number") + hint)
+        gap = abs(number - float(expected))
+        right = gap < tolerance if tolerance > 0 else gap <= 1e-9
+    elif isinstance(expected, str):
+        if not isinstance(answer, str):
+            return Check(exercise, answer, expected, False, explanation, _type_hint(answer, "a string") + hint)
+        right = answer.strip() == expected
     else:
         right = answer == expected
     return Check(exercise, answer, expected, bool(right), explanation, hint)
 
 
+def count(exercise: str, answer: Any, expected: int, explanation: str, hint: str) -> Check:
+    """An exact count: `answer` must be a whole number equal to `expected` (6.0 is 6; 6.5 and True are wrong)."""
+    number = _number(answer)
+    if answer is not None and number is not None and not number.is_integer():
+        return Check(exercise, answer, expected, False, explanation, f"a count is a whole number. {hint}")
+    return check(exercise, answer, int(expected), explanation, hint)
+
+
+def share(exercise: str, answer: Any, numerator: int, denominator: int, explanation: str, hint: str) -> Check:
+    """A share of `denominator` files, within less than half of one file's share (1 / 2 denominator)."""
+    expected = numerator / denominator if denominator else 0.0
+    number = _number(answer)
+    if number is not None and not 0.0 <= number <= 1.0:
+        return Check(exercise, answer, round(expected, 3), False, explanation,
+                     f"a share is between 0 and 1 (0.25 is a quarter). {hint}")
+    return check(exercise, answer, expected, explanation, hint, tolerance=0.5 / max(denominator, 1))
+
+
 # ------------------------------------------------------------------ 00: set-up and dataset
 
-def history_rows(answer, report: lf.WriteReport) -> Check:
-    expected = report.rows_written
-    return check("0.1", answer, expected,
-                 f"The bulk insert wrote {expected:,} rows: one reading per drone per minute of every history day.",
-                 "one reading per drone per minute: drones x 1440 x history days (see the dataset table).")
+def readings_per_hour(answer, history, hour: str) -> Check:
+    """0.1: how many record keys start with the hour `hour` (YYYYMMDDHH): drones x 60."""
+    from pyspark.sql import functions as F
+
+    expected = history.where(F.col("record_key").startswith(hour)).count()
+    return count("0.1", answer, expected,
+                 f"{expected:,} keys start with {hour}: one reading per drone per minute, 60 minutes.",
+                 "a key is the reading's minute (YYYYMMDDHHmm) then the drone: how many minutes in an hour, "
+                 "and how many drones report each minute? (see the dataset table)")
 
 
-def smallest_key(answer, files: pd.DataFrame) -> Check:
-    expected = str(files["min_key"].min())
+def record_key_of(answer, history, drone: str, minute: str) -> Check:
+    """0.2: the record key of `drone`'s reading at `minute` ('YYYY-MM-DD HH:MM'), looked up in the history."""
+    from pyspark.sql import functions as F
+
+    found = (history.where((F.col("drone_id") == drone)
+                           & (F.date_format("ts", "yyyy-MM-dd HH:mm") == minute))
+             .select("record_key").limit(1).collect())
+    expected = found[0][0] if found else None
     return check("0.2", answer, expected,
-                 f"The smallest key is {expected}: the first minute of the first day, the lowest drone id.",
-                 "a key is YYYYMMDDHHmm_droneNNNN; take the first history day at 00:00 and drone0000.")
+                 f"The key is {expected}: minute first, so keys sort by time, then by drone.",
+                 "write the minute as 12 digits YYYYMMDDHHmm, then '_', then the drone id "
+                 "(the keys of the first rows above show the pattern).")
 
 
 # ------------------------------------------------------------------ 01: bulk insert
 
 def candidate_files(exercise: str, answer, files: pd.DataFrame, key: str) -> Check:
     expected = files_covering(files, key)
-    return check(exercise, answer, expected,
+    return count(exercise, answer, expected,
                  f"{expected} of {len(files)} base files have a key range containing {key}.",
-                 "range pruning keeps every file whose [min key, max key] contains the key; "
-                 "look at how the bars in the key-range chart overlap.")
+                 "range pruning keeps every file whose [min key, max key] contains the key: which sort mode "
+                 "gives each write task its own slice of the keys, and which lets every task see every hour?")
 
 
-def base_files(exercise: str, answer, report: lf.WriteReport) -> Check:
-    expected = len(report.files)
-    return check(exercise, answer, expected,
-                 f"The bulk insert wrote {expected} base files from {report.step('write').tasks} tasks.",
-                 "each write task writes its share of the sorted rows into its own file, and rolls over to "
-                 "a new file only when it passes max_file_size.")
+def busy_cores(exercise: str, answer, projection: pd.DataFrame, cores: int) -> Check:
+    """How many of `cores` lanes the projected write stage uses (tasks run one per core)."""
+    expected = int(projection["lane"].nunique())
+    tasks = len(projection)
+    return count(exercise, answer, expected,
+                 f"The write stage has {tasks} tasks, so at most {min(tasks, cores)} of {cores} cores work at "
+                 f"once; the other {cores - expected} idle however big the cluster.",
+                 "a core runs one task at a time, and the write stage has as many tasks as "
+                 "bulk_insert_parallelism says.")
 
 
 # ------------------------------------------------------------------ 02: daily upserts
 
+def range_pruning_candidates(exercise: str, answer, day) -> Check:
+    """`day`: one day's row of `DailyRun.to_pandas()` or a WriteReport: files kept by range pruning."""
+    funnel = getattr(day, "funnel", day)
+    expected = int(funnel["after_range_pruning"])
+    return count(exercise, answer, expected,
+                 f"Range pruning kept {expected} of {int(funnel['files_in_table'])} files: those whose key "
+                 "range holds a key of yesterday (the corrections); today's new keys are above every range.",
+                 "the batch corrects readings of the previous day and adds keys newer than any in the table: "
+                 "count the files whose [min key, max key] meets the last day of the history.")
+
+
 def shuffle_parallelism(exercise: str, answer, report: lf.WriteReport) -> Check:
     expected = report.details["shuffle_parallelism"]
     mode = report.options.get("upsert_parallelism_mode")
-    return check(exercise, answer, expected,
-                 f"The deduplicate shuffle ran {expected} tasks ({mode} mode; the step ran "
-                 f"{report.step('deduplicate').tasks} tasks in all, reading the input included).",
+    return count(exercise, answer, expected,
+                 f"The deduplicate shuffle ran {expected} tasks ({mode} mode).",
                  "Hudi 0.13+ uses min(input partitions, upsert_parallelism); the LEGACY mode always "
                  "uses upsert_parallelism, whatever the input.")
 
 
-def file_groups(exercise: str, answer, table: lf.Table) -> Check:
-    expected = len(table.file_slices())
-    return check(exercise, answer, expected,
-                 f"The table has {expected} file groups.",
-                 "a BUCKET index hashes each key to one of bucket_num buckets, and each bucket is one "
-                 "file group, whatever the data size.")
-
-
-def range_pruning_share(exercise: str, answer, report) -> Check:
-    """`report`: a WriteReport, or one day's row of `DailyRun.to_pandas()` (it has the funnel columns)."""
-    funnel = getattr(report, "funnel", report)
-    expected = round(funnel["after_range_pruning"] / funnel["files_in_table"], 2)
-    return check(exercise, answer, expected,
-                 f"{funnel['after_range_pruning']} of {funnel['files_in_table']} files stayed candidates "
-                 f"after range pruning ({expected:.0%}).",
-                 "random keys spread every day's records over the whole key space, so every file's "
-                 "[min, max] range contains some incoming key.", tolerance=0.05)
+def range_pruning_share(exercise: str, answer, day) -> Check:
+    """`day`: a WriteReport, or one day's row of `DailyRun.to_pandas()` (it has the funnel columns)."""
+    funnel = getattr(day, "funnel", day)
+    kept, files = int(funnel["after_range_pruning"]), int(funnel["files_in_table"])
+    return share(exercise, answer, kept, files,
+                 f"{kept} of {files} files stayed candidates after range pruning ({kept / files:.0%}).",
+                 "where do a day's random keys fall in the key space, and how wide is each file's "
+                 "[min, max] range then?")
 
 
 # ------------------------------------------------------------------ 03: query skipping
 
-def files_read(exercise: str, answer, report) -> Check:
-    expected = report.funnel["files_read"]
-    return check(exercise, answer, expected,
-                 f"The query read {expected} of {report.funnel['files_in_snapshot']} base files.",
-                 "column stats keep a file when the predicate could match between its min and max; "
-                 "a ts window only matches files whose time range overlaps it, a drone_id matches "
-                 "every file that holds many drones.")
+def _query_row(timings: pd.DataFrame, query: str):
+    rows = timings[(timings["query"] == query) & (timings["skipping"] == "on")]
+    if rows.empty:
+        raise lf.LabformatError(f"no query {query!r} with skipping on in these timings")
+    return rows.iloc[0]
 
 
-def skipped_share(exercise: str, answer, report) -> Check:
-    funnel = report.funnel
-    expected = round(1 - funnel["files_read"] / funnel["files_in_snapshot"], 2)
-    return check(exercise, answer, expected,
-                 f"Skipping dropped {funnel['files_in_snapshot'] - funnel['files_read']} of "
-                 f"{funnel['files_in_snapshot']} base files ({expected:.0%}).",
+def files_read(exercise: str, answer, timings: pd.DataFrame, query: str) -> Check:
+    """Files the query read with skipping on, from the `compare_skipping` run already made."""
+    row = _query_row(timings, query)
+    expected = int(row["files_read"])
+    return count(exercise, answer, expected,
+                 f"The query read {expected} of {int(row['files_in_snapshot'])} base files.",
+                 "column stats keep a file when the condition could match between its min and max; "
+                 "ts follows the record key, so compare the window with each file's key range.")
+
+
+def skipped_share(exercise: str, answer, timings: pd.DataFrame, query: str) -> Check:
+    row = _query_row(timings, query)
+    files, read = int(row["files_in_snapshot"]), int(row["files_read"])
+    return share(exercise, answer, files - read, files,
+                 f"Skipping dropped {files - read} of {files} base files.",
                  "a file can be skipped only when its [min, max] of the filtered column excludes the value; "
-                 "what are the min and max drone_id of a file that holds a few minutes of every drone?",
-                 tolerance=0.05)
+                 "what are the min and max drone_id of a file that holds a few minutes of every drone?")
