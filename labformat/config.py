@@ -191,8 +191,15 @@ OPTIONS: tuple[Option, ...] = (
            "Parquet compression of base files (Hudi's own default is gzip; snappy writes faster).",
            Scope.WRITE, lambda raw: one_of("SNAPPY", "GZIP", "ZSTD", "UNCOMPRESSED")(raw).lower()),
     Option("bloom_fpp", "hoodie.index.bloom.fpp", 1e-9,
-           "False-positive rate each base file's record-key bloom filter is sized for.",
+           "False-positive rate each base file's record-key bloom filter is sized for "
+           "(at `bloom_num_entries` keys).",
            Scope.WRITE, float, open_unit_interval),
+    Option("bloom_num_entries", "hoodie.index.bloom.num_entries", 60000,
+           "Keys each base file's record-key bloom filter is sized for (with `bloom_fpp`), whatever "
+           "the file holds: a file with more keys gets a filter too small for it and more false "
+           "positives, so the exact check opens more files; a larger value costs bytes in every "
+           "file's footer (60,000 at 1e-9: about 320 KB).",
+           Scope.WRITE, parse_int, at_least(1)),
 )
 
 _BY_NAME: dict[str, Option] = {}

@@ -21,7 +21,7 @@ from labformat.errors import (
 )
 from labformat.fs_view import FileSystemView
 from labformat.model.base_file import BaseFile
-from labformat.model.commit import CommitMetadata, WriteStat
+from labformat.model.commit import BLOOM_FILTER_BYTES_KEY, CommitMetadata, WriteStat
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Action, Instant, State
 from labformat.model.report import FileReport, WriteReport
@@ -279,6 +279,7 @@ class Table:
             extra_metadata={
                 "schema": avro_schema_json(data_schema, self.name),
                 SPARK_SCHEMA_KEY: data_schema.json(),
+                BLOOM_FILTER_BYTES_KEY: str(sum(s.get("bloom_bytes") or 0 for s in stats)),
                 **(extra or {}),
             },
         )

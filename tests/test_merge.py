@@ -16,8 +16,12 @@ from labformat.write.merge import TARGET, Target, _replace_in_place, merge_file_
 DATA = ("record_key", "value", "updated_at")
 
 
-def _spec(root, instant: str, fpp: float = 1e-6, max_file_size: int = 64 * 1024 * 1024) -> WriteSpec:
-    return WriteSpec(f"file://{root}", instant, "record_key", DATA, max_file_size, "snappy", fpp)
+ENTRIES = 1000  # bloom_num_entries of every merge here: each filter is sized for it, not for the file's keys
+
+
+def _spec(root, instant: str, fpp: float = 1e-6, max_file_size: int = 64 * 1024 * 1024,
+          num_entries: int = ENTRIES) -> WriteSpec:
+    return WriteSpec(f"file://{root}", instant, "record_key", DATA, max_file_size, "snappy", fpp, num_entries)
 
 
 def _rows(keys, value: float, ts: int) -> pa.Table:
@@ -27,16 +31,16 @@ def _rows(keys, value: float, ts: int) -> pa.Table:
 
 
 def _merge_all(root, rows: pa.Table, instant: str, old_path: str | None, fpp: float = 1e-6,
-               max_file_size: int = 64 * 1024 * 1024) -> list[dict]:
+               max_file_size: int = 64 * 1024 * 1024, num_entries: int = ENTRIES) -> list[dict]:
     target = Target("", "fg1", old_path, "null" if old_path is None else "x")
-    spec = _spec(root, instant, fpp, max_file_size)
+    spec = _spec(root, instant, fpp, max_file_size, num_entries)
     out = list(merge_file_group(rows.to_batches(max_chunksize=7), spec, {0: target}, "upsert"))
     return pa.Table.from_batches(out).to_pylist()
 
 
 def _merge(root, rows: pa.Table, instant: str, old_path: str | None, fpp: float = 1e-6,
-           max_file_size: int = 64 * 1024 * 1024) -> dict:
-    stats = _merge_all(root, rows, instant, old_path, fpp, max_file_size)
+           max_file_size: int = 64 * 1024 * 1024, num_entries: int = ENTRIES) -> dict:
+    stats = _merge_all(root, rows, instant, old_path, fpp, max_file_size, num_entries)
     assert len(stats) == 1  # one base file
     return stats[0]
 
@@ -65,7 +69,7 @@ def test_update_only_merge_replaces_rows_in_place_and_keeps_the_filter(tmp_path)
     assert (second["num_update_writes"], second["num_inserts"]) == (len(updated), 0)
     # The old filter is carried over, and it is exactly what a rebuild would give.
     assert _footer_bloom(tmp_path, second) == _footer_bloom(tmp_path, first)
-    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(keys), 1e-6).to_base64()
+    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(keys), 1e-6, ENTRIES).to_base64()
 
 
 def test_a_merge_with_inserts_sorts_and_rebuilds_the_filter(tmp_path):
@@ -77,15 +81,25 @@ def test_a_merge_with_inserts_sorts_and_rebuilds_the_filter(tmp_path):
     expected = sorted(set(keys) | set(incoming))
     assert table.column("_hoodie_record_key").to_pylist() == expected
     assert (second["num_update_writes"], second["num_inserts"]) == (1, 2)
-    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(expected), 1e-6).to_base64()
+    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(expected), 1e-6, ENTRIES).to_base64()
 
 
 def test_a_changed_fpp_rebuilds_the_filter_of_an_update_only_merge(tmp_path):
     keys = [f"k{i:04d}" for i in range(100)]
     first = _merge(tmp_path, _rows(keys, 1.0, 1), "20260101000000000", None, fpp=1e-3)
     second = _merge(tmp_path, _rows(keys[:5], 2.0, 2), "20260102000000000", first["path"], fpp=1e-6)
-    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(keys), 1e-6).to_base64()
+    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(keys), 1e-6, ENTRIES).to_base64()
     assert _footer_bloom(tmp_path, second) != _footer_bloom(tmp_path, first)
+
+
+def test_a_changed_num_entries_rebuilds_the_filter_of_an_update_only_merge(tmp_path):
+    keys = [f"k{i:04d}" for i in range(100)]
+    first = _merge(tmp_path, _rows(keys, 1.0, 1), "20260101000000000", None, num_entries=10)
+    second = _merge(tmp_path, _rows(keys[:5], 2.0, 2), "20260102000000000", first["path"], num_entries=500)
+    assert _footer_bloom(tmp_path, first) == BloomFilter.for_keys(pa.array(keys), 1e-6, 10).to_base64()
+    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(keys), 1e-6, 500).to_base64()
+    third = _merge(tmp_path, _rows(keys[5:9], 3.0, 3), "20260103000000000", second["path"], num_entries=500)
+    assert _footer_bloom(tmp_path, third) == _footer_bloom(tmp_path, second)  # same settings: carried over
 
 
 def test_an_unsorted_base_file_comes_out_sorted_after_an_update(tmp_path):

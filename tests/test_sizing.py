@@ -89,3 +89,14 @@ def test_write_tasks_of_equal_cost_keep_the_insert_buckets_order():
         assert [t for *_, t in plan.insert_routes] == [0, 1, 2, 3]
         orders.add(tuple(lo for _, lo, _, _ in plan.insert_routes))
     assert len(orders) == 1
+
+
+def test_record_size_leaves_out_the_bloom_filters_in_the_footers():
+    """A filter is sized by bloom_num_entries whatever the file holds: per-file overhead, not per-record."""
+    from labformat.model.commit import BLOOM_FILTER_BYTES_KEY
+
+    with_blooms = CommitMetadata("UPSERT", (WriteStat("", "f", "f.parquet", num_writes=1_000,
+                                                      total_write_bytes=50_000 + 430_000),),
+                                 extra_metadata={BLOOM_FILTER_BYTES_KEY: "430000"})
+    assert average_record_size([with_blooms], 1.0, 0, 1024) == (50, "commit history")
+    assert average_record_size([commit(480_000, 1_000)], 1.0, 0, 1024) == (480, "commit history")  # not recorded

@@ -1,4 +1,10 @@
-"""The record-key bloom filter stored with each base file: sized for its keys, hashed in bulk."""
+"""The record-key bloom filter stored with each base file, hashed in bulk.
+
+Like Hudi's SIMPLE bloom filter, a base file's filter is sized for a configured number of
+entries (`hoodie.index.bloom.num_entries`) at a false-positive probability
+(`hoodie.index.bloom.fpp`), whatever the file really holds: a file with more keys than that
+gets a filter too small for it, and its false-positive rate grows (`predicted_fpp`).
+"""
 
 from __future__ import annotations
 
@@ -54,17 +60,27 @@ class BloomFilter:
 
     @staticmethod
     def sized_as(encoded: str | bytes, expected_keys: int, fpp: float) -> bool:
-        """Whether a base64 filter has the sizing `for_keys` would give: read from its header alone."""
+        """Whether a base64 filter has the sizing of one built for (`expected_keys`, `fpp`): read
+        from its header alone."""
         header = base64.b64decode(encoded[: 4 * math.ceil(_HEADER.size / 3)])[: _HEADER.size]
         if len(header) < _HEADER.size:
             return False
         magic, version, num_bits, num_hashes = _HEADER.unpack(header)
         return magic == _MAGIC and version == _VERSION and (num_bits, num_hashes) == BloomFilter.sizing(expected_keys, fpp)
 
+    @staticmethod
+    def predicted_fpp(num_entries: int, fpp: float, keys: int) -> float:
+        """The false-positive rate a filter sized for (`num_entries`, `fpp`) has once it holds
+        `keys` keys: (1 - e^(-hashes * keys / bits)) ^ hashes. Equals about `fpp` at
+        keys == num_entries, far more beyond it."""
+        num_bits, num_hashes = BloomFilter.sizing(num_entries, fpp)
+        return (1.0 - math.exp(-num_hashes * keys / num_bits)) ** num_hashes
+
     @classmethod
-    def for_keys(cls, keys, fpp: float) -> "BloomFilter":
-        """A filter sized for exactly these keys at the given false-positive probability."""
-        bloom = cls.empty(len(keys), fpp)
+    def for_keys(cls, keys, fpp: float, num_entries: int | None = None) -> "BloomFilter":
+        """A filter holding these keys, sized for `num_entries` keys at false-positive probability
+        `fpp` (as a base file's filter is: Hudi's num_entries); None sizes it for exactly these keys."""
+        bloom = cls.empty(len(keys) if num_entries is None else num_entries, fpp)
         bloom.add(keys)
         return bloom
 

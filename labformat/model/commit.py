@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NULL_COMMIT = "null"  # Hudi writes the string "null" as prevCommit of a new file group
+# extraMetadata key: bytes of the record-key bloom filters in the footers of the files a commit
+# wrote (sized by bloom_num_entries, not by the rows: per-file overhead the record size excludes).
+BLOOM_FILTER_BYTES_KEY = "labformat.bloomFilterBytes"
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,11 @@ class CommitMetadata:
     @property
     def schema(self) -> str | None:
         return self.extra_metadata.get("schema")
+
+    @property
+    def bloom_filter_bytes(self) -> int:
+        """Bytes of bloom filters in the footers of the files written (0 when not recorded)."""
+        return int(self.extra_metadata.get(BLOOM_FILTER_BYTES_KEY) or 0)
 
     def partition_to_write_stats(self) -> dict[str, list[WriteStat]]:
         out: dict[str, list[WriteStat]] = {}

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from labformat.model.report import StepReport
 
 _group_ids = itertools.count()
+_GROUP = re.compile(r"labformat-(?P<step>.+)-\d+")
 
 
 class StepRecorder:
@@ -55,3 +58,87 @@ def input_partitions(df) -> int:
     if jdf is None:  # not a classic PySpark DataFrame
         return df.rdd.getNumPartitions()
     return int(jdf.queryExecution().executedPlan().execute().getNumPartitions())
+
+
+def step_of_group(group: str) -> str:
+    """The step name a `StepRecorder` job group stands for: `labformat-tag-7` -> `tag` (else the group itself)."""
+    match = _GROUP.fullmatch(group)
+    return match["step"] if match else group
+
+
+# ---- stage labels: what each Spark stage of a step does ---------------------------------------
+
+# The stage that writes the base files, in every write: the "write tasks" of a write step.
+WRITE_BASE_FILES = "write base files"
+_PLAN_PREFIX = "labformat stages: "
+_PLAN_SEP = " > "
+_PLAN = re.compile(re.escape(_PLAN_PREFIX) + r"(?P<stages>.*?)(?: \(before: (?P<before>.*)\))?")
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """What the stages of one Spark action do, in the order they run; the last is the result stage.
+
+    Read from the end: stages that ran before the first named one (a broadcast, a range sample,
+    a shuffle of the input's own) are all `before`. Travels as the job description
+    (`spark.job.description`), so the Spark UI shows it too.
+    """
+
+    stages: tuple[str, ...]
+    before: str | None = None
+
+    def __post_init__(self):
+        names = self.stages + ((self.before,) if self.before is not None else ())
+        if not self.stages or any(not n or _PLAN_SEP.strip() in n or "(" in n or ")" in n for n in names):
+            raise ValueError(f"stage labels must be non-empty, without '>' or parentheses: {names!r}")
+
+    def format(self) -> str:
+        text = _PLAN_PREFIX + _PLAN_SEP.join(self.stages)
+        return text if self.before is None else f"{text} (before: {self.before})"
+
+    @classmethod
+    def parse(cls, description: str | None) -> "StagePlan | None":
+        """The plan a job description carries; None for any other description."""
+        match = _PLAN.fullmatch(description or "")
+        if match is None:
+            return None
+        return cls(tuple(match["stages"].split(_PLAN_SEP)), match["before"])
+
+
+@contextmanager
+def describe(spark, *stages: str, before: str | None = None):
+    """Label the stages of the Spark action(s) run inside: `with describe(spark, "read input", "write base files"):`.
+
+    Sets the job description (kept by the step's job group); the previous one is restored after.
+    """
+    sc = spark.sparkContext
+    previous = sc.getLocalProperty("spark.job.description")
+    sc.setLocalProperty("spark.job.description", StagePlan(tuple(stages), before).format())
+    try:
+        yield
+    finally:
+        sc.setLocalProperty("spark.job.description", previous)
+
+
+def stage_labels(step: str, stages: list[tuple[int, str | None]]) -> dict[int, str]:
+    """A readable label per stage: `step: what it does`, from the `StagePlan`s in the stages' descriptions.
+
+    `stages`: (stage id, job description) of the stages that ran, in any order. Stages sharing a
+    plan are laid onto it from the last one back (skipped stages never ran, so a plan counts its
+    stages from the result stage); a stage with no plan is `step: stage <id>`, as Spark numbers it.
+    """
+    by_description: dict[str | None, list[int]] = {}
+    for stage_id, description in sorted(dict(stages).items()):  # one entry per stage, even if retried
+        by_description.setdefault(description, []).append(stage_id)
+    labels = {}
+    for description, ids in by_description.items():
+        plan = StagePlan.parse(description)
+        if plan is None:
+            labels.update({sid: f"{step}: stage {sid}" for sid in ids})
+            continue
+        extra = len(ids) - len(plan.stages)
+        names = list(plan.stages[max(0, -extra):])
+        if extra > 0:
+            names = [plan.before or f"before {plan.stages[0]}"] * extra + names
+        labels.update({sid: f"{step}: {name}" for sid, name in zip(ids, names)})
+    return labels

@@ -13,6 +13,7 @@ from datetime import datetime
 import pandas as pd
 
 from labformat.errors import LabformatError
+from labformat.spark.jobs import stage_labels, step_of_group
 
 # The REST listener is fed asynchronously, so a job that just returned may not be listed as done yet.
 POLL_SECONDS = 5.0
@@ -24,7 +25,7 @@ TASK_COLUMNS = [
     "stage_id", "task_id", "index", "executor_id", "host", "launch_time", "duration_s", "status", "busy_s",
 ]
 TIMELINE_COLUMNS = [
-    "stage_id", "stage_name", "task_id", "index", "executor_id", "host", "status",
+    "stage_id", "stage_name", "stage_label", "task_id", "index", "executor_id", "host", "status",
     "launch", "end", "busy_end", "duration_s", "busy_s", "lane",
 ]
 
@@ -49,6 +50,7 @@ class StageInfo:
     submission_time: datetime | None
     completion_time: datetime | None
     executor_run_time_s: float
+    description: str | None = None  # the job description: a `jobs.StagePlan` when labformat set one
 
 
 class SparkUI:
@@ -125,6 +127,7 @@ class SparkUI:
                 submission_time=parse_time(s.get("submissionTime")),
                 completion_time=parse_time(s.get("completionTime")),
                 executor_run_time_s=s.get("executorRunTime", 0) / 1000.0,
+                description=s.get("description"),
             )
             for s in raw
         ]
@@ -186,14 +189,16 @@ class SparkUI:
         return sum(int(e.get("totalCores", 0)) for e in self._get("/executors"))
 
     def task_timeline(self, job_group: str) -> pd.DataFrame:
-        """Every task of every stage of `job_group`, with `launch`/`end` in seconds from the first launch
-        and a `lane` in 0..total_cores()-1 (earliest-free lane first, laid out by `busy_end`)."""
+        """Every task of every stage of `job_group`, with `launch`/`end` in seconds from the first launch,
+        a `lane` in 0..total_cores()-1 (earliest-free lane first, laid out by `busy_end`) and a
+        `stage_label` saying what its stage does (`jobs.stage_labels`, e.g. "tag: range pruning")."""
         frames = []
-        for stage in self.stages(job_group):
-            if stage.status == "SKIPPED":
-                continue
+        ran = [stage for stage in self.stages(job_group) if stage.status != "SKIPPED"]
+        labels = stage_labels(step_of_group(job_group), [(s.stage_id, s.description) for s in ran])
+        for stage in ran:
             frame = self.tasks(stage.stage_id, stage.attempt)
             frame["stage_name"] = stage.name
+            frame["stage_label"] = labels[stage.stage_id]
             frames.append(frame)
         frames = [f for f in frames if not f.empty]
         if not frames:

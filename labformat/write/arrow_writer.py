@@ -34,7 +34,7 @@ WRITE_STAT_DDL = (
     "num_inserts long, num_update_writes long, num_deletes long, file_size long, min_key string, "
     "max_key string, write_ms long, bloom_ms long, task_partition int, task_attempt int, "
     "prev_min_key string, prev_max_key string, prev_size long, incoming_bytes long, "
-    "column_stats string, bloom string"
+    "column_stats string, bloom string, bloom_bytes long"
 )
 WRITE_STAT_SCHEMA = pa.schema([
     ("partition_path", pa.string()), ("file_id", pa.string()), ("path", pa.string()),
@@ -44,6 +44,7 @@ WRITE_STAT_SCHEMA = pa.schema([
     ("bloom_ms", pa.int64()), ("task_partition", pa.int32()), ("task_attempt", pa.int32()),
     ("prev_min_key", pa.string()), ("prev_max_key", pa.string()), ("prev_size", pa.int64()),
     ("incoming_bytes", pa.int64()), ("column_stats", pa.string()), ("bloom", pa.string()),
+    ("bloom_bytes", pa.int64()),  # the filter's bytes in the footer: per-file overhead, not per-record
 ])
 
 # A task that finds bad input fails with this marker; the driver turns it into InvalidInputError.
@@ -78,6 +79,7 @@ class WriteSpec:
     max_file_size: int
     compression: str
     bloom_fpp: float
+    bloom_num_entries: int  # every new filter is sized for this many keys at bloom_fpp (Hudi's num_entries)
     collect_bloom: bool = False  # return each file's bloom filter for the metadata table
 
 
@@ -183,13 +185,15 @@ class BaseFileWriter:
     def close(self, task_partition: int, attempt: int, same_keys_bloom: str | None = None) -> dict:
         """Finish the file. `same_keys_bloom`: the encoded filter of a file holding exactly this
         file's keys (an update-only rewrite of one base file), used as it is when it is sized as
-        this write's would be: the same keys, sizing and hashes give the same bits."""
+        this write's would be, for (bloom_num_entries, bloom_fpp): the same keys, sizing and
+        hashes give the same bits. A filter written under other settings is rebuilt."""
         keys = pa.concat_arrays(self.keys) if self.keys else pa.array([], pa.string())
         bloom_started = time.monotonic()
-        if same_keys_bloom is not None and BloomFilter.sized_as(same_keys_bloom, len(keys), self.spec.bloom_fpp):
+        entries, fpp = self.spec.bloom_num_entries, self.spec.bloom_fpp
+        if same_keys_bloom is not None and BloomFilter.sized_as(same_keys_bloom, entries, fpp):
             encoded = same_keys_bloom
         else:
-            encoded = BloomFilter.for_keys(keys, self.spec.bloom_fpp).to_base64()
+            encoded = BloomFilter.for_keys(keys, fpp, num_entries=entries).to_base64()
         bloom_ms = int((time.monotonic() - bloom_started) * 1000)
         bounds = pc.min_max(keys) if len(keys) else None
         min_key = bounds["min"].as_py() if bounds else None
@@ -212,6 +216,7 @@ class BaseFileWriter:
             "task_partition": task_partition, "task_attempt": attempt,
             "prev_min_key": None, "prev_max_key": None, "prev_size": 0, "incoming_bytes": 0,
             "column_stats": self.stats.to_json(), "bloom": footer[BLOOM_FOOTER] if self.spec.collect_bloom else None,
+            "bloom_bytes": len(encoded),
         }
 
 

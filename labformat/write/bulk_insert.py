@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from labformat.config import Config
-from labformat.spark.jobs import input_partitions
+from labformat.spark.jobs import WRITE_BASE_FILES, describe, input_partitions
 from labformat.write.arrow_writer import PARTITION_COL, WRITE_STAT_DDL, WriteSpec, write_new_file_groups
 
 if TYPE_CHECKING:
@@ -44,9 +44,11 @@ def write_bulk_insert(table: "Table", df: DataFrame, cfg: Config, instant_time: 
         max_file_size=cfg.max_file_size,
         compression=cfg.compression_codec,
         bloom_fpp=cfg.bloom_fpp,
+        bloom_num_entries=cfg.bloom_num_entries,
         collect_bloom=table.bloom_filters_in_metadata,
     )
     prepared = df.select(*[F.col(c) for c in data_columns], table.partition_path_column().alias(PARTITION_COL))
     ordered = order_for_sort_mode(prepared, cfg.bulk_insert_sort_mode, table.record_key, cfg.bulk_insert_parallelism)
-    stats = ordered.mapInArrow(lambda batches: write_new_file_groups(batches, spec), WRITE_STAT_DDL).collect()
+    with describe(df.sparkSession, "read input", WRITE_BASE_FILES, before="sample key ranges"):
+        stats = ordered.mapInArrow(lambda batches: write_new_file_groups(batches, spec), WRITE_STAT_DDL).collect()
     return [row.asDict() for row in stats]

@@ -24,7 +24,7 @@ from labformat.config import Config
 from labformat.errors import ConfigError, LabformatError
 from labformat.model.instant import Action
 from labformat.model.report import FileReport, WriteReport
-from labformat.spark.jobs import StepRecorder, input_partitions
+from labformat.spark.jobs import WRITE_BASE_FILES, StepRecorder, describe, input_partitions
 from labformat.index import bloom, bucket, simple
 from labformat.index.base import BUCKET, COUNT, FILE_ID, KEY, PART, IndexContext, TagResult
 from labformat.index.bucket import bucket_prefix
@@ -287,7 +287,8 @@ def task_keys(spark, n: int) -> tuple[int, ...]:
     """
     found: dict[int, int] = {}
     limit = 64 * n + 64
-    rows = spark.range(0, limit).select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p")).collect()
+    with describe(spark, "find task keys"):
+        rows = spark.range(0, limit).select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p")).collect()
     for r in rows:
         found.setdefault(r.p, r.id)
     missing = [p for p in range(n) if p not in found]
@@ -337,12 +338,13 @@ def write_file_groups(table: "Table", routed: DataFrame, plan: WritePlan, spec: 
     n = len(plan.targets)
     targets = dict(enumerate(plan.targets))
     columns = list(spec.data_columns) if operation != "delete" else [table.record_key]
-    stats = (
-        routed.repartition(n, TASK_KEY)
-        .select(*columns, TARGET)
-        .mapInArrow(lambda batches: merge_file_group(batches, spec, targets, operation), WRITE_STAT_DDL)
-        .collect()
-    )
+    with describe(routed.sparkSession, "route records to file groups", WRITE_BASE_FILES, before="move matched keys"):
+        stats = (
+            routed.repartition(n, TASK_KEY)
+            .select(*columns, TARGET)
+            .mapInArrow(lambda batches: merge_file_group(batches, spec, targets, operation), WRITE_STAT_DDL)
+            .collect()
+        )
     return [r.asDict() for r in stats]
 
 
@@ -422,7 +424,9 @@ def _run_steps(table: "Table", df: DataFrame, input_count: int, cfg: Config, ope
         deduped = deduped.persist()
         cleanup.append(deduped)
         # Materialize here, so the shuffle's time and tasks belong to this step.
-        counts = partition_counts(deduped)
+        with describe(table.spark, "read input", *(("keep newest per key",) if operation != "bulk_insert" else ()),
+                      "count per partition path"):
+            counts = partition_counts(deduped)
         partitions = set(counts)
     with steps.step("latest_file_slices"):
         slices, files_in_table = latest_file_slices(table, partitions)
@@ -447,7 +451,9 @@ def _run_steps(table: "Table", df: DataFrame, input_count: int, cfg: Config, ope
         with steps.step("write"):
             spec = WriteSpec(table.storage.base_uri, instant.time, table.record_key,
                              tuple(f.name for f in data_schema.fields), cfg.max_file_size,
-                             cfg.compression_codec, cfg.bloom_fpp, table.bloom_filters_in_metadata)
+                             cfg.compression_codec, bloom_fpp=cfg.bloom_fpp,
+                             bloom_num_entries=cfg.bloom_num_entries,
+                             collect_bloom=table.bloom_filters_in_metadata)
             keys = task_keys(table.spark, len(plan.targets))
             routed = route_records(tag, plan, keys)
             stats = write_file_groups(table, routed, plan, spec,
