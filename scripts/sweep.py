@@ -1,6 +1,6 @@
 """The notebooks' sweeps, headless: each writes a CSV of the run's numbers and a PNG of its chart.
 
-    .venv/bin/python scripts/sweep.py file-size --preset small --sizes 2MB 8MB 32MB
+    .venv/bin/python scripts/sweep.py file-size --preset small --history-files 64 16 4
     .venv/bin/python scripts/sweep.py sort-modes --preset small --max-file-size 8MB
     .venv/bin/python scripts/sweep.py indexes --preset small --days 3 --max-file-size 8MB
 
@@ -31,8 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sweep", choices=["file-size", "sort-modes", "indexes"])
     parser.add_argument("--preset", default="small")
     parser.add_argument("--key-style", default="monotonic", choices=list(datasets.KEY_STYLES))
-    parser.add_argument("--sizes", nargs="+", default=["1MB", "4MB", "16MB"], help="max_file_size values (file-size)")
-    parser.add_argument("--small-file-limit", default="0")
+    parser.add_argument("--history-files", nargs="+", type=int, default=[64, 16, 4],
+                        help="file-size: bulk insert the history as this many files; max_file_size is scaled to them")
+    parser.add_argument("--repeats", type=int, default=3, help="file-size: query runs per size")
+    parser.add_argument("--small-file-limit", default="0", help="(indexes)")
     parser.add_argument("--max-file-size", default="8MB", help="(sort-modes, indexes)")
     parser.add_argument("--days", type=int, default=3, help="upsert days (indexes)")
     parser.add_argument("--out", default=None, help="folder for the CSV and PNG (default out/sweeps)")
@@ -45,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = datasets.spec(args.preset, key_style=args.key_style)
 
     if args.sweep == "file-size":
-        frame = sweeps.file_size_sweep(spark, spec, args.sizes, args.small_file_limit, workdir=workdir, progress=True)
+        frame = sweeps.file_size_sweep(spark, spec, args.history_files, repeats=args.repeats, workdir=workdir,
+                                       progress=True)
         viz.plot_file_size_tradeoff(frame)
     elif args.sweep == "sort-modes":
         modes = sweeps.bulk_insert_sort_modes(spark, spec, ["NONE", "GLOBAL_SORT", "PARTITION_SORT"],

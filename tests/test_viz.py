@@ -136,6 +136,41 @@ def test_task_timeline_draws_every_task_and_shades_idle_lanes():
     assert "busy 40%" in ax.get_title()  # 6 task-seconds of 3 cores x 5 s
 
 
+# A write step as measured on 2 cores: 2 routing tasks, then 4 write tasks of 1 s each.
+MEASURED_WRITE = pd.DataFrame({
+    "stage_id": [12, 12, 13, 13, 13, 13], "task_id": [0, 1, 2, 3, 4, 5], "index": [0, 1, 0, 1, 2, 3],
+    "launch": [0.0, 0.0, 0.5, 0.5, 1.5, 1.5], "duration": [0.5, 0.5, 1.0, 1.0, 1.0, 1.0],
+    "stage_label": ["write: route records to file groups"] * 2 + ["write: write base files"] * 4,
+})
+
+
+def test_task_timeline_names_stages_by_their_label():
+    ax = viz.plot_task_timeline(MEASURED_WRITE, cores=2)
+    assert legend_texts(ax) == ["write: route records to file groups (2 tasks)", "write: write base files (4 tasks)",
+                                "idle core"]
+    assert "Projection" not in ax.get_title()
+
+
+def test_projection_is_drawn_hatched_and_titled_as_a_projection():
+    from labformat.lab.projection import project
+
+    ax = viz.plot_task_timeline(project(MEASURED_WRITE, 16), cores=16, projection=True)
+    drawn = bars(ax)
+    assert len(drawn) == 6 and all(p.get_hatch() == "//" for p in drawn)
+    assert ax.get_title().startswith("Projection onto 16 cores from the task durations measured on this machine")
+    assert ax.get_xlim() == (0.0, 1.5)  # 0.5 s of routing, then all 4 writes at once
+
+
+def test_timeline_and_projection_share_the_seconds_axis():
+    top, bottom = viz.plot_timeline_and_projection(MEASURED_WRITE, cores=2, project_to=16)
+    assert top.get_shared_x_axes().joined(top, bottom)
+    assert top.get_xlim() == bottom.get_xlim() == (0.0, 2.5)  # the measured run is the longer
+    assert top.get_title().startswith("Measured on this machine: 6 tasks on 2 cores")
+    assert bottom.get_title().startswith("Projection onto 16 cores")
+    assert len(bars(top)) == len(bars(bottom)) == 6
+    assert [t.get_text() for t in bottom.get_yticklabels()][-1] == "core 15"
+
+
 # ---------------------------------------------------------------- funnel
 
 def test_pruning_funnel_draws_one_bar_per_day_and_stage():
@@ -167,29 +202,28 @@ def test_pruning_funnel_skips_what_simple_does_not_measure():
 
 def test_file_size_tradeoff_plots_each_metric_against_megabytes():
     sweep = pd.DataFrame({"max_file_size": ["1MB", "4MB", "16MB", 128 * 1024**2],
-                          "upsert_s": [9.0, 5.0, 4.0, 6.5], "write_tasks": [80, 24, 8, 2],
+                          "mb_rewritten": [1.5, 4.0, 16.0, 60.0], "write_stage_tasks": [80, 24, 8, 2],
                           "files": [90, 25, 8, 2]})
     axes = viz.plot_file_size_tradeoff(sweep)
-    assert len(axes) == 4
-    assert [a.get_title() for a in axes] == ["upsert seconds", "write tasks", "base files", "query seconds"]
+    assert len(axes) == len(viz.TRADEOFF_METRICS) == 6
+    assert [a.get_title() for a in axes] == [label for _, label in viz.TRADEOFF_METRICS]
     x, y = axes[1].get_lines()[0].get_data()
     assert list(x) == [1, 4, 16, 128] and list(y) == [80, 24, 8, 2]
-    assert axes[0].get_xscale() == "log"
-    assert axes[0].get_ylim()[1] >= 9.0
-    assert not axes[3].get_lines() and "no 'query_s' column" in axes[3].texts[0].get_text()
+    assert "no 'planning_s' column" in [t.get_text() for t in axes[4].texts]
+    plt.close("all")
 
 
 def test_file_size_tradeoff_shows_every_run_and_the_median():
-    sweep = pd.DataFrame({"max_file_size": ["1MB", "1MB", "1MB", "8MB"], "upsert_s": [3.0, 9.0, 4.0, 2.0],
-                          "write_tasks": [4, 4, 4, 1], "files": [4, 4, 4, 1], "query_s": [1.0, 1.0, 1.0, 0.5]})
-    _, grid = plt.subplots(2, 2)
+    sweep = pd.DataFrame({"max_file_size": ["1MB", "1MB", "1MB", "8MB"], "mb_rewritten": [3.0, 9.0, 4.0, 2.0],
+                          "write_stage_tasks": [4, 4, 4, 1], "files": [4, 4, 4, 1]})
+    _, grid = plt.subplots(2, 3)
     axes = viz.plot_file_size_tradeoff(sweep, axes=grid)
     assert axes[0] is grid[0, 0]
     x, y = axes[0].get_lines()[0].get_data()
     assert list(x) == [1, 8] and list(y) == [4.0, 2.0]
-    assert len(axes[0].collections[0].get_offsets()) == 4
-    with pytest.raises(ValueError, match="expected 4 axes"):
+    with pytest.raises(ValueError, match="expected 6 axes"):
         viz.plot_file_size_tradeoff(sweep, axes=grid[0])
+    plt.close("all")
 
 
 # ---------------------------------------------------------------- query skipping

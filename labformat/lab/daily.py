@@ -11,6 +11,7 @@ import pandas as pd
 
 import labformat as lf
 from labformat import datasets
+from labformat.lab.viz import FUNNEL_COLUMNS, KEY_FUNNEL_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -20,13 +21,17 @@ class DailyRun:
     table_path: str
     index_type: str
     key_style: str
-    bulk_insert: lf.WriteReport
+    bulk_insert: lf.WriteReport | None  # None when the days were upserted into an existing table
     days: tuple[lf.WriteReport, ...]
+    day_numbers: tuple[int, ...] | None = None  # the batch day of each report; 1, 2, ... when None
 
     def to_pandas(self) -> pd.DataFrame:
-        """One row per upsert day: time, per-step split, the funnel, files rewritten and created."""
+        """One row per upsert day: time, per-step split, the funnel (files, then (key, file) pairs:
+        `viz.FUNNEL_COLUMNS`, `viz.KEY_FUNNEL_COLUMNS`; None where the index has no such count),
+        files rewritten and created."""
         rows = []
-        for day, report in enumerate(self.days, start=1):
+        numbers = self.day_numbers or tuple(range(1, len(self.days) + 1))
+        for day, report in zip(numbers, self.days):
             row: dict[str, Any] = {
                 "day": day,
                 "index": self.index_type,
@@ -39,9 +44,11 @@ class DailyRun:
                 "files_rewritten": report.files_rewritten,
                 "files_created": report.files_created,
                 "bytes_written": report.bytes_written,
+                # Copy-on-write's cost: the new slices of file groups that existed (old rows copied along).
+                "mb_rewritten": sum(f.size_bytes for f in report.files if not f.created) / 1024**2,
                 "write_amplification": report.details.get("write_amplification"),
             }
-            for key in ("files_in_table", "after_range_pruning", "after_bloom", "matched", "false_positives"):
+            for key in FUNNEL_COLUMNS + KEY_FUNNEL_COLUMNS:
                 row[key] = report.funnel.get(key)
             for step in report.steps:
                 row[f"{step.name}_s"] = step.seconds

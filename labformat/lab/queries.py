@@ -27,10 +27,15 @@ def standard_queries(table: lf.Table, spec: datasets.DatasetSpec) -> dict[str, s
     }
 
 
-def compare_skipping(table: lf.Table, queries: dict[str, str], repeats: int = 3) -> pd.DataFrame:
-    """Each query with skipping on and off, alternating (on, off, on, off, ...); medians of the runs."""
+def compare_skipping(table: lf.Table, queries: dict[str, str], repeats: int = 3,
+                     warm_up: bool = True) -> pd.DataFrame:
+    """Each query with skipping on and off, alternating (on, off, on, off, ...), after one untimed run of
+    each (the first scan of a file set pays for listing, caches and JIT); medians of the timed runs."""
     rows = []
     for name, condition in queries.items():
+        if warm_up:
+            for skipping in (True, False):
+                table.query(condition, options={"data_skipping": skipping})
         runs: dict[bool, list] = {True: [], False: []}
         for _ in range(repeats):
             for skipping in (True, False):

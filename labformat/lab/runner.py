@@ -79,6 +79,31 @@ def execute(source: Path, preset: str, master: str | None = None, out: Path | No
     return nb
 
 
+ANSWER_TAG = "exercise-answer"
+SOLUTIONS_NOTE = "*Solutions: every exercise answered, the way a learner could have predicted it.*"
+_ASSIGNMENT = re.compile(r"^(?P<target>[A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)")
+
+
+def learner_version(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The learner's notebook made from its solution: answer cells blanked, the solutions note dropped.
+
+    In a cell tagged `exercise-answer` every top-level assignment becomes `NAME = None` with a
+    prompt; helper lines the solution needed to compute its answer are dropped, so nothing of the
+    answer is left on screen. Everything else is the solution's cell, unchanged.
+    """
+    nb = nbformat.from_dict(json.loads(json.dumps(solution)))
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and SOLUTIONS_NOTE in cell.source:
+            cell.source = cell.source.replace(SOLUTIONS_NOTE + "\n\n", "").replace(SOLUTIONS_NOTE, "")
+        if cell.cell_type == "code" and ANSWER_TAG in cell.metadata.get("tags", []):
+            names = [m.group("target") for m in map(_ASSIGNMENT.match, cell.source.splitlines()) if m]
+            if not names:
+                raise ValueError(f"an {ANSWER_TAG} cell assigns no answer: {cell.source!r}")
+            cell.source = "\n".join(f"{name} = None  # your prediction" for name in names)
+            cell.outputs, cell.execution_count = [], None
+    return nb
+
+
 def cell_seconds(nb: nbformat.NotebookNode) -> list[tuple[int, float]]:
     """(cell number, seconds) of every executed code cell, from nbclient's execution timestamps."""
     from datetime import datetime

@@ -35,9 +35,10 @@ def _scratch(workdir: Path | None, name: str) -> Path:
 
 
 def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[str], options: Mapping[str, Any],
-                           workdir: Path | None = None,
-                           progress: bool = False) -> dict[str, tuple[lf.WriteReport, pd.DataFrame]]:
-    """Bulk insert the history once per sort mode; per mode the report and its base files' key ranges.
+                           workdir: Path | None = None, progress: bool = False,
+                           key_order: bool = False) -> dict[str, tuple[lf.WriteReport, pd.DataFrame]]:
+    """Bulk insert the history once per sort mode; per mode the report and its base files' key ranges
+    (with `key_order`, also an `in_key_order` column: are the file's rows stored sorted by key).
 
     The history is spread round-robin over `INPUT_PARTITIONS` partitions first,
     as data read from many sources arrives: every partition holds every hour, in no order.
@@ -51,7 +52,12 @@ def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[st
         table = lf.Table.create(spark, _scratch(workdir, f"sort-{mode.lower()}"), record_key=datasets.RECORD_KEY,
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
         report = table.bulk_insert(history, {**options, "bulk_insert_sort_mode": mode})
-        result[mode] = (report, key_ranges_frame(table))
+        files = key_ranges_frame(table)
+        if key_order:
+            from labformat.lab.workshop import files_in_key_order
+
+            files["in_key_order"] = files["file_id"].map(files_in_key_order(table))
+        result[mode] = (report, files)
     return result
 
 
@@ -67,13 +73,7 @@ def copy_table(table: lf.Table, name: str, workdir: Path | None = None) -> lf.Ta
 def upsert_days(table: lf.Table, spec: datasets.DatasetSpec, days: Iterable[int],
                 options: Mapping[str, Any] | None = None, progress: bool = False) -> pd.DataFrame:
     """Upsert the given batch days into `table`; one row per day (`DailyRun.to_pandas` columns)."""
-    cached = datasets.generate(table.spark, spec)
-    days = list(days)
-    reports = [table.upsert(datasets.load_batch(table.spark, cached, day), dict(options or {}))
-               for day in tqdm(days, desc="upserts", unit="day", disable=not progress)]
-    frame = DailyRun(table.path, table.index_type, spec.key_style, None, tuple(reports)).to_pandas()
-    frame["day"] = days
-    return frame
+    return run_days(table, spec, days, options, progress).to_pandas()
 
 
 def daily_upserts(spark, spec: datasets.DatasetSpec, name: str, index_type: str = "BLOOM",
@@ -98,28 +98,229 @@ def compare_indexes(spark, spec: datasets.DatasetSpec, indexes: Iterable[str], d
     return pd.concat(frames, ignore_index=True)
 
 
-def file_size_sweep(spark, spec: datasets.DatasetSpec, sizes: Iterable[str | int], small_file_limit: str | int = 0,
-                    query: str = "one-hour window", workdir: Path | None = None,
-                    progress: bool = False) -> pd.DataFrame:
-    """Per `max_file_size`: bulk insert the history, upsert day 1, run one standard query.
+def warm_up(table: lf.Table, spec: datasets.DatasetSpec, options: Mapping[str, Any] | None = None,
+            day: int = 1) -> None:
+    """One untimed upsert of `day` on a throw-away copy of `table`: the session's first upserts pay for
+    JIT compilation and Python worker start-up, which would otherwise pass for a trend in the timings."""
+    import shutil
 
-    Columns: max_file_size, upsert_s, write_tasks, files (after the upsert), files_rewritten,
-    bytes_written, query_s, files_read. Both writes use the swept size; `small_file_limit`
-    is the same for every size so only one knob moves.
+    copy = copy_table(table, f"{Path(table.path).name}-warm-up")
+    try:
+        copy.upsert(datasets.load_batch(table.spark, datasets.generate(table.spark, spec), day), dict(options or {}))
+    finally:
+        shutil.rmtree(copy.path, ignore_errors=True)
+
+
+def run_days(table: lf.Table, spec: datasets.DatasetSpec, days: Iterable[int],
+             options: Mapping[str, Any] | None = None, progress: bool = False) -> DailyRun:
+    """Upsert the given batch days into `table`, in order; every report kept (`DailyRun.to_pandas()` per day)."""
+    cached = datasets.generate(table.spark, spec)
+    days = list(days)
+    reports = tuple(table.upsert(datasets.load_batch(table.spark, cached, day), dict(options or {}))
+                    for day in tqdm(days, desc="upserts", unit="day", disable=not progress))
+    return DailyRun(table.path, table.index_type, spec.key_style, None, reports, tuple(days))
+
+
+def compare_indexes_timed(base: lf.Table, spec: datasets.DatasetSpec, indexes: Iterable[str], day: int = 1,
+                          options: Mapping[str, Any] | None = None, repeats: int = 3,
+                          workdir: Path | None = None, progress: bool = False) -> pd.DataFrame:
+    """Upsert batch `day` through each index, `repeats` times, each on a fresh copy of the bulk insert;
+    indexes alternate within a repetition, after one untimed warm-up per index.
+
+    BLOOM and SIMPLE run on copies of `base` (a write may switch between them); BUCKET needs its
+    own layout, so its history is bulk inserted once into a BUCKET table with `base`'s bulk-insert
+    options. One row per run: index, repeat, seconds, tag_s, write_s, keys_read_by_tag (SIMPLE: every
+    key of the latest base files; BLOOM: the keys of the files the exact check opened; BUCKET: none),
+    files_rewritten, files_created, file_groups_after.
     """
+    import shutil
+
+    spark = base.spark
     cached = datasets.generate(spark, spec)
-    history, batch = datasets.load_history(spark, cached), datasets.load_batch(spark, cached, 1)
+    batch = datasets.load_batch(spark, cached, day)
+    options = dict(options or {})
+    origins = {}
+    for index in indexes:
+        if index == "BUCKET":
+            bucket = lf.Table.create(spark, _scratch(workdir, "index-bucket-base"), record_key=datasets.RECORD_KEY,
+                                     precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None,
+                                     options={"index_type": "BUCKET"})
+            bucket.bulk_insert(datasets.load_history(spark, cached), {**options, "bulk_insert_sort_mode": "GLOBAL_SORT"})
+            origins[index] = bucket
+        else:
+            origins[index] = base
+    table_keys = int(key_ranges_frame(base)["rows"].sum())
+
+    def once(index: str, name: str) -> lf.WriteReport:
+        copy = copy_table(origins[index], name, workdir)
+        try:
+            return copy.upsert(batch, {**options, "index_type": index})
+        finally:
+            shutil.rmtree(copy.path, ignore_errors=True)
+
+    names = list(origins)
+    for index in names:
+        once(index, f"index-{index.lower()}-warm-up")
     rows = []
-    for size in tqdm(list(sizes), desc="max_file_size", disable=not progress):
-        options = {"max_file_size": size, "small_file_limit": small_file_limit}
-        table = lf.Table.create(spark, _scratch(workdir, f"size-{size}"), record_key=datasets.RECORD_KEY,
+    runs = [(r, i) for r in range(1, repeats + 1) for i in (names if r % 2 else names[::-1])]
+    for repeat, index in tqdm(runs, desc="indexes", disable=not progress):
+        report = once(index, f"index-{index.lower()}")
+        keys_read = {"SIMPLE": table_keys, "BUCKET": 0}.get(index, report.funnel.get("keys_read_by_exact_check"))
+        rows.append({"index": index, "repeat": repeat, "seconds": report.seconds, "tag_s": report.step("tag").seconds,
+                     "write_s": report.step("write").seconds, "keys_read_by_tag": keys_read,
+                     "files_rewritten": report.files_rewritten, "files_created": report.files_created,
+                     "file_groups_after": len(key_ranges_frame(origins[index])) + report.files_created})
+    return pd.DataFrame(rows)
+
+
+def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[int] = (64, 16, 4), day: int = 1,
+                    repeats: int = 3, project_to: int = 16, query: str = "drone_id filter",
+                    small_file_ratio: float | None = None, workdir: Path | None = None,
+                    progress: bool = False) -> pd.DataFrame:
+    """The file-size trade-off: per size, the history bulk inserted as `n` GLOBAL_SORT base files with
+    Hudi's sizes scaled to them (`workshop.scaled_sizes`), then batch `day` upserted, then `query`
+    run `repeats` times after an untimed warm-up run.
+
+    One row per size: history_files, max_file_size and small_file_limit (bytes; `small_file_ratio`
+    overrides Hudi's 100/120), files (after the upsert), files_rewritten, mb_rewritten (new slices of
+    existing file groups), write_stage_tasks, write_stage_s (here), projected_write_stage_s (the
+    measured write tasks laid onto `project_to` cores), upsert_s, files_opened by the query,
+    planning_s (median) and planning_runs_s (every run).
+    """
+    import statistics
+
+    from labformat.lab import workshop
+
+    cached = datasets.generate(spark, spec)
+    history, batch = datasets.load_history(spark, cached), datasets.load_batch(spark, cached, day)
+    rows = []
+    for n in tqdm(list(history_files), desc="file sizes", disable=not progress):
+        table = lf.Table.create(spark, _scratch(workdir, f"size-{n}-files"), record_key=datasets.RECORD_KEY,
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
-        table.bulk_insert(history, {**options, "bulk_insert_sort_mode": "GLOBAL_SORT"})
+        table.bulk_insert(history, workshop.history_options(spec, n))
+        sizes = workshop.scaled_sizes(table)
+        options = sizes.options
+        if small_file_ratio is not None:
+            options["small_file_limit"] = int(sizes.max_file_size * small_file_ratio)
         upsert = table.upsert(batch, options)
-        _, scan = table.query(standard_queries(table, spec)[query])
-        rows.append({"max_file_size": size, "upsert_s": upsert.seconds, "write_tasks": upsert.step("write").tasks,
-                     "files": len(table.file_slices()), "files_rewritten": upsert.files_rewritten,
-                     "bytes_written": upsert.bytes_written,
-                     "query_s": scan.planning_seconds + scan.execution_seconds,
-                     "files_read": scan.funnel["files_read"]})
+        write = workshop.write_stage(workshop.task_timeline(spark, upsert, "write"))
+        condition = standard_queries(table, spec)[query]
+        table.query(condition)  # warm-up: the first scan of a new set of files pays for listing and caches
+        scans = [table.query(condition)[1] for _ in range(repeats)]
+        planning = [scan.planning_seconds for scan in scans]
+        rows.append({"history_files": n, "max_file_size": options["max_file_size"],
+                     "small_file_limit": options["small_file_limit"], "files": len(table.file_slices()),
+                     "files_rewritten": upsert.files_rewritten,
+                     "mb_rewritten": sum(f.size_bytes for f in upsert.files if not f.created) / 1024**2,
+                     "write_stage_tasks": len(write), "write_stage_s": workshop.span_seconds(write),
+                     "projected_write_stage_s": workshop.span_seconds(workshop.project(write, project_to)),
+                     "upsert_s": upsert.seconds, "files_opened": scans[0].funnel["files_read"],
+                     "planning_s": statistics.median(planning), "planning_runs_s": planning})
+    return pd.DataFrame(rows)
+
+
+def bloom_filter_sizes(keys_per_file: int, fpp: float = 1e-9,
+                       fractions: Iterable[float] = (1, 1 / 3, 1 / 10)) -> list[tuple[int, float]]:
+    """Filter sizes worth sweeping for base files of about `keys_per_file` keys: Hudi's default
+    (60,000 @ `fpp`), then num_entries = each fraction of the keys per file, at `fpp`.
+
+    At fpp 1e-9 a filter has 30 hash functions, so an overfull one degrades steeply: holding
+    twice its num_entries it passes ~0.02% of absent keys, three times ~2%, ten times ~97%
+    (`BloomFilter.predicted_fpp`). Keys per file at `tiny` are ~700, at `small` tens of thousands:
+    the fractions, not absolute sizes, make the lesson show at both.
+    """
+    from labformat.config import option
+
+    default = option("bloom_num_entries").default
+    sizes = [(default, fpp)] + [(max(1, round(keys_per_file * f)), fpp) for f in fractions]
+    return list(dict.fromkeys(sizes))
+
+
+def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tuple[int, float]], days: int = 2,
+                       options: Mapping[str, Any] | None = None, workdir: Path | None = None,
+                       progress: bool = False, bulk_insert_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Per bloom filter size (num_entries, fpp): bulk insert the history GLOBAL_SORT, then upsert
+    days 1..`days` through the BLOOM index, every write with that filter size.
+
+    One row per (filter, day): num_entries, fpp, day, keys_per_file (median rows of the base
+    files before that upsert), predicted_fpp (of a filter of that size holding keys_per_file
+    keys), the file-level funnel (files_in_table, files_after_range_pruning, files_after_bloom,
+    files_matched, files_false_positives), the key-level funnel (`viz.KEY_FUNNEL_COLUMNS`),
+    tag_s (seconds of the tag step) and seconds (the whole upsert).
+
+    `bulk_insert_options` (e.g. `workshop.history_options(spec)`) shape the history's files; the
+    filter size always wins. `options` go to every write; `small_file_limit` defaults to 0 here, so each day's inserts
+    go to new file groups (spread over them by a hash of the key, as Hudi's UpsertPartitioner
+    does) and no filter's footer bytes can make a file "small" for one size and not another:
+    only the filter moves. Those new files each span the whole day's keys, so the next day's
+    corrections fall in the key range of every one of them: range pruning keeps them all, and
+    only the bloom filter tells them apart. A filter sized for fewer keys than a file holds lets
+    false positives through, and the exact check opens (reads every key of) more files.
+    """
+    from labformat.index.bloom_filter import BloomFilter
+    from labformat.lab.viz import KEY_FUNNEL_COLUMNS
+
+    cached = datasets.generate(spark, spec)
+    history = datasets.load_history(spark, cached)
+    base = {"small_file_limit": 0, **dict(options or {})}
+    rows = []
+    for num_entries, fpp in tqdm(list(filters), desc="bloom filters", disable=not progress):
+        write_options = {**base, "bloom_num_entries": num_entries, "bloom_fpp": fpp}
+        table = lf.Table.create(spark, _scratch(workdir, f"bloom-{num_entries}-{fpp:g}"),
+                                record_key=datasets.RECORD_KEY, precombine_field=datasets.PRECOMBINE_FIELD,
+                                partition_field=None, options={"index_type": "BLOOM"})
+        table.bulk_insert(history, {**write_options, "bulk_insert_sort_mode": "GLOBAL_SORT",
+                                    **dict(bulk_insert_options or {}),
+                                    "bloom_num_entries": num_entries, "bloom_fpp": fpp})
+        for day in range(1, days + 1):
+            keys_per_file = int(key_ranges_frame(table)["rows"].median())
+            report = table.upsert(datasets.load_batch(spark, cached, day), write_options)
+            funnel = report.funnel
+            row = {"num_entries": num_entries, "fpp": fpp, "day": day, "keys_per_file": keys_per_file,
+                   "predicted_fpp": BloomFilter.predicted_fpp(num_entries, fpp, keys_per_file),
+                   "files_in_table": funnel.get("files_in_table"),
+                   "files_after_range_pruning": funnel.get("after_range_pruning"),
+                   "files_after_bloom": funnel.get("after_bloom"), "files_matched": funnel.get("matched"),
+                   "files_false_positives": funnel.get("false_positives")}
+            row.update({key: funnel.get(key) for key in KEY_FUNNEL_COLUMNS})
+            row.update(tag_s=report.step("tag").seconds, seconds=report.seconds)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def bulk_insert_parallelism(spark, spec: datasets.DatasetSpec, parallelisms: Iterable[int], repeats: int = 3,
+                            project_to: int = 16, workdir: Path | None = None, progress: bool = False) -> pd.DataFrame:
+    """A GLOBAL_SORT bulk insert of the history per `bulk_insert_parallelism`, `repeats` times each,
+    after one untimed warm-up; settings alternate order between repetitions.
+
+    One row per run: parallelism, repeat, seconds (the whole bulk insert), write_stage_tasks and
+    files (exact), cores_busy_here (core lanes the write stage used on this machine), write_stage_s
+    (its span here), and the write stage projected onto `project_to` cores from the measured task
+    durations (projected_write_stage_s, cores_busy_projected): a projection, not a measurement.
+    """
+    from labformat.lab import workshop
+
+    cached = datasets.generate(spark, spec)
+    history = datasets.load_history(spark, cached).repartition(INPUT_PARTITIONS)
+    settings = list(parallelisms)
+
+    def bulk_insert(parallelism: int, name: str) -> lf.WriteReport:
+        table = lf.Table.create(spark, _scratch(workdir, name), record_key=datasets.RECORD_KEY,
+                                precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
+        return table.bulk_insert(history, {"bulk_insert_sort_mode": "GLOBAL_SORT",
+                                           "bulk_insert_parallelism": parallelism})
+
+    bulk_insert(max(settings), "parallelism-warm-up")  # JIT, Python workers, file-system caches
+    rows = []
+    runs = [(repeat, p) for repeat in range(1, repeats + 1)
+            for p in (settings if repeat % 2 else settings[::-1])]
+    for repeat, parallelism in tqdm(runs, desc="bulk inserts", disable=not progress):
+        report = bulk_insert(parallelism, f"parallelism-{parallelism}")
+        write = workshop.write_stage(workshop.task_timeline(spark, report, "write"))
+        projected = workshop.project(write, project_to)
+        rows.append({"parallelism": parallelism, "repeat": repeat, "seconds": report.seconds,
+                     "write_stage_tasks": len(write), "files": len(report.files),
+                     "cores_busy_here": int(write["lane"].nunique()), "write_stage_s": workshop.span_seconds(write),
+                     "cores_busy_projected": int(projected["lane"].nunique()),
+                     "projected_write_stage_s": workshop.span_seconds(projected)})
     return pd.DataFrame(rows)

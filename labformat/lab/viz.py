@@ -19,8 +19,10 @@ _STEP_ORDER = ("validate", "deduplicate", "latest_file_slices", "tag", "small_fi
                "assign_inserts", "start_instant", "write", "commit")
 FUNNEL_COLUMNS = ("files_in_table", "after_range_pruning", "after_bloom", "matched", "false_positives")
 # Columns of a max_file_size sweep, in panel order, with their axis labels.
-TRADEOFF_METRICS = (("upsert_s", "upsert seconds"), ("write_tasks", "write tasks"),
-                    ("files", "base files"), ("query_s", "query seconds"))
+TRADEOFF_METRICS = (("mb_rewritten", "MB rewritten by the upsert"), ("write_stage_tasks", "write tasks"),
+                    ("projected_write_stage_s", "write stage on 16 cores, projected (s)"),
+                    ("files_opened", "files a full-table query opens"), ("planning_s", "query planning (s)"),
+                    ("files", "base files in the table"))
 
 
 def _new_ax(ax):
@@ -226,20 +228,30 @@ def assign_lanes(tasks: pd.DataFrame, cores: int, tolerance_s: float = 1e-3) -> 
     return lanes
 
 
-def plot_task_timeline(tasks: pd.DataFrame, cores: int, ax=None):
-    """A Gantt chart of Spark tasks on `cores` lanes (`assign_lanes`), coloured by stage; idle
-    time in each lane between the first launch and the last finish is shaded grey.
+def plot_task_timeline(tasks: pd.DataFrame, cores: int, ax=None, *, projection: bool = False):
+    """A Gantt chart of Spark tasks on `cores` lanes (`assign_lanes`), coloured by stage and named by
+    what the stage does (`stage_label`, else "stage N"); idle time in each lane between the first
+    launch and the last finish is shaded grey.
 
-    Columns: stage_id, task_id, launch (seconds from an origin), duration (seconds).
+    Columns: stage_id, task_id, launch (seconds from an origin), duration (seconds), stage_label
+    (optional). `projection=True` draws `projection.project`'s output: its own lanes, hatched,
+    lighter bars and a title that says it is a projection from durations measured here.
     """
     from matplotlib.patches import Patch
 
+    from labformat.lab.projection import task_stage_labels
+
     ax = _new_ax(ax)
-    lanes = assign_lanes(tasks, cores)
+    lanes = tasks["lane"].astype(int) if projection else assign_lanes(tasks, cores)
+    if projection and len(tasks) and not lanes.between(0, cores - 1).all():
+        raise ValueError(f"the projection's lanes run to {lanes.max()}, but it is drawn on {cores} cores")
     start = float(tasks["launch"].min()) if len(tasks) else 0.0
     end = float((tasks["launch"] + tasks["duration"]).max()) if len(tasks) else 0.0
     stages = sorted(tasks["stage_id"].unique())
     color_of = dict(zip(stages, _colors(len(stages))))
+    label_of = task_stage_labels(tasks).groupby(tasks["stage_id"]).first().to_dict() if len(tasks) else {}
+    # A projection looks different at a glance: lighter, hatched bars.
+    bar_style = dict(alpha=0.55, hatch="//") if projection else {}
     height = 0.8
 
     # Idle first, underneath: the gaps in each lane's busy intervals over [start, end].
@@ -262,10 +274,10 @@ def plot_task_timeline(tasks: pd.DataFrame, cores: int, ax=None):
     for stage in stages:
         mine = tasks[tasks["stage_id"] == stage]
         ax.barh(lanes[mine.index], mine["duration"], left=mine["launch"], height=height,
-                color=color_of[stage], edgecolor="black", linewidth=0.3)
+                color=color_of[stage], edgecolor="black", linewidth=0.3, **bar_style)
 
-    handles = [Patch(facecolor=color_of[s], edgecolor="black", linewidth=0.3,
-                     label=f"stage {s} ({int((tasks['stage_id'] == s).sum())} tasks)") for s in stages]
+    handles = [Patch(facecolor=color_of[s], edgecolor="black", linewidth=0.3, **bar_style,
+                     label=f"{label_of[s]} ({int((tasks['stage_id'] == s).sum())} tasks)") for s in stages]
     handles.append(Patch(facecolor="0.92", edgecolor="0.75", hatch="..", label="idle core"))
     # Outside the plot: inside, it would hide the tasks of some lane.
     ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -278,8 +290,39 @@ def plot_task_timeline(tasks: pd.DataFrame, cores: int, ax=None):
     ax.set_xlabel("seconds")
     span = end - start
     busy_share = 1 - idle_total / (cores * span) if span > 0 else 0.0
-    ax.set_title(f"{len(tasks)} tasks on {cores} cores: busy {busy_share:.0%} of {span:.2f} s x {cores}")
+    if projection:
+        ax.set_title(f"Projection onto {cores} cores from the task durations measured on this machine: "
+                     f"{len(tasks)} tasks, {span:.2f} s, busy {busy_share:.0%}", fontsize="medium")
+    else:
+        ax.set_title(f"{len(tasks)} tasks on {cores} cores: busy {busy_share:.0%} of {span:.2f} s x {cores}")
     return ax
+
+
+def plot_timeline_and_projection(tasks: pd.DataFrame, cores: int, project_to: int = 16, axes=None):
+    """The measured timeline on this machine's `cores` (top) and its projection onto `project_to`
+    cores (`projection.project`, bottom), on one shared seconds axis; returns the two axes."""
+    from labformat.lab.projection import project, task_durations
+
+    if "duration" not in tasks.columns:  # the Spark UI's own frame: the executor's busy time
+        tasks = tasks.assign(duration=task_durations(tasks))
+    projected = project(tasks, project_to)
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        _, axes = plt.subplots(2, 1, sharex=True, layout="constrained",
+                               figsize=(10, 1.2 + 0.3 * (cores + project_to)),
+                               height_ratios=[cores + 1.5, project_to + 1.5])
+    top, bottom = _new_axes(axes, 2)
+    plot_task_timeline(tasks, cores, ax=top)
+    plot_task_timeline(projected, project_to, ax=bottom, projection=True)
+    top.set_title("Measured on this machine: " + top.get_title(), fontsize="medium")
+    if not top.get_shared_x_axes().joined(top, bottom):
+        top.sharex(bottom)
+    top.set_xlabel("")
+    ends = [float((f["launch"] + f["duration"]).max()) for f in (tasks, projected) if len(f)]
+    if ends and max(ends) > 0:
+        bottom.set_xlim(0.0, max(ends))
+    return [top, bottom]
 
 
 # ---------------------------------------------------------------- 4. max_file_size sweep
@@ -293,17 +336,17 @@ def _size_mb(value) -> float:
 
 
 def plot_file_size_tradeoff(sweep: pd.DataFrame, axes=None):
-    """Small multiples over a `max_file_size` sweep: upsert seconds, write tasks, base files and
-    query seconds against max_file_size in MB (log scale), one panel each.
+    """Small multiples over a file-size sweep (`sweeps.file_size_sweep`), one panel per
+    `TRADEOFF_METRICS` column against max_file_size in MB (log scale): what an upsert rewrites and
+    how many write tasks it runs on one side, what a query opens and plans on the other.
 
-    Takes `axes` (four Axes, e.g. the array from `plt.subplots(2, 2)`) instead of one `ax`:
-    four quantities with different units read better side by side than on twin axes.
-    `max_file_size` may be bytes or a size string ("24KB", "128MB"). A metric column
-    (`upsert_s`, `write_tasks`, `files`, `query_s`) that is absent leaves its panel saying so.
-    With several runs per size every run is a dot and the line joins the medians.
-    Returns the four axes.
+    Takes `axes` (one Axes per metric, e.g. the array from `plt.subplots(2, 3)`) instead of one
+    `ax`: quantities with different units read better side by side than on twin axes.
+    `max_file_size` may be bytes or a size string ("24KB", "128MB"). A metric column that is
+    absent leaves its panel saying so. With several runs per size every run is a dot and the line
+    joins the medians. Returns the axes.
     """
-    axes = _new_axes(axes, len(TRADEOFF_METRICS), nrows=2, ncols=2, figsize=(10, 6), sharex=True)
+    axes = _new_axes(axes, len(TRADEOFF_METRICS), nrows=2, ncols=3, figsize=(13, 6.5), sharex=True)
     mb = sweep["max_file_size"].map(_size_mb)
     for ax, (column, label) in zip(axes, TRADEOFF_METRICS):
         ax.set_title(label)
@@ -318,11 +361,10 @@ def plot_file_size_tradeoff(sweep: pd.DataFrame, axes=None):
         if len(frame) > len(medians):
             ax.scatter(frame["mb"], frame["value"], s=12, alpha=0.5, color="0.3", label="runs")
             ax.legend(fontsize="small")
-        ax.set_ylabel(label)
-        ax.set_ylim(bottom=0, top=max(frame["value"].max() * 1.1, 1e-9) if len(frame) else None)
+        ax.set_ylim(bottom=0, top=max(frame["value"].max() * 1.15, 1e-9) if len(frame) else None)
         ax.set_xticks(medians.index)
-        # Three significant digits: swept sizes are often computed ("1874KB"), not round numbers.
-        ax.set_xticklabels([f"{v:.3g}" for v in medians.index])
+        # Two significant digits: scaled sizes are computed ("0.47"), not round numbers.
+        ax.set_xticklabels([f"{v:.2g}" for v in medians.index])
         ax.minorticks_off()
         ax.tick_params(labelbottom=True)
     return axes
@@ -375,6 +417,84 @@ def plot_query_skipping(frame: pd.DataFrame, axes=None):
     return [ax_files, ax_time]
 
 
+# ---------------------------------------------------------------- 5b. a month of upserts, timings with spread
+
+def plot_month(days: pd.DataFrame, axes=None):
+    """Four panels over the upsert days of `DailyRun.to_pandas()`, sharing the day axis: files in the
+    table and files kept by range pruning; the share kept; files rewritten and created; MB rewritten."""
+    axes = _new_axes(axes, 4, nrows=2, ncols=2, figsize=(11, 6.5), sharex=True)
+    x = days["day"].to_numpy() if "day" in days.columns else np.arange(1, len(days) + 1)
+    kept, total = days["after_range_pruning"].astype(float), days["files_in_table"].astype(float)
+    ax = axes[0]
+    ax.bar(x, total, color="0.8", label="files in the table")
+    ax.bar(x, kept, color="tab:blue", label="kept by range pruning")
+    ax.set_ylabel("base files")
+    ax.set_title("Files in the table vs kept by range pruning")
+    ax.legend(fontsize="small", loc="upper left")
+    ax = axes[1]
+    ax.plot(x, 100 * kept / total, marker="o", color="tab:blue")
+    ax.set_ylim(0, max(100 * (kept / total).max() * 1.15, 1))
+    ax.set_ylabel("% of the files")
+    ax.set_title("Share kept by range pruning")
+    ax = axes[2]
+    width = 0.4
+    ax.bar(x - width / 2, days["files_rewritten"], width, color="tab:orange", label="rewritten (new file slice)")
+    ax.bar(x + width / 2, days["files_created"], width, color="tab:green", label="created (new file group)")
+    ax.set_ylabel("base files")
+    ax.set_title("Files written per upsert")
+    ax.legend(fontsize="small", loc="upper left")
+    ax = axes[3]
+    ax.bar(x, days["mb_rewritten"], color="tab:orange")
+    ax.set_ylabel("MB")
+    ax.set_title("Bytes rewritten per upsert (new slices of existing file groups)")
+    for ax in axes:
+        ax.set_xlabel("upsert day")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    return axes
+
+
+def plot_key_funnel(days: pd.DataFrame, ax=None):
+    """Per upsert day, (key, file) pairs: candidates after range pruning, after the bloom filters,
+    matched by the exact check (log scale: the stages differ by orders of magnitude)."""
+    ax = _new_ax(ax)
+    columns = [("keys_after_range_pruning", "after range pruning"), ("keys_after_bloom", "after bloom"),
+               ("keys_matched", "matched (exact check)")]
+    x = days["day"].to_numpy() if "day" in days.columns else np.arange(1, len(days) + 1)
+    width = 0.8 / len(columns)
+    for j, ((column, label), color) in enumerate(zip(columns, _colors(len(columns)))):
+        values = days[column].astype(float).to_numpy()
+        ax.bar(x - 0.4 + width * (j + 0.5), np.where(values > 0, values, np.nan), width, color=color, label=label)
+    ax.set_yscale("log")
+    ax.set_ylabel("(key, file) pairs")
+    ax.set_xlabel("upsert day")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_title("Key-level funnel per upsert: what the bloom filters rule out")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return ax
+
+
+def plot_spread(frame: pd.DataFrame, by: str, column: str, ax=None, title: str | None = None):
+    """Repeated runs per setting: every run a dot, the median a bar, min to max a whisker. Where two
+    settings' whiskers overlap, their difference is within this machine's noise."""
+    ax = _new_ax(ax)
+    settings = list(dict.fromkeys(sorted(frame[by].unique(), key=lambda v: (str(type(v)), v))))
+    for i, setting in enumerate(settings):
+        values = frame.loc[frame[by] == setting, column].astype(float)
+        median = values.median()
+        ax.bar(i, median, 0.5, color="tab:blue", alpha=0.35)
+        ax.errorbar(i, median, yerr=[[median - values.min()], [values.max() - median]], color="black", capsize=6)
+        ax.scatter([i] * len(values), values, color="black", s=12, zorder=3)
+        ax.annotate(f"{median:.2f} s", (i, values.max()), xytext=(8, 0), textcoords="offset points", fontsize="small")
+    ax.set_xticks(range(len(settings)))
+    ax.set_xticklabels([str(s) for s in settings])
+    ax.set_xlabel(by.replace("_", " "))
+    ax.set_ylabel("seconds")
+    ax.set_ylim(bottom=0)
+    runs = int(frame.groupby(by).size().max()) if len(frame) else 0
+    ax.set_title(title or f"{column.replace('_', ' ')}: {runs} runs each, median and min-max")
+    return ax
+
+
 # ---------------------------------------------------------------- 6. step times
 
 def step_columns(days: pd.DataFrame) -> list[str]:
@@ -412,3 +532,83 @@ def plot_step_times(days: pd.DataFrame, ax=None):
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles[::-1], labels[::-1], fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return ax
+
+
+# ---------------------------------------------------------------- 7. bloom filter sizing
+
+# The BLOOM index's key-level funnel (`labformat.index.bloom.KEY_FUNNEL`), as `DailyRun.to_pandas`
+# columns: (key, file) pairs after range pruning, after the bloom filter, really matched; the
+# pairs the filter let through in vain; the keys the exact check read from the files it opened.
+KEY_FUNNEL_COLUMNS = ("keys_after_range_pruning", "keys_after_bloom", "keys_matched", "keys_false_positives",
+                      "keys_read_by_exact_check")
+
+
+def bloom_filter_label(num_entries, fpp) -> str:
+    """A filter size as a tick label: `60,000 @ 1e-9`, `700 @ 0.01`."""
+    text = f"{float(fpp):g}"
+    text = re.sub(r"e([+-])0*(\d)", lambda m: f"e{'-' if m.group(1) == '-' else ''}{m.group(2)}", text)
+    return f"{int(num_entries):,} @ {text}"
+
+
+def plot_bloom_sweep(frame: pd.DataFrame, axes=None):
+    """Three panels over a `bloom_filter_sweep` frame, one group of bars per filter size
+    (num_entries @ fpp, in the frame's order), summed over the upsert days:
+
+    - (key, file) pairs after range pruning, after the bloom filter, really matched;
+    - false-positive pairs (after bloom, not matched), on the same y axis as the first panel;
+    - keys the exact check read, each bar labelled with the files it opened (after bloom) of
+      those range pruning kept.
+
+    Takes `axes` (three Axes, e.g. from `plt.subplots(1, 3)`). Returns the three axes.
+    """
+    ax_pairs, ax_fp, ax_read = _new_axes(axes, 3, nrows=1, ncols=3, figsize=(14, 4.5))
+    ax_fp.sharey(ax_pairs)
+    filters = list(dict.fromkeys(zip(frame["num_entries"], frame["fpp"])))
+    sums = frame.groupby(["num_entries", "fpp"], sort=False).sum(numeric_only=True, min_count=1)
+    sums = sums.reindex(pd.MultiIndex.from_tuples(filters, names=["num_entries", "fpp"])) if filters else sums
+    labels = [bloom_filter_label(n, p) for n, p in filters]
+    x = np.arange(len(filters))
+    days = frame["day"].nunique() if "day" in frame.columns else 1
+
+    def values(column):
+        if column not in sums.columns:
+            return np.full(len(filters), np.nan)
+        return sums[column].to_numpy(dtype=float)
+
+    funnel = (("keys_after_range_pruning", "after range pruning"), ("keys_after_bloom", "after bloom"),
+              ("keys_matched", "matched"))
+    width = 0.8 / len(funnel)
+    for j, ((column, label), color) in enumerate(zip(funnel, _colors(len(funnel)))):
+        bars = ax_pairs.bar(x - 0.4 + width * (j + 0.5), values(column), width, color=color, label=label,
+                            edgecolor="black", linewidth=0.3)
+        ax_pairs.bar_label(bars, fmt="{:,.0f}", fontsize="x-small", rotation=90, padding=2)
+    ax_pairs.set_ylabel("(key, file) pairs")
+    ax_pairs.set_title("Candidate pairs: range pruning, bloom, exact")
+    ax_pairs.legend(fontsize="small", loc="upper left")
+
+    bars = ax_fp.bar(x, values("keys_false_positives"), 0.6, color="tab:red", edgecolor="black", linewidth=0.3)
+    ax_fp.bar_label(bars, fmt="{:,.0f}", fontsize="small")
+    ax_fp.set_ylabel("(key, file) pairs")
+    ax_fp.set_title("False positives: passed bloom, not in the file")
+
+    read = values("keys_read_by_exact_check")
+    bars = ax_read.bar(x, read, 0.6, color="tab:purple", edgecolor="black", linewidth=0.3)
+    opened, kept = values("files_after_bloom"), values("files_after_range_pruning")
+    ax_read.bar_label(bars, labels=[("" if math.isnan(r) else f"{r:,.0f}") + (
+        "" if math.isnan(o) or math.isnan(k) else f"\n{o:.0f} of {k:.0f} files") for r, o, k in zip(read, opened, kept)],
+        fontsize="x-small")
+    ax_read.set_ylabel("keys read")
+    ax_read.set_title("Keys the exact check read (files opened)")
+
+    top = np.nanmax(values("keys_after_range_pruning")) if len(filters) and not np.all(np.isnan(
+        values("keys_after_range_pruning"))) else 1
+    ax_pairs.set_ylim(0, max(top, 1) * 1.25)
+    read_top = np.nanmax(read) if len(filters) and not np.all(np.isnan(read)) else 1
+    ax_read.set_ylim(0, max(read_top, 1) * 1.25)
+    for ax in (ax_pairs, ax_fp, ax_read):
+        ax.set_xticks(x)
+        ax.set_xticklabels(labels, rotation=20, ha="right", fontsize="small")
+        ax.set_xlabel(f"bloom filter: num_entries @ fpp (sum of {days} upsert day{'s' if days != 1 else ''})")
+        ax.set_xlim(-0.5, len(filters) - 0.5)
+        ax.tick_params(labelleft=True)
+    return [ax_pairs, ax_fp, ax_read]

@@ -93,17 +93,21 @@ def upsert_explorer(spark, preset: str | None = None) -> W.VBox:
 
 
 def file_size_explorer(spark, preset: str | None = None) -> W.VBox:
-    """A max_file_size sweep at a chosen small-file limit -> upsert time, write tasks, files, query time."""
+    """A file-size sweep (the history bulk inserted as N files, Hudi's sizes scaled to them) at a chosen
+    small-file ratio -> bytes rewritten, write tasks, projected write stage, files opened, planning time."""
     controls = [
         _preset(preset),
-        W.SelectMultiple(options=SIZES, value=("256KB", "1MB", "4MB"), description="max file sizes:", rows=4),
-        W.Dropdown(options=["0"] + SIZES, value="0", description="small file limit:"),
+        W.SelectMultiple(options=[128, 64, 32, 16, 8, 4, 2, 1], value=(64, 16, 4), rows=4,
+                         description="history files:"),
+        W.FloatSlider(value=round(100 / 120, 2), min=0.0, max=0.95, step=0.05, description="small / max:"),
+        W.IntSlider(value=1, min=1, max=3, description="repeats:"),
     ]
 
     def run(v):
         spec = datasets.spec(v["preset"])
-        frame = sweeps.file_size_sweep(spark, spec, list(v["max file sizes"]), v["small file limit"], progress=True)
+        frame = sweeps.file_size_sweep(spark, spec, sorted(v["history files"], reverse=True), repeats=v["repeats"],
+                                       small_file_ratio=v["small / max"], progress=True)
         viz.plot_file_size_tradeoff(frame)
-        display(frame)
+        display(frame.drop(columns="planning_runs_s"))
 
     return _explorer(controls, run)
