@@ -1,9 +1,13 @@
-"""Re-execute the saved workshop notebooks at `tiny` in place, so their outputs are what nbval compares.
+"""Make the learners' notebooks from the solutions, and re-execute both at `tiny` in place, so their
+outputs are what nbval compares.
 
 Run after changing a notebook or anything its outputs depend on:
 
     .venv/bin/python scripts/refresh_notebooks.py            # every notebook and solution
     .venv/bin/python scripts/refresh_notebooks.py 02         # those whose name starts with 02
+
+Edit the solution (`notebooks/solutions/NN-*.ipynb`) only: the learner's notebook beside it is
+rewritten from it, answer cells blanked (`runner.learner_version`).
 
 Notebooks run on `local[2]`, the master the tests use, so task counts match the test run.
 A notebook whose outputs hold a machine path, a Spark log line or an error is not saved.
@@ -29,6 +33,10 @@ TEST_MASTER = "local[2]"
 def main(argv: list[str]) -> int:
     prefixes = tuple(argv) or ("",)
     failed = 0
+    for solution in runner.notebooks(runner.SOLUTIONS_DIR):
+        if solution.name.startswith(prefixes):
+            learner = runner.learner_version(nbformat.read(solution, as_version=4))
+            nbformat.write(learner, runner.NOTEBOOKS_DIR / solution.name)
     for folder in (runner.NOTEBOOKS_DIR, runner.SOLUTIONS_DIR):
         for path in runner.notebooks(folder):
             if not path.name.startswith(prefixes):

@@ -28,6 +28,9 @@ def test_verdicts_show_in_the_notebook_and_only_exact_claims_are_fatal(tmp_path)
     assert "[BROKEN] BLOOM tags faster than SIMPLE (timing)" in repr(lessons)
     assert lessons.broken() == [] and len(lessons.broken(exact_only=False)) == 1
     assert list(lessons.frame(exact=True)["verdict"]) == ["held"]
+    assert repr(lessons.only(exact=False)).splitlines() == [
+        "1 timing claims (medians after a warm-up; never fatal) of 02-demo:",
+        "  [BROKEN] BLOOM tags faster than SIMPLE (timing): median 0.40 s vs 0.38 s"]
 
     lessons.save(tmp_path)
     assert claims.load(tmp_path, "02-demo") == lessons.claims

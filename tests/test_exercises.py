@@ -152,3 +152,27 @@ def test_each_real_check_is_right_for_the_runs_number_and_wrong_otherwise(run):
     assert key.right, key
     assert ex.record_key_of("202401150930_drone1", run["history"], "drone0001",
                             f"{run['spec'].start_date} 09:30").right is False
+
+
+def test_spread_shuffle_waves_and_insert_plan_come_from_the_frames_given():
+    import labformat as lf
+    from labformat.model.report import FileReport
+
+    runs = pd.DataFrame({"p": [1, 1, 1, 8], "seconds": [2.0, 1.0, 3.0, 0.5]})
+    table = ws.spread(runs, "p", ["seconds"])
+    assert table.loc[1, "seconds"] == "2.00 (1.00-3.00)" and table.loc[8, "runs"] == 1
+
+    stage = lambda n: pd.DataFrame({"stage_id": [1] * n + [2] * n,  # noqa: E731
+                                    "stage_label": ["deduplicate: read input"] * n
+                                    + ["deduplicate: keep newest per key"] * n})
+    waves = ws.shuffle_waves({20: stage(20), 48: stage(48)}, 16)
+    assert waves.loc[20].tolist() == [20, 2, 12] and waves.loc[48].tolist() == [48, 3, 0]
+
+    files = (FileReport("", "small-1", "a", 90, 9000, "k1", "k5", created=False, inserts=40, updates=2,
+                           prev_size_bytes=5000),
+             FileReport("", "full-2", "b", 90, 9800, "k6", "k9", created=False, updates=3, prev_size_bytes=9700),
+             FileReport("", "new-3", "c", 60, 6000, "k1", "k9", created=True, inserts=60))
+    report = lf.WriteReport("upsert", "20240101000000000", 105, 240, 100, 5, files=files)
+    plan = ws.insert_plan(report, {"small_file_limit": 8000})
+    assert plan.file_id.tolist() == ["small-1", "full-2", "new-3"]
+    assert plan.small_file.tolist() == [True, False, False] and plan.inserts.tolist() == [40, 0, 60]

@@ -322,3 +322,38 @@ def test_real_run_funnel_and_step_times(tiny_run):
     assert len(bars(ax)) == len(steps) * len(days)
     assert [float(t.get_text().split()[0]) for t in ax.texts] == pytest.approx(days["seconds"].round(1).tolist(),
                                                                                abs=0.051)
+
+
+# ---------------------------------------------------------------- a month of upserts, timing spreads
+
+MONTH = pd.DataFrame({"day": [1, 2, 3], "files_in_table": [32, 35, 38], "after_range_pruning": [3, 3, 2],
+                      "files_rewritten": [3, 2, 2], "files_created": [3, 3, 3], "mb_rewritten": [1.8, 1.4, 1.4],
+                      "keys_after_range_pruning": [287, 5146, 4243], "keys_after_bloom": [287, 338, 285],
+                      "keys_matched": [287, 338, 285]})
+
+
+def test_plot_month_shares_the_day_axis_and_draws_the_share_kept():
+    axes = viz.plot_month(MONTH)
+    assert len(axes) == 4 and axes[0].get_shared_x_axes().joined(axes[0], axes[3])
+    x, y = axes[1].get_lines()[0].get_data()
+    assert list(x) == [1, 2, 3] and list(np.round(y, 2)) == [9.38, 8.57, 5.26]
+    assert [b.get_height() for b in axes[3].patches] == [1.8, 1.4, 1.4]
+    plt.close("all")
+
+
+def test_plot_key_funnel_is_log_scaled_per_stage():
+    ax = viz.plot_key_funnel(MONTH)
+    assert ax.get_yscale() == "log" and len(ax.patches) == 9
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["after range pruning", "after bloom",
+                                                                   "matched (exact check)"]
+    plt.close("all")
+
+
+def test_plot_spread_draws_every_run_median_and_range():
+    runs = pd.DataFrame({"index": ["BLOOM"] * 3 + ["SIMPLE"] * 3, "tag_s": [0.4, 0.5, 0.9, 0.6, 0.6, 0.7]})
+    ax = viz.plot_spread(runs, "index", "tag_s")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["BLOOM", "SIMPLE"]
+    assert [round(b.get_height(), 2) for b in ax.patches] == [0.5, 0.6]  # the medians
+    assert sum(len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets")) >= 6
+    assert "3 runs each" in ax.get_title()
+    plt.close("all")

@@ -9,8 +9,8 @@ reported with its spread and never fails the run, since a shared 2-core machine 
     lessons = Lessons("02-daily-upserts")
     lessons.claim("range pruning kept a smaller share of the files on the last day than on the first",
                   last_share < first_share, f"day 1: {a} of {n}; day 28: {b} of {m}")
-    lessons  # a table: claim, evidence, held
     lessons.save()
+    lessons.only(exact=True)  # one line per claim: [held] or [BROKEN], the claim, its evidence
 """
 
 from __future__ import annotations
@@ -66,6 +66,15 @@ class Lessons:
         return pd.DataFrame([{"claim": c.text, "evidence": c.evidence, "verdict": c.verdict} for c in chosen],
                             columns=["claim", "evidence", "verdict"])
 
+    def only(self, exact: bool) -> "Lessons":
+        """The exact claims (counts) or the timing ones, as a Lessons that shows each in full."""
+        view = Lessons(self.lab)
+        view.claims = [c for c in self.claims if c.exact == exact]
+        view.kind = "claims on exact quantities" if exact else "timing claims (medians after a warm-up; never fatal)"
+        return view
+
+    kind = "lesson claims"
+
     def broken(self, exact_only: bool = True) -> list[Claim]:
         return [c for c in self.claims if not c.held and (c.exact or not exact_only)]
 
@@ -73,7 +82,7 @@ class Lessons:
         return self.frame().style.hide(axis="index").to_html()
 
     def __repr__(self) -> str:
-        lines = [f"{len(self.claims)} lesson claims of {self.lab}:"]
+        lines = [f"{len(self.claims)} {self.kind} of {self.lab}:"]
         for c in self.claims:
             kind = "" if c.exact else " (timing)"
             lines.append(f"  [{c.verdict}] {c.text}{kind}: {c.evidence}")

@@ -81,15 +81,15 @@ def execute(source: Path, preset: str, master: str | None = None, out: Path | No
 
 ANSWER_TAG = "exercise-answer"
 SOLUTIONS_NOTE = "*Solutions: every exercise answered, the way a learner could have predicted it.*"
-_ASSIGNMENT = re.compile(r"^(?P<target>[A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)")
+_ASSIGNMENT = re.compile(r"^(?P<target>ANSWER_[A-Za-z0-9_]*)\s*=(?!=)")
 
 
 def learner_version(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The learner's notebook made from its solution: answer cells blanked, the solutions note dropped.
 
-    In a cell tagged `exercise-answer` every top-level assignment becomes `NAME = None` with a
-    prompt; helper lines the solution needed to compute its answer are dropped, so nothing of the
-    answer is left on screen. Everything else is the solution's cell, unchanged.
+    In a cell tagged `exercise-answer` every `ANSWER_...` assignment becomes `ANSWER_... = None`
+    with a prompt; the lines the solution needed to compute its answer are dropped, so nothing of
+    the answer is left on screen. Everything else is the solution's cell, unchanged.
     """
     nb = nbformat.from_dict(json.loads(json.dumps(solution)))
     for cell in nb.cells:
@@ -98,7 +98,7 @@ def learner_version(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
         if cell.cell_type == "code" and ANSWER_TAG in cell.metadata.get("tags", []):
             names = [m.group("target") for m in map(_ASSIGNMENT.match, cell.source.splitlines()) if m]
             if not names:
-                raise ValueError(f"an {ANSWER_TAG} cell assigns no answer: {cell.source!r}")
+                raise ValueError(f"an {ANSWER_TAG} cell assigns no ANSWER_... variable: {cell.source!r}")
             cell.source = "\n".join(f"{name} = None  # your prediction" for name in names)
             cell.outputs, cell.execution_count = [], None
     return nb

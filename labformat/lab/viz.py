@@ -71,13 +71,28 @@ def key_ranges_frame(table: "lf.Table", as_of: str | None = None) -> pd.DataFram
 
     slices = table.file_slices(as_of)
     footers = key_ranges(table.storage.base_uri, [s.path for s in slices])
+    names = commit_names(table)
     rows = [{"path": s.path, "file_id": s.file_id, "partition_path": s.partition_path,
-             "instant": s.base_instant_time, "min_key": footers[s.path].min_key,
+             "instant": s.base_instant_time, "commit": names.get(s.base_instant_time, s.base_instant_time),
+             "min_key": footers[s.path].min_key,
              "max_key": footers[s.path].max_key, "rows": footers[s.path].num_rows,
              "row_groups": footers[s.path].num_row_groups, "size_bytes": s.size_bytes}
             for s in slices]
-    return pd.DataFrame(rows, columns=["path", "file_id", "partition_path", "instant", "min_key", "max_key",
+    return pd.DataFrame(rows, columns=["path", "file_id", "partition_path", "instant", "commit", "min_key", "max_key",
                                        "rows", "row_groups", "size_bytes"])
+
+
+def commit_names(table: "lf.Table") -> dict[str, str]:
+    """A reader's name for each completed write instant, from its commit metadata: "bulk insert",
+    then "upsert 1", "upsert 2", ... (and "delete N"), counted per operation in timeline order."""
+    names, counts = {}, {}
+    for instant in table.timeline():
+        if instant.action.value not in ("commit", "replacecommit", "deltacommit"):
+            continue
+        operation = table.commit_metadata(instant).operation_type.lower().replace("_", " ")
+        counts[operation] = counts.get(operation, 0) + 1
+        names[instant.time] = operation if operation == "bulk insert" else f"{operation} {counts[operation]}"
+    return names
 
 
 def _file_label(row) -> str:
@@ -122,11 +137,15 @@ def plot_file_key_ranges(files: pd.DataFrame, ax=None, max_tick_labels: int = 8)
     ax.barh(y, right - left, left=left, color=colors, height=0.8, edgecolor="black", linewidth=0.3)
 
     counts = keyed["instant"].astype(str).value_counts()
+    # "bulk insert", "upsert 3" where the frame names its commits (key_ranges_frame does), else the instant.
+    names = (dict(zip(keyed["instant"].astype(str), keyed["commit"].astype(str)))
+             if "commit" in keyed.columns else {})
     handles = [Patch(facecolor=color_of[i], edgecolor="black", linewidth=0.3,
-                     label=f"{i} ({counts[i]} file{'s' if counts[i] != 1 else ''})") for i in instants]
+                     label=f"{names.get(i, i)} ({counts[i]} file{'s' if counts[i] != 1 else ''})") for i in instants]
     if handles:
-        ax.legend(handles=handles, title="instant (commit) that wrote it", fontsize="small",
-                  loc="best", title_fontsize="small")
+        ax.legend(handles=handles, title="commit that wrote it", fontsize="small",
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0), title_fontsize="small",
+                  ncols=1 if len(handles) <= 16 else 2)
 
     if len(keyed):
         ax.set_xlim(left.min(), right.max())

@@ -151,7 +151,7 @@ def footers_frame(table: lf.Table) -> pd.DataFrame:
     files = key_ranges_frame(table)
     # In key order: file ids are random, so listing order would differ from run to run.
     files = files.sort_values(["min_key", "file_id"], ignore_index=True)
-    return files[["file_id", "instant", "rows", "row_groups", "size_bytes", "min_key", "max_key"]]
+    return files[["file_id", "instant", "commit", "rows", "row_groups", "size_bytes", "min_key", "max_key"]]
 
 
 def max_overlap(files: pd.DataFrame) -> int:
@@ -259,7 +259,15 @@ def write_stage(tasks: pd.DataFrame) -> pd.DataFrame:
     """The tasks of the stage that writes base files: what "write tasks" means (not every stage of the write step)."""
     from labformat.lab.projection import write_stage_tasks
 
-    return write_stage_tasks(tasks)
+    stage = write_stage_tasks(tasks).copy()
+    if stage.empty:
+        return stage
+    # Seconds from the stage's own first launch, so it lines up with its projection (which starts at 0).
+    shift = float(stage["launch"].min())
+    for column in ("launch", "end", "busy_end"):
+        if column in stage.columns:
+            stage[column] = stage[column] - shift
+    return stage
 
 
 def project(tasks: pd.DataFrame, cores: int) -> pd.DataFrame:
