@@ -24,6 +24,11 @@ REQUIRED_CHARTS = {
     "file-size trade-off": "file-size-tradeoff",
     "query skipping": "query-skipping",
     "per-step time": "step-times-clean",
+    # The lessons issue's: the month's layout, bloom at the key level and per filter size, a projection.
+    "key ranges after a month of upserts": "key-ranges-after-month",
+    "key-level bloom funnel": "key-funnel-clean",
+    "bloom filter sizes": "bloom-filter-sizes",
+    "bulk insert timeline and its 16-core projection": "task-timeline-bulk-insert",
 }
 
 
@@ -60,6 +65,28 @@ def test_solutions_differ_only_in_answer_cells(learner):
     assert answers >= 2, "each notebook has at least two exercises"
 
 
+@pytest.mark.parametrize("learner", LEARNER, ids=lambda p: p.stem)
+def test_the_learners_notebook_is_generated_from_its_solution(learner):
+    made = runner.learner_version(read(runner.SOLUTIONS_DIR / learner.name))
+    assert [c.source for c in read(learner).cells] == [c.source for c in made.cells], \
+        "edit the solution, then run scripts/refresh_notebooks.py"
+
+
+def test_learner_version_blanks_every_answer_and_keeps_no_trace_of_it():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(f"# 09 · Demo\n\n{runner.SOLUTIONS_NOTE}\n\n**Learning goals**"),
+                nbformat.v4.new_code_cell("hour = spec.start\nANSWER_9_1 = len(hour) * 60  # sixty\nANSWER_9_2 = 'x'"),
+                nbformat.v4.new_code_cell("ex.count('9.1', ANSWER_9_1, 60, '', '')")]
+    nb.cells[1].metadata["tags"] = [ANSWER_TAG]
+    made = runner.learner_version(nb)
+    assert made.cells[0].source == "# 09 · Demo\n\n**Learning goals**"
+    assert made.cells[1].source == "ANSWER_9_1 = None  # your prediction\nANSWER_9_2 = None  # your prediction"
+    assert made.cells[2].source == nb.cells[2].source and nb.cells[1].source.startswith("hour")
+    nb.cells[1].source = "print(42)"
+    with pytest.raises(ValueError, match="assigns no ANSWER_"):
+        runner.learner_version(nb)
+
+
 @pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_saved_outputs_are_clean_and_from_the_tiny_preset(path):
     nb = read(path)
@@ -80,6 +107,20 @@ def test_each_notebook_has_goals_exercises_and_a_check_per_exercise(path):
     exercises = [line for line in text.splitlines() if line.startswith("## Exercise ")]
     checks = [c for c in nb.cells if c.cell_type == "code" and "ex." in c.source and "ANSWER_" in c.source]
     assert len(exercises) >= 2 and len(checks) >= len(exercises)
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_every_exact_lesson_claim_held_in_the_saved_tiny_run(path):
+    """Each lab states its lessons as claims on its own run; the saved (tiny) run shows every exact one
+    held, and nbval re-runs the notebook and compares, so a claim that breaks fails the suite."""
+    nb = read(path)
+    cells = [c for c in nb.cells if c.cell_type == "code" and "lessons.only(exact=True)" in c.source]
+    assert len(cells) == 1, "one cell shows the exact claims"
+    assert "nbval-ignore-output" not in cells[0].metadata.get("tags", [])
+    shown = "".join(o.get("data", {}).get("text/plain", "") for o in cells[0].outputs)
+    made = cells[0].source.count("lessons.claim(")
+    exact = made - cells[0].source.count("exact=False")
+    assert exact >= 3 and shown.count("[held]") == exact and "BROKEN" not in shown, shown
 
 
 def test_every_chart_of_the_issue_is_drawn_by_a_saved_notebook():

@@ -202,7 +202,7 @@ def test_pruning_funnel_skips_what_simple_does_not_measure():
 
 def test_file_size_tradeoff_plots_each_metric_against_megabytes():
     sweep = pd.DataFrame({"max_file_size": ["1MB", "4MB", "16MB", 128 * 1024**2],
-                          "mb_rewritten": [1.5, 4.0, 16.0, 60.0], "write_stage_tasks": [80, 24, 8, 2],
+                          "rows_rewritten": [1500, 4000, 16000, 60000], "write_stage_tasks": [80, 24, 8, 2],
                           "files": [90, 25, 8, 2]})
     axes = viz.plot_file_size_tradeoff(sweep)
     assert len(axes) == len(viz.TRADEOFF_METRICS) == 6
@@ -214,7 +214,7 @@ def test_file_size_tradeoff_plots_each_metric_against_megabytes():
 
 
 def test_file_size_tradeoff_shows_every_run_and_the_median():
-    sweep = pd.DataFrame({"max_file_size": ["1MB", "1MB", "1MB", "8MB"], "mb_rewritten": [3.0, 9.0, 4.0, 2.0],
+    sweep = pd.DataFrame({"max_file_size": ["1MB", "1MB", "1MB", "8MB"], "rows_rewritten": [3.0, 9.0, 4.0, 2.0],
                           "write_stage_tasks": [4, 4, 4, 1], "files": [4, 4, 4, 1]})
     _, grid = plt.subplots(2, 3)
     axes = viz.plot_file_size_tradeoff(sweep, axes=grid)

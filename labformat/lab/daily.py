@@ -45,6 +45,7 @@ class DailyRun:
                 "files_created": report.files_created,
                 "bytes_written": report.bytes_written,
                 # Copy-on-write's cost: the new slices of file groups that existed (old rows copied along).
+                "rows_rewritten": sum(f.rows for f in report.files if not f.created),
                 "mb_rewritten": sum(f.size_bytes for f in report.files if not f.created) / 1024**2,
                 "write_amplification": report.details.get("write_amplification"),
             }

@@ -19,7 +19,7 @@ _STEP_ORDER = ("validate", "deduplicate", "latest_file_slices", "tag", "small_fi
                "assign_inserts", "start_instant", "write", "commit")
 FUNNEL_COLUMNS = ("files_in_table", "after_range_pruning", "after_bloom", "matched", "false_positives")
 # Columns of a max_file_size sweep, in panel order, with their axis labels.
-TRADEOFF_METRICS = (("mb_rewritten", "MB rewritten by the upsert"), ("write_stage_tasks", "write tasks"),
+TRADEOFF_METRICS = (("rows_rewritten", "rows copy-on-write rewrote"), ("write_stage_tasks", "write tasks"),
                     ("projected_write_stage_s", "write stage on 16 cores, projected (s)"),
                     ("files_opened", "files a full-table query opens"), ("planning_s", "query planning (s)"),
                     ("files", "base files in the table"))
