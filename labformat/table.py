@@ -12,7 +12,6 @@ from pyspark.sql import types as T
 
 from labformat import config as C
 from labformat import properties as P
-from labformat._faults import crash_point
 from labformat.errors import (
     CorruptTableError,
     InvalidInputError,
@@ -20,18 +19,15 @@ from labformat.errors import (
     TableNotFoundError,
 )
 from labformat.fs_view import FileSystemView
-from labformat.model.base_file import BaseFile
-from labformat.model.commit import BLOOM_FILTER_BYTES_KEY, CommitMetadata, WriteStat
+from labformat.model.commit import SPARK_SCHEMA_KEY, CommitMetadata
 from labformat.model.file_group import FileSlice
-from labformat.model.instant import Action, Instant, State
-from labformat.model.report import FileReport, WriteReport
-from labformat.schema import avro_schema_json, check_compatible, data_schema_of, with_meta_columns
-from labformat.spark.jobs import StepRecorder
+from labformat.model.instant import Instant
+from labformat.model.report import WriteReport
+from labformat.schema import check_compatible, data_schema_of, with_meta_columns
 from labformat.storage import Storage
 from labformat.timeline import TIMELINE_DIR, Timeline
-from labformat.write.arrow_writer import raise_invalid_input_from
-
-SPARK_SCHEMA_KEY = "labformat.sparkSchema"  # extraMetadata key: the exact Spark schema of the data columns
+from labformat.write import bulk_insert as _bulk_insert
+from labformat.write import upsert as _upsert
 
 
 class Table:
@@ -165,6 +161,15 @@ class Table:
 
     # ---- timeline and views ---------------------------------------------------------------
 
+    @property
+    def active_timeline(self) -> Timeline:
+        """The timeline as last loaded (Hudi's active timeline); write and index code reads it here."""
+        return self._timeline
+
+    def reload_active_timeline(self) -> Timeline:
+        """Re-read `.hoodie/` and return the timeline (Hudi's `reloadActiveTimeline`)."""
+        return self._timeline.reload()
+
     def timeline(self) -> list[Instant]:
         """Completed instants (commits, replacecommits, rollbacks), oldest first."""
         return [i for i in self._timeline.reload().instants if i.is_completed]
@@ -235,8 +240,9 @@ class Table:
         check_compatible(current, incoming)
         return current
 
-    def _validate_input(self, df: DataFrame, need_precombine: bool, keys_only: bool = False) -> None:
-        """Checks that need no pass over the data; record keys are checked by the write tasks."""
+    def validate_input(self, df: DataFrame, need_precombine: bool, keys_only: bool = False) -> None:
+        """A write's input checks that need no pass over the data (columns, schema); InvalidInputError
+        says what is wrong. Record keys are checked by the write tasks."""
         columns = set(df.columns)
         needed = [self.record_key] + ([self.precombine_field] if need_precombine else []) + (
             [self.partition_field] if self.partition_field else [])
@@ -246,109 +252,14 @@ class Table:
         if not keys_only:
             self.schema_for_write(df)
 
-    def _start_instant(self, action: Action, operation: str) -> tuple[Instant, tuple[str, ...]]:
-        timeline = self._timeline.reload()
-        rolled_back = tuple(r.rolled_back for r in timeline.rollback_pending())
-        requested = timeline.request(action, {"operationType": operation})
-        crash_point("after_requested")
-        return timeline.to_inflight(requested), rolled_back
-
-    def _reconcile(self, instant: Instant, written_paths: set[str], partitions: set[str]) -> None:
-        """Delete files this instant's failed or duplicate task attempts left behind (not in the stats)."""
-        for partition in partitions:
-            for info in self.storage.list(partition):
-                base = BaseFile.try_parse(info.path)
-                if base is not None and base.instant_time == instant.time and info.path not in written_paths:
-                    self.storage.delete(info.path)
-
-    def _commit(self, instant: Instant, operation: str, stats: list[dict], data_schema: T.StructType,
-                extra: dict[str, str] | None = None) -> None:
-        write_stats = tuple(
-            WriteStat(
-                partition_path=s["partition_path"], file_id=s["file_id"], path=s["path"],
-                prev_commit=s["prev_commit"] or "null", num_writes=s["num_writes"],
-                num_inserts=s["num_inserts"], num_update_writes=s["num_update_writes"],
-                num_deletes=s["num_deletes"], file_size_bytes=s["file_size"],
-                total_write_bytes=s["file_size"], create_time_ms=s["write_ms"],
-            )
-            for s in sorted(stats, key=lambda s: s["path"])
-        )
-        metadata = CommitMetadata(
-            operation_type=operation,
-            write_stats=write_stats,
-            extra_metadata={
-                "schema": avro_schema_json(data_schema, self.name),
-                SPARK_SCHEMA_KEY: data_schema.json(),
-                BLOOM_FILTER_BYTES_KEY: str(sum(s.get("bloom_bytes") or 0 for s in stats)),
-                **(extra or {}),
-            },
-        )
-        self._reconcile(instant, {s.path for s in write_stats}, {s.partition_path for s in write_stats})
-        if self.metadata_enabled:
-            self._write_metadata(instant, write_stats, stats)
-        self._timeline.complete(instant, metadata.to_json(), before_publish=lambda: crash_point("before_publish"))
-
-    def _write_metadata(self, instant: Instant, write_stats: tuple[WriteStat, ...], task_stats: list[dict]) -> None:
-        """The metadata table's entries for this instant, written before the commit is published."""
-        from labformat.metadata import write_metadata
-
-        timeline = self._timeline.reload()
-        latest = {(s.partition_path, s.file_id): s for s in FileSystemView(timeline).latest_file_slices()}
-        for w in write_stats:
-            latest[(w.partition_path, w.file_id)] = FileSlice(w.partition_path, w.file_id, instant.time, w.path,
-                                                              w.file_size_bytes, w.num_writes)
-        write_metadata(self.storage, timeline, instant.time, sorted(latest.values(), key=lambda s: s.path),
-                       task_stats, self.column_stats_enabled, self.bloom_filters_in_metadata,
-                       columns=self.column_stats_columns)
-
-    def _abandon(self, instant: Instant) -> None:
-        """Remove an instant that wrote nothing (an empty input): nothing to roll back but its markers."""
-        for state_instant in (instant, instant.to(State.REQUESTED)):
-            self.storage.delete(f"{TIMELINE_DIR}/{state_instant.file_name}")
-        self._timeline.reload()
-
     def bulk_insert(self, df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Write `df` as new file groups, without index lookups or deduplication (Hudi's bulk_insert).
 
         Options: `bulk_insert_sort_mode`, `bulk_insert_parallelism`, `max_file_size`,
         `compression_codec`, `bloom_fpp` (or their `hoodie.*` keys); see docs/options.md.
+        An empty input commits nothing (the report's instant is None).
         """
-        from labformat.write.bulk_insert import write_bulk_insert
-
-        cfg = C.resolve(options, [C.Scope.WRITE])
-        if self.index_type == "BUCKET":
-            from labformat.write import upsert
-
-            return upsert.run(self, df, cfg, "bulk_insert")
-        steps = StepRecorder(self.spark)
-        with steps.step("validate"):
-            self._validate_input(df, need_precombine=False)
-            data_schema = self.schema_for_write(df)
-        with steps.step("start_instant"):
-            instant, rolled_back = self._start_instant(Action.COMMIT, "BULK_INSERT")
-        try:
-            with steps.step("write"):
-                stats = write_bulk_insert(self, df, cfg, instant.time)
-            crash_point("after_write")
-        except BaseException as exc:
-            # A failed write rolls itself back now rather than leaving it to the next writer.
-            self._timeline.reload().rollback_pending()
-            raise_invalid_input_from(exc)
-            raise
-        if not stats:
-            self._abandon(instant)
-            return WriteReport("bulk_insert", None, 0, 0, 0, steps=tuple(steps.steps), options=dict(cfg),
-                               rolled_back=rolled_back)
-        with steps.step("commit"):
-            self._commit(instant, "BULK_INSERT", stats, data_schema)
-        files = tuple(
-            FileReport(s["partition_path"], s["file_id"], s["path"], s["num_writes"], s["file_size"],
-                       s["min_key"], s["max_key"], created=True, inserts=s["num_inserts"])
-            for s in sorted(stats, key=lambda s: s["path"])
-        )
-        rows = sum(f.rows for f in files)
-        return WriteReport("bulk_insert", instant.time, rows_in=rows, rows_written=rows, rows_inserted=rows,
-                           steps=tuple(steps.steps), files=files, options=dict(cfg), rolled_back=rolled_back)
+        return _bulk_insert.run(self, df, C.resolve(options, [C.Scope.WRITE]))
 
     def upsert(self, df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Insert new records and update existing ones, Hudi's seven steps (see labformat.write.upsert).
@@ -356,9 +267,7 @@ class Table:
         The batch is deduplicated by record key first: the row with the highest precombine
         value wins. An empty batch commits nothing (the report's instant is None).
         """
-        from labformat.write import upsert
-
-        return upsert.run(self, df, C.resolve(options, [C.Scope.WRITE]), "upsert")
+        return _upsert.run(self, df, C.resolve(options, [C.Scope.WRITE]), "upsert")
 
     def delete(self, keys_df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Delete the records whose keys (and partition field, if any) `keys_df` holds.
@@ -366,9 +275,7 @@ class Table:
         Keys the table does not hold are ignored (reported as zero deletes); a delete that
         matches nothing commits nothing.
         """
-        from labformat.write import upsert
-
-        return upsert.run(self, keys_df, C.resolve(options, [C.Scope.WRITE]), "delete")
+        return _upsert.run(self, keys_df, C.resolve(options, [C.Scope.WRITE]), "delete")
 
     def query(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None):
         """Rows matching `condition` (a Spark Column or SQL string) and a ScanReport of how they were found.

@@ -128,9 +128,24 @@ class Timeline:
             plan = json.loads(self.storage.read_text(f"{TIMELINE_DIR}/{rollback.to(State.REQUESTED).file_name}") or "{}")
             results.append(self._execute_rollback(rollback, plan["instant"], plan["action"]))
         for failed in [i for i in self.pending() if i.action in WRITE_ACTIONS]:
-            rollback = self.request(Action.ROLLBACK, {"instant": failed.time, "action": failed.action.value})
-            results.append(self._execute_rollback(rollback, failed.time, failed.action.value))
+            results.append(self.rollback(failed))
         return results
+
+    def rollback(self, failed: Instant) -> RollbackResult:
+        """Roll back one unfinished write instant: delete its base files and metadata table files,
+        then its timeline files, and record a completed rollback instant naming it."""
+        rollback = self.request(Action.ROLLBACK, {"instant": failed.time, "action": failed.action.value})
+        return self._execute_rollback(rollback, failed.time, failed.action.value)
+
+    def abandon(self, instant: Instant) -> None:
+        """Remove the requested and inflight files of an instant that wrote no file.
+
+        With nothing written there is nothing to roll back, so no rollback is recorded: the
+        timeline ends as if the instant had never been requested.
+        """
+        for state in (State.INFLIGHT, State.REQUESTED):
+            self.storage.delete(f"{TIMELINE_DIR}/{instant.to(state).file_name}")
+        self.reload()
 
     def _execute_rollback(self, rollback: Instant, failed_time: str, failed_action: str) -> RollbackResult:
         started = time.monotonic()

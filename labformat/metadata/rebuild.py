@@ -54,7 +54,7 @@ def rebuild_metadata(table: "Table") -> RebuildReport:
     import time
 
     started = time.perf_counter()
-    timeline = table._timeline.reload()
+    timeline = table.reload_active_timeline()
     latest = timeline.latest_completed_write()
     if latest is None or not table.metadata_enabled:
         return RebuildReport(None, 0, 0.0)

@@ -10,6 +10,7 @@ NULL_COMMIT = "null"  # Hudi writes the string "null" as prevCommit of a new fil
 # extraMetadata key: bytes of the record-key bloom filters in the footers of the files a commit
 # wrote (sized by bloom_num_entries, not by the rows: per-file overhead the record size excludes).
 BLOOM_FILTER_BYTES_KEY = "labformat.bloomFilterBytes"
+SPARK_SCHEMA_KEY = "labformat.sparkSchema"  # extraMetadata key: the exact Spark schema of the data columns
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,45 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from labformat.config import Config
-from labformat.spark.jobs import WRITE_BASE_FILES, describe, input_partitions
+from labformat.model.report import FileReport, WriteReport
+from labformat.spark.jobs import WRITE_BASE_FILES, StepRecorder, describe, input_partitions
+from labformat.write import upsert
 from labformat.write.arrow_writer import PARTITION_COL, WRITE_STAT_DDL, WriteSpec, write_new_file_groups
+from labformat.write.transaction import WriteTransaction
 
 if TYPE_CHECKING:
     from labformat.table import Table
+
+
+def run(table: "Table", df: DataFrame, cfg: Config) -> WriteReport:
+    """Write `df` as new file groups, without index lookups or deduplication (Hudi's bulk_insert).
+
+    A BUCKET table's bulk insert goes through the upsert's routing instead (see `upsert.run`),
+    so that every row lands in its bucket's file group.
+    """
+    if table.index_type == "BUCKET":
+        return upsert.run(table, df, cfg, "bulk_insert")
+    steps = StepRecorder(table.spark)
+    with WriteTransaction(table, "bulk_insert") as tx:
+        with steps.step("validate"):
+            table.validate_input(df, need_precombine=False)
+            data_schema = table.schema_for_write(df)
+        with steps.step("start_instant"):
+            instant = tx.start()
+        with steps.step("write"):
+            stats = write_bulk_insert(table, df, cfg, instant.time)
+        if not stats:  # an empty input: its write tasks wrote nothing
+            return tx.abandon(steps=tuple(steps.steps), options=dict(cfg))
+        with steps.step("commit"):
+            tx.commit(stats, data_schema)
+    files = tuple(
+        FileReport(s["partition_path"], s["file_id"], s["path"], s["num_writes"], s["file_size"],
+                   s["min_key"], s["max_key"], created=True, inserts=s["num_inserts"])
+        for s in sorted(stats, key=lambda s: s["path"])
+    )
+    rows = sum(f.rows for f in files)
+    return WriteReport("bulk_insert", instant.time, rows_in=rows, rows_written=rows, rows_inserted=rows,
+                       steps=tuple(steps.steps), files=files, options=dict(cfg), rolled_back=tx.rolled_back)
 
 
 def order_for_sort_mode(df: DataFrame, mode: str, record_key: str, parallelism: int) -> DataFrame:

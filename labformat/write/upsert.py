@@ -19,10 +19,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from labformat._faults import crash_point
 from labformat.config import Config
-from labformat.errors import ConfigError, LabformatError
-from labformat.model.instant import Action
+from labformat.errors import ConfigError
 from labformat.model.report import FileReport, WriteReport
 from labformat.spark.jobs import WRITE_BASE_FILES, StepRecorder, describe, input_partitions
 from labformat.index import bloom, bucket, simple
@@ -31,8 +29,9 @@ from labformat.index.bucket import bucket_prefix
 from labformat.model.base_file import new_file_id
 from labformat.model.file_group import FileSlice
 from labformat.write import sizing
-from labformat.write.arrow_writer import WRITE_STAT_DDL, WriteSpec, raise_invalid_input_from
+from labformat.write.arrow_writer import WRITE_STAT_DDL, WriteSpec
 from labformat.write.merge import TARGET, Target, merge_file_group
+from labformat.write.transaction import WriteTransaction
 
 if TYPE_CHECKING:
     from labformat.table import Table
@@ -190,7 +189,7 @@ def find_small_files(slices: list[FileSlice], cfg: Config) -> dict[str, list[Fil
 
 def estimate_record_size(table: "Table", cfg: Config) -> tuple[int, str]:
     """Step 5: average bytes per record from the commit history."""
-    timeline = table._timeline
+    timeline = table.active_timeline
     commits = [timeline.commit_metadata(i) for i in timeline.completed_writes()]
     return sizing.average_record_size(commits, cfg.record_size_estimation_threshold, cfg.small_file_limit,
                                       cfg.record_size_estimate)
@@ -388,36 +387,35 @@ def run(table: "Table", df: DataFrame, cfg: Config, operation: str):
         raise ConfigError(f"hoodie.index.type={index_type}: this table was created with {table_index}; "
                           "a BUCKET table's layout is fixed, so neither switch to nor from BUCKET")
     steps = StepRecorder(table.spark)
-    with steps.step("validate"):
-        table._validate_input(df, need_precombine=operation == "upsert", keys_only=operation == "delete")
-        data_schema = table.schema() if operation == "delete" else table.schema_for_write(df)
-    if data_schema is None:  # a delete on a table never written to
-        return WriteReport(operation, None, 0, 0, 0, steps=tuple(steps.steps), options=dict(cfg))
-    from labformat.metadata import MetadataReader
+    # The transaction spans every step: a task's bad-input failure in any of them becomes InvalidInputError.
+    with WriteTransaction(table, operation) as tx:
+        with steps.step("validate"):
+            table.validate_input(df, need_precombine=operation == "upsert", keys_only=operation == "delete")
+            data_schema = table.schema() if operation == "delete" else table.schema_for_write(df)
+        if data_schema is None:  # a delete on a table never written to
+            return tx.abandon(steps=tuple(steps.steps), options=dict(cfg))
+        from labformat.metadata import MetadataReader
 
-    ctx = IndexContext(table.spark, table.storage.base_uri, table.record_key, index_type, table.bucket_num,
-                       cfg.bloom_prune_by_ranges, use_metadata=cfg.bloom_use_metadata,
-                       metadata=MetadataReader(table.storage, table._timeline.reload()) if cfg.bloom_use_metadata
-                       else None, schema=data_schema, partitioned=bool(table.partition_field))
-    cleanup: list = []
-    input_count = input_partitions(df)
-    shuffles = max(shuffle_parallelism(input_count, cfg), table.spark.sparkContext.defaultParallelism, 1)
-    try:
-        with pinned_shuffles(table.spark, shuffles):
-            return _run_steps(table, df, input_count, cfg, operation, index_type, ctx, steps, data_schema, cleanup)
-    except LabformatError:
-        raise
-    except Exception as exc:  # a task's bad-input failure arrives as a Spark exception
-        raise_invalid_input_from(exc)
-        raise
-    finally:
-        for frame in cleanup:
-            frame.unpersist()
+        ctx = IndexContext(table.spark, table.storage.base_uri, table.record_key, index_type, table.bucket_num,
+                           cfg.bloom_prune_by_ranges, use_metadata=cfg.bloom_use_metadata,
+                           metadata=MetadataReader(table.storage, table.reload_active_timeline())
+                           if cfg.bloom_use_metadata else None,
+                           schema=data_schema, partitioned=bool(table.partition_field))
+        cleanup: list = []
+        input_count = input_partitions(df)
+        shuffles = max(shuffle_parallelism(input_count, cfg), table.spark.sparkContext.defaultParallelism, 1)
+        try:
+            with pinned_shuffles(table.spark, shuffles):
+                return _run_steps(table, tx, df, input_count, cfg, operation, index_type, ctx, steps, data_schema,
+                                  cleanup)
+        finally:
+            for frame in cleanup:
+                frame.unpersist()
 
 
-def _run_steps(table: "Table", df: DataFrame, input_count: int, cfg: Config, operation: str, index_type: str,
-               ctx: IndexContext, steps: StepRecorder, data_schema, cleanup: list) -> WriteReport:
-    """The steps themselves; `run` wraps them with input checks, error translation and cleanup."""
+def _run_steps(table: "Table", tx: WriteTransaction, df: DataFrame, input_count: int, cfg: Config, operation: str,
+               index_type: str, ctx: IndexContext, steps: StepRecorder, data_schema, cleanup: list) -> WriteReport:
+    """The steps themselves; `run` wraps them with input checks, the transaction and cleanup."""
     with steps.step("deduplicate"):
         deduped, parallelism = deduplicate(table, df, cfg, input_count, keys_only=operation == "delete",
                                            dedupe=operation != "bulk_insert")
@@ -440,31 +438,24 @@ def _run_steps(table: "Table", df: DataFrame, input_count: int, cfg: Config, ope
         record_size, record_size_source = estimate_record_size(table, cfg)
     with steps.step("assign_inserts"):
         plan = assign_inserts(profile, slices, small, record_size, cfg, index_type, operation)
-    if not plan.targets:
-        return WriteReport(operation, None, rows_in=profile.rows_in, rows_written=0, rows_inserted=0,
-                           rows_deduplicated=profile.rows_in - profile.records, steps=tuple(steps.steps),
-                           funnel=_funnel(tag, profile, [], index_type), options=dict(cfg),
-                           details={"shuffle_parallelism": parallelism, "index_type": index_type})
+    if not plan.targets:  # nothing to write: an empty write never starts an instant
+        return tx.abandon(rows_in=profile.rows_in, rows_deduplicated=profile.rows_in - profile.records,
+                          steps=tuple(steps.steps), funnel=_funnel(tag, profile, [], index_type),
+                          options=dict(cfg), details={"shuffle_parallelism": parallelism, "index_type": index_type})
     with steps.step("start_instant"):
-        instant, rolled_back = table._start_instant(Action.COMMIT, operation.upper())
-    try:
-        with steps.step("write"):
-            spec = WriteSpec(table.storage.base_uri, instant.time, table.record_key,
-                             tuple(f.name for f in data_schema.fields), cfg.max_file_size,
-                             cfg.compression_codec, bloom_fpp=cfg.bloom_fpp,
-                             bloom_num_entries=cfg.bloom_num_entries,
-                             collect_bloom=table.bloom_filters_in_metadata)
-            keys = task_keys(table.spark, len(plan.targets))
-            routed = route_records(tag, plan, keys)
-            stats = write_file_groups(table, routed, plan, spec,
-                                      "delete" if operation == "delete" else "upsert")
-    except BaseException as exc:
-        table._timeline.reload().rollback_pending()
-        raise_invalid_input_from(exc)
-        raise
+        instant = tx.start()
+    with steps.step("write"):
+        spec = WriteSpec(table.storage.base_uri, instant.time, table.record_key,
+                         tuple(f.name for f in data_schema.fields), cfg.max_file_size,
+                         cfg.compression_codec, bloom_fpp=cfg.bloom_fpp,
+                         bloom_num_entries=cfg.bloom_num_entries,
+                         collect_bloom=table.bloom_filters_in_metadata)
+        keys = task_keys(table.spark, len(plan.targets))
+        routed = route_records(tag, plan, keys)
+        stats = write_file_groups(table, routed, plan, spec,
+                                  "delete" if operation == "delete" else "upsert")
     with steps.step("commit"):
-        table._commit(instant, operation.upper(), stats, data_schema)
-        crash_point("after_commit")
+        tx.commit(stats, data_schema)
 
     first_of_group = {(t.partition_path, t.file_id) for t in plan.targets if t.old_path is not None}
     files = tuple(
@@ -494,7 +485,7 @@ def _run_steps(table: "Table", df: DataFrame, input_count: int, cfg: Config, ope
         rows_inserted=sum(f.inserts for f in files), rows_updated=sum(f.updates for f in files),
         rows_deleted=sum(f.deletes for f in files), rows_deduplicated=profile.rows_in - profile.records,
         steps=tuple(steps.steps), files=files, funnel=_funnel(tag, profile, files, index_type),
-        options=dict(cfg), rolled_back=rolled_back, details=details,
+        options=dict(cfg), rolled_back=tx.rolled_back, details=details,
     )
 
 

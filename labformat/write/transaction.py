@@ -1,0 +1,194 @@
+"""The write transaction: one write's instant through Hudi's commit protocol, shared by every write path."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import types as T
+
+from labformat._faults import crash_point
+from labformat.errors import LabformatError
+from labformat.fs_view import FileSystemView
+from labformat.model.base_file import BaseFile
+from labformat.model.commit import BLOOM_FILTER_BYTES_KEY, SPARK_SCHEMA_KEY, CommitMetadata, WriteStat
+from labformat.model.file_group import FileSlice
+from labformat.model.instant import Action, Instant
+from labformat.model.report import WriteReport
+from labformat.schema import avro_schema_json
+from labformat.write.arrow_writer import raise_invalid_input_from
+
+if TYPE_CHECKING:
+    from labformat.table import Table
+
+
+class WriteTransaction:
+    """One write (bulk insert, upsert or delete) of one table, from its plan to its completed commit.
+
+    ::
+
+        with WriteTransaction(table, "upsert") as tx:
+            ...                                  # validate and plan: no instant yet
+            if nothing_to_write:
+                return tx.abandon(steps=...)     # an empty write: report with instant=None
+            tx.start()                           # requested -> inflight
+            stats = write_tasks(tx.instant.time)
+            if not stats:
+                return tx.abandon(steps=...)
+            tx.commit(stats, data_schema)        # completed commit published atomically
+
+    The rules every write path shares:
+
+    - `start` first rolls back the instants of writers that died (one writer at a time, so a
+      pending instant is a failed one), then requests this write's instant and marks it inflight.
+    - An exception inside the block aborts: a started instant is rolled back at once (its base
+      files and metadata table files deleted, a rollback instant recorded), so the table is as it
+      was before the write; a write task's bad-input failure is re-raised as InvalidInputError.
+    - An empty write commits nothing and leaves no instant behind: the report's instant is None,
+      no timeline file of it remains, and no file is written. Upsert and delete know they are
+      empty before `start` (their plan has no target file group) and never start an instant;
+      bulk insert learns it only from its write tasks (knowing earlier would cost a pass over the
+      input) and `abandon` then removes the markers of the instant it started.
+    - Leaving the block after `start` with neither `commit` nor `abandon` is a bug in the write
+      path; the instant is rolled back as if the write had failed.
+    """
+
+    def __init__(self, table: "Table", operation: str, action: Action = Action.COMMIT):
+        self.table = table
+        self.operation = operation  # the report's name: "bulk_insert", "upsert", "delete"
+        self.action = action
+        self.instant: Instant | None = None  # this write's instant, once started
+        self.rolled_back: tuple[str, ...] = ()  # instants of dead writers that `start` rolled back
+        self.completed: Instant | None = None
+        self._abandoned = False
+
+    @property
+    def operation_type(self) -> str:
+        """Hudi's `operationType` for the commit metadata: BULK_INSERT, UPSERT, DELETE."""
+        return self.operation.upper()
+
+    # ---- the protocol -----------------------------------------------------------------------
+
+    def start(self) -> Instant:
+        """Roll back the instants dead writers left, request this write's instant, mark it inflight."""
+        timeline = self.table.reload_active_timeline()
+        self.rolled_back = tuple(r.rolled_back for r in timeline.rollback_pending())
+        self.instant = timeline.request(self.action, {"operationType": self.operation_type})
+        crash_point("after_requested")
+        self.instant = timeline.to_inflight(self.instant)
+        return self.instant
+
+    def commit(self, stats: list[dict], data_schema: T.StructType, extra: dict[str, str] | None = None) -> Instant:
+        """Complete the instant from its write tasks' stats: delete files of failed task attempts,
+        write the metadata table, then publish `<instant>.commit` atomically."""
+        if self.instant is None:
+            raise RuntimeError("commit() before start(): no instant to complete")
+        crash_point("after_write")
+        write_stats = tuple(
+            WriteStat(
+                partition_path=s["partition_path"], file_id=s["file_id"], path=s["path"],
+                prev_commit=s["prev_commit"] or "null", num_writes=s["num_writes"],
+                num_inserts=s["num_inserts"], num_update_writes=s["num_update_writes"],
+                num_deletes=s["num_deletes"], file_size_bytes=s["file_size"],
+                total_write_bytes=s["file_size"], create_time_ms=s["write_ms"],
+            )
+            for s in sorted(stats, key=lambda s: s["path"])
+        )
+        metadata = CommitMetadata(
+            operation_type=self.operation_type,
+            write_stats=write_stats,
+            extra_metadata={
+                "schema": avro_schema_json(data_schema, self.table.name),
+                SPARK_SCHEMA_KEY: data_schema.json(),
+                BLOOM_FILTER_BYTES_KEY: str(sum(s.get("bloom_bytes") or 0 for s in stats)),
+                **(extra or {}),
+            },
+        )
+        self._reconcile({s.path for s in write_stats}, {s.partition_path for s in write_stats})
+        if self.table.metadata_enabled:
+            self._write_metadata(write_stats, stats)
+        self.completed = self.table.active_timeline.complete(
+            self.instant, metadata.to_json(), before_publish=lambda: crash_point("before_publish"))
+        crash_point("after_commit")
+        return self.completed
+
+    def abort(self, exc: BaseException | None = None) -> None:
+        """Roll back this write's instant now, if it started and was not published; then re-raise a
+        write task's bad-input failure (wrapped by Spark) as InvalidInputError."""
+        # A failed write rolls itself back rather than leaving it to the next writer: its files
+        # go at once, and the rollback instant records that it happened. Only while the instant
+        # is pending: a failure just after publishing must not undo a completed commit.
+        if self.instant is not None and self.completed is None and not self._abandoned:
+            # A failed task fails the job at once, but its sibling tasks run on and may still write
+            # their base files: rolled back before they finish, such a file would outlive the
+            # rollback, and readers (hudi-rs among them) take an uncommitted base file for data.
+            _wait_for_running_tasks(self.table.spark)
+            timeline = self.table.reload_active_timeline()
+            if any((i.time, i.action) == (self.instant.time, self.action) for i in timeline.pending()):
+                timeline.rollback(self.instant)
+        if isinstance(exc, Exception) and not isinstance(exc, LabformatError):
+            raise_invalid_input_from(exc)
+
+    def abandon(self, **report: Any) -> WriteReport:
+        """End an empty write: remove the started instant's markers, if any; the report of a write
+        that committed nothing (instant None, nothing written). `report`: WriteReport's other fields."""
+        if self.completed is not None:
+            raise RuntimeError(f"instant {self.completed.time} is already committed")
+        if self.instant is not None and not self._abandoned:
+            self.table.active_timeline.abandon(self.instant)
+        self._abandoned = True
+        return WriteReport(self.operation, None, **{"rows_in": 0, **report, "rows_written": 0, "rows_inserted": 0,
+                                                    "rolled_back": self.rolled_back})
+
+    def __enter__(self) -> "WriteTransaction":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is not None:
+            self.abort(exc)
+        elif self.instant is not None and self.completed is None and not self._abandoned:
+            self.abort()
+        return False  # the exception, if any, goes on (abort may have replaced it)
+
+    # ---- inside commit ----------------------------------------------------------------------
+
+    def _reconcile(self, written_paths: set[str], partitions: set[str]) -> None:
+        """Delete files this instant's failed or duplicate task attempts left behind (not in the stats)."""
+        storage = self.table.storage
+        for partition in partitions:
+            for info in storage.list(partition):
+                base = BaseFile.try_parse(info.path)
+                if base is not None and base.instant_time == self.instant.time and info.path not in written_paths:
+                    storage.delete(info.path)
+
+    def _write_metadata(self, write_stats: tuple[WriteStat, ...], task_stats: list[dict]) -> None:
+        """The metadata table's entries for this instant, written before the commit is published."""
+        from labformat.metadata import write_metadata
+
+        table = self.table
+        timeline = table.reload_active_timeline()
+        latest = {(s.partition_path, s.file_id): s for s in FileSystemView(timeline).latest_file_slices()}
+        for w in write_stats:
+            latest[(w.partition_path, w.file_id)] = FileSlice(w.partition_path, w.file_id, self.instant.time,
+                                                              w.path, w.file_size_bytes, w.num_writes)
+        write_metadata(table.storage, timeline, self.instant.time, sorted(latest.values(), key=lambda s: s.path),
+                       task_stats, table.column_stats_enabled, table.bloom_filters_in_metadata,
+                       columns=table.column_stats_columns)
+
+
+def _wait_for_running_tasks(spark, timeout_s: float = 120.0) -> None:
+    """Block until no executor of this application runs a task (or `timeout_s` passed).
+
+    Asked of the executors, not the stages: a job that failed drops its stages from the active
+    list at once, while their remaining task attempts still run to the end.
+    """
+    import time
+
+    if spark is None:
+        return
+    # PySpark's StatusTracker has no executor view; the JVM's has (numRunningTasks per executor).
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sum(info.numRunningTasks() for info in tracker.getExecutorInfos()) == 0:
+            return
+        time.sleep(0.05)
