@@ -78,9 +78,6 @@ class Lessons:
     def broken(self, exact_only: bool = True) -> list[Claim]:
         return [c for c in self.claims if not c.held and (c.exact or not exact_only)]
 
-    def _repr_html_(self):
-        return self.frame().style.hide(axis="index").to_html()
-
     def __repr__(self) -> str:
         lines = [f"{len(self.claims)} {self.kind} of {self.lab}:"]
         for c in self.claims:

@@ -328,19 +328,20 @@ def sizing_details(report: lf.WriteReport) -> pd.DataFrame:
 
 def insert_plan(report: lf.WriteReport, options: dict[str, Any]) -> pd.DataFrame:
     """Per base file an upsert wrote: was it a small file, a new file group, how many inserts and updates
-    went in, its size before and after (from the write tasks' stats, in KB)."""
+    went in, its size before and after (from the write tasks' stats, in KB; sizes move by a few bytes
+    from run to run, the counts do not)."""
     from labformat.config import parse_size
 
     limit = parse_size(options.get("small_file_limit", 0))
-    rows = [{"file_id": f.file_id[:8], "created": f.created,
+    rows = [{"created": f.created,
              "small_file": (not f.created) and limit > 0 and f.prev_size_bytes < limit,
              "kb_before": round(f.prev_size_bytes / 1024, 1), "inserts": f.inserts, "updates": f.updates,
              "kb_after": round(f.size_bytes / 1024, 1), "min_key": f.min_key, "max_key": f.max_key}
             for f in report.files]
-    frame = pd.DataFrame(rows, columns=["file_id", "created", "small_file", "kb_before", "inserts", "updates",
+    frame = pd.DataFrame(rows, columns=["created", "small_file", "kb_before", "inserts", "updates",
                                         "kb_after", "min_key", "max_key"])
-    # Old file groups in key order, then the new ones: ids are random, keys are not.
-    return frame.sort_values(["created", "min_key"], ignore_index=True)
+    # Old file groups in key order, then the new ones: file ids are random, keys and counts are not.
+    return frame.sort_values(["created", "min_key", "max_key", "inserts"], ignore_index=True)
 
 
 def compare_days(days: dict[str, pd.Series], columns: list[str]) -> pd.DataFrame:
