@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -66,3 +68,14 @@ def footers(table_path, slices):
 
 DATA_COLUMNS = ["record_key", "drone_id", "day", "battery_pct", "signal_dbm", "updated_at"]
 ALL_COLUMNS = list(META_COLUMNS) + DATA_COLUMNS
+
+
+def tree(path):
+    """Every file under path with its bytes: 'the table exactly as it was'."""
+    out = {}
+    for root, _, files in os.walk(path):
+        for name in files:
+            full = os.path.join(root, name)
+            with open(full, "rb") as fh:
+                out[os.path.relpath(full, path)] = fh.read()
+    return out

@@ -10,20 +10,9 @@ from pyspark.sql import functions as F
 
 import labformat as lf
 from labformat.model.base_file import BaseFile
-from tests.helpers import ALL_COLUMNS, DATA_COLUMNS, assert_same_rows, footers, hudi_snapshot, snapshot, telemetry
+from tests.helpers import ALL_COLUMNS, DATA_COLUMNS, assert_same_rows, footers, hudi_snapshot, snapshot, telemetry, tree
 
 pytestmark = pytest.mark.spark
-
-
-def tree(path):
-    """Every file under path with its bytes: 'the table exactly as it was'."""
-    out = {}
-    for root, _, files in os.walk(path):
-        for name in files:
-            full = os.path.join(root, name)
-            with open(full, "rb") as fh:
-                out[os.path.relpath(full, path)] = fh.read()
-    return out
 
 
 def test_bulk_insert_then_read_returns_every_row(spark, tmp_path):

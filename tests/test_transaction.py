@@ -15,20 +15,9 @@ from pyspark.sql import types as T
 import labformat as lf
 from labformat.model.instant import Action, State
 from labformat.write.transaction import WriteTransaction
-from tests.helpers import ALL_COLUMNS, assert_same_rows, hudi_snapshot, snapshot, telemetry
+from tests.helpers import ALL_COLUMNS, assert_same_rows, hudi_snapshot, snapshot, telemetry, tree
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def tree(path):
-    """Every file under path with its bytes: 'the table exactly as it was'."""
-    out = {}
-    for root, _, files in os.walk(path):
-        for name in files:
-            full = os.path.join(root, name)
-            with open(full, "rb") as fh:
-                out[os.path.relpath(full, path)] = fh.read()
-    return out
 
 
 def timeline_files(path):
