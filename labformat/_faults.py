@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 
-POINTS = ("after_requested", "after_write", "before_publish", "after_commit")
-
 
 def crash_point(name: str) -> None:
     """Die at once, without cleanup, when the environment asks for this point (tests only)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from labformat.errors import ConfigError
+from labformat.model.enums import IndexType
 
 
 class Scope(str, enum.Enum):
@@ -128,11 +129,11 @@ OPTIONS: tuple[Option, ...] = (
            Scope.TABLE, parse_optional_str),
     Option("hive_style_partitioning", "hoodie.datasource.write.hive_style_partitioning", False,
            "Partition folders named `field=value` instead of `value`.", Scope.TABLE, parse_bool),
-    Option("index_type", "hoodie.index.type", "BLOOM",
+    Option("index_type", "hoodie.index.type", IndexType.BLOOM.value,
            "How upserts and deletes find the file group of each record: SIMPLE (join with every key of "
            "the affected partitions), BLOOM (range pruning, bloom filters, exact check) or BUCKET (hash "
            "of the key picks the file group). Stored with the table; a write may switch between SIMPLE "
-           "and BLOOM, never to or from BUCKET.", Scope.TABLE, one_of("SIMPLE", "BLOOM", "BUCKET"), per_write=True),
+           "and BLOOM, never to or from BUCKET.", Scope.TABLE, one_of(*(t.value for t in IndexType)), per_write=True),
     Option("metadata_enable", "hoodie.metadata.enable", True,
            "Keep the metadata table (.hoodie/metadata/): file listings per commit.", Scope.TABLE, parse_bool),
     Option("column_stats_enable", "hoodie.metadata.index.column.stats.enable", True,

@@ -32,9 +32,6 @@ class FileSystemView:
     def file_groups(self) -> list[FileGroup]:
         return sorted(self._groups.values(), key=lambda g: (g.partition_path, g.file_id))
 
-    def partitions(self) -> list[str]:
-        return sorted({p for p, _ in self._groups})
-
     def latest_file_slices(self, partitions: set[str] | None = None) -> list[FileSlice]:
         """The latest slice of each file group (in the given partitions, or all), sorted by path."""
         slices = [

@@ -94,8 +94,3 @@ class Storage:
             if info.type == pafs.FileType.File:
                 out.append(FileInfo(info.path[prefix:], info.size))
         return out
-
-    def list_dirs(self, rel: str = "") -> list[str]:
-        selector = pafs.FileSelector(self.full_path(rel), recursive=False, allow_not_found=True)
-        prefix = len(self.root) + 1
-        return [i.path[prefix:] for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.Directory]

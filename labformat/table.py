@@ -20,6 +20,7 @@ from labformat.errors import (
 )
 from labformat.fs_view import FileSystemView
 from labformat.model.commit import SPARK_SCHEMA_KEY, CommitMetadata
+from labformat.model.enums import IndexType, Operation
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import WriteReport
@@ -85,7 +86,7 @@ class Table:
         props["hoodie.metadata.index.bloom.filter.enable"] = str(cfg.metadata_enable and cfg.bloom_filter_enable).lower()
         if cfg.column_stats_columns:
             props["hoodie.metadata.index.column.stats.column.list"] = cfg.column_stats_columns
-        if cfg.index_type == "BUCKET":
+        if cfg.index_type == IndexType.BUCKET:
             props["hoodie.bucket.index.num.buckets"] = str(cfg.bucket_num)
         storage.makedirs(TIMELINE_DIR)
         storage.publish(P.PROPERTIES_PATH, P.format_properties(props).encode("utf-8"))
@@ -126,7 +127,7 @@ class Table:
 
     @property
     def index_type(self) -> str:
-        return self.properties.get("hoodie.index.type", "BLOOM")
+        return self.properties.get("hoodie.index.type", IndexType.BLOOM.value)
 
     @property
     def bucket_num(self) -> int:
@@ -267,7 +268,7 @@ class Table:
         The batch is deduplicated by record key first: the row with the highest precombine
         value wins. An empty batch commits nothing (the report's instant is None).
         """
-        return _upsert.run(self, df, C.resolve(options, [C.Scope.WRITE]), "upsert")
+        return _upsert.run(self, df, C.resolve(options, [C.Scope.WRITE]), Operation.UPSERT.value)
 
     def delete(self, keys_df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Delete the records whose keys (and partition field, if any) `keys_df` holds.
@@ -275,7 +276,7 @@ class Table:
         Keys the table does not hold are ignored (reported as zero deletes); a delete that
         matches nothing commits nothing.
         """
-        return _upsert.run(self, keys_df, C.resolve(options, [C.Scope.WRITE]), "delete")
+        return _upsert.run(self, keys_df, C.resolve(options, [C.Scope.WRITE]), Operation.DELETE.value)
 
     def query(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None):
         """Rows matching `condition` (a Spark Column or SQL string) and a ScanReport of how they were found.

@@ -23,3 +23,10 @@ def spark(tmp_path_factory):
     )
     yield session
     session.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that uses the `spark` fixture, directly or through another fixture, is marked `spark`."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()) and item.get_closest_marker("spark") is None:
+            item.add_marker(pytest.mark.spark)

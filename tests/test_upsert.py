@@ -6,6 +6,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import labformat as lf
+from labformat.model.report import UPSERT_STEPS
 from tests.helpers import telemetry
 from tests.test_table import tree
 
@@ -31,6 +32,7 @@ def test_upsert_report_counts_and_steps(spark, loaded):
     assert (report.rows_in, report.rows_updated, report.rows_inserted, report.rows_deleted) == (100, 50, 50, 0)
     assert [s.name for s in report.steps] == ["validate", "deduplicate", "latest_file_slices", "tag", "small_files",
                                               "record_size", "assign_inserts", "start_instant", "write", "commit"]
+    assert tuple(s.name for s in report.steps) == UPSERT_STEPS  # the names charts and scripts order by
     assert report.step("write").tasks >= report.details["write_targets"]
     assert report.step("deduplicate").tasks > 0 and report.step("tag").tasks > 0
     assert set(report.funnel) >= {"files_in_table", "after_range_pruning", "after_bloom", "matched", "false_positives"}

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from labformat.datasets.drone import GENERATOR_CONF, SCHEMA, _resolve, batch, history
+from labformat.datasets.drone import GENERATOR_CONF, SCHEMA, batch, history, resolve_spec
 from labformat.datasets.spec import GENERATOR_VERSION, DatasetSpec, check_day
 from labformat.errors import DatasetNotCachedError
 
@@ -79,7 +79,7 @@ def _names_labformat(pyproject: Path) -> bool:
 
 def default_cache_dir(spec: DatasetSpec | str) -> Path:
     """`<cache root>/datasets/<preset>-<key_style>-<digest>`."""
-    return cache_root() / "datasets" / _resolve(spec).cache_name
+    return cache_root() / "datasets" / resolve_spec(spec).cache_name
 
 
 def parquet_bytes(folder: str | os.PathLike) -> int:
@@ -175,7 +175,7 @@ def generate(spark: SparkSession, spec: DatasetSpec | str, cache_dir: str | os.P
     Returns a `CachedDataset` (paths, spec, row counts). A second call with the same spec
     finds the marker and does no Spark work; `force=True` regenerates.
     """
-    spec = _resolve(spec)
+    spec = resolve_spec(spec)
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir(spec)
     cached = _layout(spec, root)
     marker = None if force else _read_marker(root, spec)

@@ -112,7 +112,8 @@ def uniform(seed: int, *keys: Column, purpose: str) -> Column:
     return F.shiftrightunsigned(hashed, 11).cast("double") * _TWO_POW_MINUS_53
 
 
-def _resolve(spec: DatasetSpec | str) -> DatasetSpec:
+def resolve_spec(spec: DatasetSpec | str) -> DatasetSpec:
+    """A DatasetSpec, given one or a preset name."""
     return _preset_spec(spec) if isinstance(spec, str) else spec
 
 
@@ -349,7 +350,7 @@ def history(spark: SparkSession, spec: DatasetSpec | str, *, num_partitions: int
 
     `num_partitions` only changes how Spark splits the work, never the rows.
     """
-    spec = _resolve(spec)
+    spec = resolve_spec(spec)
     return _finish(_readings(_grid(spark, spec, 0, spec.history_days, num_partitions), spec.seed), spec)
 
 
@@ -433,7 +434,7 @@ def _batch_rows(spark: SparkSession, spec: DatasetSpec, day: int, num_partitions
 
 def batch_parts(spark: SparkSession, spec: DatasetSpec | str, day: int, *, num_partitions: int | None = None) -> BatchParts:
     """Upsert batch `day` (1..spec.batch_days) as named parts; `batch()` is their union (in another row order)."""
-    spec = _resolve(spec)
+    spec = resolve_spec(spec)
     rows = _batch_rows(spark, spec, day, num_partitions)
     inserts, updates, late = (_finish(_where(rows, f"_kind = {kind} AND _copy = 1"), spec) for kind in (_INSERT, _UPDATE, _LATE))
     return BatchParts(day, inserts, updates, late, _finish(_where(rows, "_copy = 2"), spec))
@@ -446,7 +447,7 @@ def batch(spark: SparkSession, spec: DatasetSpec | str, day: int, *, num_partiti
     Row order: corrections of the previous day, the new day's readings, then late
     corrections, each in time order; a stale duplicate follows its newer twin.
     """
-    spec = _resolve(spec)
+    spec = resolve_spec(spec)
     return _finish(_batch_rows(spark, spec, day, num_partitions), spec)
 
 

@@ -13,7 +13,6 @@ KEY = "_lf_key"
 FILE_ID = "_lf_file_id"  # the file group an incoming record updates; null: an insert
 BUCKET = "_lf_bucket"  # BUCKET index only
 COUNT = "_lf_n"  # rows this deduplicated record stood for
-HELPER_COLUMNS = (PART, KEY, FILE_ID, BUCKET, COUNT)
 
 
 @dataclass(frozen=True)

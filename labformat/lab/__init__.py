@@ -1,1 +1,1 @@
-"""Notebook and headless-lab helpers: the main job now; charts, widgets and sweeps as the labs grow."""
+"""The Jupyter lab on top of labformat: workshop helpers, charts, sweeps, widgets, exercises and the headless main job."""

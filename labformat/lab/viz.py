@@ -1,4 +1,4 @@
-"""The lab's charts: pure matplotlib functions that draw reports and frames onto axes and return them."""
+"""The lab's charts: matplotlib functions drawing reports and frames onto axes, and the frames they draw."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from labformat.model.report import UPSERT_STEPS
+
 if TYPE_CHECKING:  # the charts need no table; only key_ranges_frame reads one's metadata
     import labformat as lf
 
 # Monotonic drone keys start with the reading's minute: 202401150930_drone0042.
 _TIME_PREFIX = re.compile(r"^(\d{12})")
-_STEP_ORDER = ("validate", "deduplicate", "latest_file_slices", "tag", "small_files", "record_size",
-               "assign_inserts", "start_instant", "write", "commit")
+_STEP_ORDER = UPSERT_STEPS
 FUNNEL_COLUMNS = ("files_in_table", "after_range_pruning", "after_bloom", "matched", "false_positives")
 # Columns of a max_file_size sweep, in panel order, with their axis labels.
 TRADEOFF_METRICS = (("rows_rewritten", "rows copy-on-write rewrote"), ("write_stage_tasks", "write tasks"),

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+# The upsert's steps, in the order its reports list them (labformat.write.upsert runs them).
+UPSERT_STEPS = ("validate", "deduplicate", "latest_file_slices", "tag", "small_files", "record_size",
+                "assign_inserts", "start_instant", "write", "commit")
+
 
 @dataclass(frozen=True)
 class StepReport:

@@ -67,7 +67,7 @@ def _partition_value(table: "Table", partition_path: str, dtype: T.DataType):
 def run_query(table: "Table", condition: Column | str, as_of: str | None, skipping: bool) -> tuple[DataFrame, ScanReport]:
     started = time.perf_counter()
     view = table.file_system_view(as_of)
-    instant = as_of or (view_latest := table._timeline.latest_completed_write()) and view_latest.time
+    instant = as_of or (view_latest := table.active_timeline.latest_completed_write()) and view_latest.time
     slices = view.latest_file_slices()
     schema = table.schema(as_of) or T.StructType([])
     predicate = to_predicate(table.spark, condition, schema)
@@ -89,7 +89,7 @@ def run_query(table: "Table", condition: Column | str, as_of: str | None, skippi
         # 2. column stats: the metadata table's, or the footers' when it cannot be trusted
         stats, stats_source = (None, "no metadata table")
         if table.column_stats_enabled:
-            stats, stats_source = MetadataReader(table.storage, table._timeline, as_of).column_stats(slices, schema)
+            stats, stats_source = MetadataReader(table.storage, table.active_timeline, as_of).column_stats(slices, schema)
         if stats is None:
             stats_source = f"footers ({stats_source})"
             stats = footer_column_stats(table.storage.base_uri, [s.path for s in remaining])
@@ -102,7 +102,7 @@ def run_query(table: "Table", condition: Column | str, as_of: str | None, skippi
             probe = [str(k) for k in keys]
             blooms, bloom_source = (None, "not in the metadata table")
             if table.bloom_filters_in_metadata:
-                blooms, bloom_source = MetadataReader(table.storage, table._timeline, as_of).bloom_filters(
+                blooms, bloom_source = MetadataReader(table.storage, table.active_timeline, as_of).bloom_filters(
                     [s.path for s in remaining])
             if blooms is None:
                 bloom_source = f"footers ({bloom_source})"

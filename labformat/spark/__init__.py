@@ -1,4 +1,4 @@
-"""Spark integration: the one session builder (and, later, the Spark UI REST client)."""
+"""Spark integration: the session builder, per-step job groups, and the Spark UI REST client."""
 
 from labformat.spark.session import check_java, spark_session
 from labformat.spark.ui import SparkUI, last_group

@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from labformat.config import Config
+from labformat.model.enums import IndexType, Operation
 from labformat.model.report import FileReport, WriteReport
 from labformat.spark.jobs import WRITE_BASE_FILES, StepRecorder, describe, input_partitions
 from labformat.write import upsert
@@ -24,10 +25,10 @@ def run(table: "Table", df: DataFrame, cfg: Config) -> WriteReport:
     A BUCKET table's bulk insert goes through the upsert's routing instead (see `upsert.run`),
     so that every row lands in its bucket's file group.
     """
-    if table.index_type == "BUCKET":
-        return upsert.run(table, df, cfg, "bulk_insert")
+    if table.index_type == IndexType.BUCKET:
+        return upsert.run(table, df, cfg, Operation.BULK_INSERT.value)
     steps = StepRecorder(table.spark)
-    with WriteTransaction(table, "bulk_insert") as tx:
+    with WriteTransaction(table, Operation.BULK_INSERT.value) as tx:
         with steps.step("validate"):
             table.validate_input(df, need_precombine=False)
             data_schema = table.schema_for_write(df)
@@ -45,7 +46,7 @@ def run(table: "Table", df: DataFrame, cfg: Config) -> WriteReport:
         for s in sorted(stats, key=lambda s: s["path"])
     )
     rows = sum(f.rows for f in files)
-    return WriteReport("bulk_insert", instant.time, rows_in=rows, rows_written=rows, rows_inserted=rows,
+    return WriteReport(Operation.BULK_INSERT.value, instant.time, rows_in=rows, rows_written=rows, rows_inserted=rows,
                        steps=tuple(steps.steps), files=files, options=dict(cfg), rolled_back=tx.rolled_back)
 
 

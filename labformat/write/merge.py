@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from labformat.model.base_file import write_token
+from labformat.model.enums import Operation
 from labformat.schema import FILE_NAME, META_COLUMNS, RECORD_KEY
 from labformat.storage import Storage
 from labformat.write.arrow_writer import (
@@ -106,7 +107,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     task_partition, stage, attempt = task_identity()
     token = write_token(task_partition, stage, attempt)
     incoming_keys = pc.cast(incoming.column(spec.record_key), pa.string())
-    if target.old_path is None and operation != "delete" and target.file_id_prefix is None:
+    if target.old_path is None and operation != Operation.DELETE and target.file_id_prefix is None:
         yield stats_batch(_create_file_groups(incoming, incoming_keys, spec, target))
         return
 
@@ -126,7 +127,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
             old_bloom = kv.get(BLOOM_FOOTER.encode(), b"").decode() or None
 
     old_keys = old.column(RECORD_KEY).combine_chunks() if old is not None else pa.array([], pa.string())
-    if operation == "delete":
+    if operation == Operation.DELETE:
         if old is None:
             raise RuntimeError(f"delete routed to file group {target.file_id} that has no base file")
         deletes = int(pc.sum(pc.is_in(incoming_keys, value_set=old_keys)).as_py() or 0)

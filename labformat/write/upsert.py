@@ -27,6 +27,7 @@ from labformat.index import bloom, bucket, simple
 from labformat.index.base import BUCKET, COUNT, FILE_ID, KEY, PART, IndexContext, TagResult
 from labformat.index.bucket import bucket_prefix
 from labformat.model.base_file import new_file_id
+from labformat.model.enums import IndexType, Operation
 from labformat.model.file_group import FileSlice
 from labformat.write import sizing
 from labformat.write.arrow_writer import WRITE_STAT_DDL, WriteSpec
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from labformat.table import Table
 
 TASK_KEY = "_lf_task_key"
-_INDEXES = {"SIMPLE": simple.tag, "BLOOM": bloom.tag, "BUCKET": bucket.tag}
+_INDEXES = {IndexType.SIMPLE.value: simple.tag, IndexType.BLOOM.value: bloom.tag, IndexType.BUCKET.value: bucket.tag}
 
 
 class ProfileRow(NamedTuple):
@@ -170,9 +171,9 @@ def workload_profile(tag: TagResult, counts: dict[str, PartitionCount], index_ty
         rows += [ProfileRow(part, None, None, c.records - matched.get(part, 0))
                  for part, c in sorted(counts.items()) if c.records > matched.get(part, 0)]
         return Profile(rows, rows_in, records)
-    columns = [PART, FILE_ID] + ([BUCKET] if index_type == "BUCKET" else [])
+    columns = [PART, FILE_ID] + ([BUCKET] if index_type == IndexType.BUCKET else [])
     grouped = tag.tagged.groupBy(*columns).agg(F.count(F.lit(1)).alias("records")).collect()
-    rows = [ProfileRow(r[PART], r[FILE_ID], r[BUCKET] if index_type == "BUCKET" else None, r.records)
+    rows = [ProfileRow(r[PART], r[FILE_ID], r[BUCKET] if index_type == IndexType.BUCKET else None, r.records)
             for r in grouped]
     return Profile(rows, rows_in, records)
 
@@ -236,17 +237,17 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
                                   old.base_instant_time if old else "null", prefix))
         return index_of[key]
 
-    if index_type == "BUCKET":
+    if index_type == IndexType.BUCKET:
         routes = []
         for r in profile.rows:
             prefix = bucket_prefix(r.bucket)
-            if operation == "delete" and r.file_id is None:
+            if operation == Operation.DELETE and r.file_id is None:
                 continue  # no file group in that bucket: nothing to delete
             routes.append((r.partition, r.bucket, target_for(r.partition, r.file_id, prefix)))
         return WritePlan(targets, [], [], sorted(set(routes)), [])
 
     updated = profile.updated_file_groups()
-    if operation == "delete":
+    if operation == Operation.DELETE:
         by_size = sorted(updated, key=lambda pf: -(latest[pf].size_bytes if pf in latest else 0))
         return WritePlan(targets, [(p, f, target_for(p, f)) for p, f in by_size], [], [], [])
     buckets = sizing.assign_inserts(profile.inserts_per_partition(), small, record_size, cfg.max_file_size)
@@ -336,7 +337,7 @@ def write_file_groups(table: "Table", routed: DataFrame, plan: WritePlan, spec: 
     """Step 7: one task per target file group merges and writes; returns the tasks' write stats."""
     n = len(plan.targets)
     targets = dict(enumerate(plan.targets))
-    columns = list(spec.data_columns) if operation != "delete" else [table.record_key]
+    columns = list(spec.data_columns) if operation != Operation.DELETE else [table.record_key]
     with describe(routed.sparkSession, "route records to file groups", WRITE_BASE_FILES, before="move matched keys"):
         stats = (
             routed.repartition(n, TASK_KEY)
@@ -383,15 +384,15 @@ def run(table: "Table", df: DataFrame, cfg: Config, operation: str):
     """
     table_index = table.index_type
     index_type = cfg.index_type or table_index
-    if (index_type == "BUCKET") != (table_index == "BUCKET"):
+    if (index_type == IndexType.BUCKET) != (table_index == IndexType.BUCKET):
         raise ConfigError(f"hoodie.index.type={index_type}: this table was created with {table_index}; "
                           "a BUCKET table's layout is fixed, so neither switch to nor from BUCKET")
     steps = StepRecorder(table.spark)
     # The transaction spans every step: a task's bad-input failure in any of them becomes InvalidInputError.
     with WriteTransaction(table, operation) as tx:
         with steps.step("validate"):
-            table.validate_input(df, need_precombine=operation == "upsert", keys_only=operation == "delete")
-            data_schema = table.schema() if operation == "delete" else table.schema_for_write(df)
+            table.validate_input(df, need_precombine=operation == Operation.UPSERT, keys_only=operation == Operation.DELETE)
+            data_schema = table.schema() if operation == Operation.DELETE else table.schema_for_write(df)
         if data_schema is None:  # a delete on a table never written to
             return tx.abandon(steps=tuple(steps.steps), options=dict(cfg))
         from labformat.metadata import MetadataReader
@@ -417,12 +418,12 @@ def _run_steps(table: "Table", tx: WriteTransaction, df: DataFrame, input_count:
                index_type: str, ctx: IndexContext, steps: StepRecorder, data_schema, cleanup: list) -> WriteReport:
     """The steps themselves; `run` wraps them with input checks, the transaction and cleanup."""
     with steps.step("deduplicate"):
-        deduped, parallelism = deduplicate(table, df, cfg, input_count, keys_only=operation == "delete",
-                                           dedupe=operation != "bulk_insert")
+        deduped, parallelism = deduplicate(table, df, cfg, input_count, keys_only=operation == Operation.DELETE,
+                                           dedupe=operation != Operation.BULK_INSERT)
         deduped = deduped.persist()
         cleanup.append(deduped)
         # Materialize here, so the shuffle's time and tasks belong to this step.
-        with describe(table.spark, "read input", *(("keep newest per key",) if operation != "bulk_insert" else ()),
+        with describe(table.spark, "read input", *(("keep newest per key",) if operation != Operation.BULK_INSERT else ()),
                       "count per partition path"):
             counts = partition_counts(deduped)
         partitions = set(counts)
@@ -433,7 +434,7 @@ def _run_steps(table: "Table", tx: WriteTransaction, df: DataFrame, input_count:
         cleanup.extend(tag.cleanup)
         profile = workload_profile(tag, counts, index_type)
     with steps.step("small_files"):
-        small = find_small_files(slices, cfg) if operation != "delete" and index_type != "BUCKET" else {}
+        small = find_small_files(slices, cfg) if operation != Operation.DELETE and index_type != IndexType.BUCKET else {}
     with steps.step("record_size"):
         record_size, record_size_source = estimate_record_size(table, cfg)
     with steps.step("assign_inserts"):
@@ -453,7 +454,8 @@ def _run_steps(table: "Table", tx: WriteTransaction, df: DataFrame, input_count:
         keys = task_keys(table.spark, len(plan.targets))
         routed = route_records(tag, plan, keys)
         stats = write_file_groups(table, routed, plan, spec,
-                                  "delete" if operation == "delete" else "upsert")
+                                  Operation.DELETE.value if operation == Operation.DELETE
+                                  else Operation.UPSERT.value)
     with steps.step("commit"):
         tx.commit(stats, data_schema)
 
@@ -492,8 +494,8 @@ def _run_steps(table: "Table", tx: WriteTransaction, df: DataFrame, input_count:
 def _funnel(tag: TagResult, profile: Profile, files, index_type: str) -> dict:
     """The pruning funnel: file counts the index observed; `matched` from what really held a key."""
     funnel = dict(tag.funnel)
-    if index_type == "SIMPLE":
+    if index_type == IndexType.SIMPLE:
         funnel["matched"] = len(profile.updated_file_groups())
-    elif index_type == "BUCKET":
+    elif index_type == IndexType.BUCKET:
         funnel["matched"] = sum(1 for f in files if not f.created and (f.updates or f.deletes))
     return funnel

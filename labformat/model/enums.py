@@ -1,0 +1,21 @@
+"""Write operations and index types as enums; each member equals the plain string reports, commits and configs hold."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Operation(enum.StrEnum):
+    """A write operation, named as reports name it (the commit's `operationType` is the upper case)."""
+
+    BULK_INSERT = "bulk_insert"
+    UPSERT = "upsert"
+    DELETE = "delete"
+
+
+class IndexType(enum.StrEnum):
+    """An index type, as `hoodie.index.type` spells it."""
+
+    SIMPLE = "SIMPLE"
+    BLOOM = "BLOOM"
+    BUCKET = "BUCKET"

@@ -1,0 +1,210 @@
+"""Architecture rules, checked on labformat's source with `ast` (nothing is imported or run).
+
+1. No import cycle among labformat modules, counting imports inside functions too (a cycle
+   hidden in a function is still a cycle); `if TYPE_CHECKING:` imports never run, so they do not count.
+2. No module uses another labformat module's private names: no `from labformat.m import _x`,
+   no `m._x` on an imported labformat module, no `obj._x` where `_x` is not defined in the module
+   itself (how `table._timeline` was read from outside `Table`). Allowed: Spark/py4j internals
+   (`_jsc`, `_jdf`, `_jvm`), private names of non-labformat modules (`os._exit`) and the
+   crash-point module `labformat._faults`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "labformat"
+SPARK_INTERNALS = {"_jsc", "_jdf", "_jvm"}
+ALLOWED_PRIVATE_MODULES = {"labformat._faults"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+TREES = {name: ast.parse(path.read_text(encoding="utf-8"), str(path)) for name, path in MODULES.items()}
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _imports(tree: ast.Module, function_level: bool):
+    """Import statements that run: module level, and (if asked) inside functions; never TYPE_CHECKING ones."""
+    def walk(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            if _is_type_checking(child):
+                continue
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and (function_level or not nested):
+                yield child
+            yield from walk(child, nested)
+    yield from walk(tree, False)
+
+
+def _base(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[tuple[str, str | None]]:
+    """(labformat module imported, name taken from it or None) for one import statement."""
+    if isinstance(node, ast.Import):
+        return [(a.name, None) for a in node.names if a.name in MODULES]
+    base = _base(module, node)
+    out = []
+    for alias in node.names:
+        if f"{base}.{alias.name}" in MODULES:
+            out.append((f"{base}.{alias.name}", None))
+        elif base in MODULES:
+            out.append((base, alias.name))
+    return out
+
+
+def import_graph(function_level: bool = True) -> dict[str, set[str]]:
+    graph = {}
+    for name, tree in TREES.items():
+        graph[name] = {t for node in _imports(tree, function_level) for t, _ in _targets(name, node) if t != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_uses(module: str, tree: ast.Module) -> list[str]:
+    """Uses in `module` of private names that belong to other modules, as 'line: text'."""
+    defined: set[str] = set()
+    labformat_aliases: set[str] = set()  # local names bound to labformat modules
+    other_aliases: set[str] = set()  # local names bound to non-labformat modules
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            defined.add(node.attr)
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.partition(".")[0]
+                (labformat_aliases if alias.name.partition(".")[0] == "labformat" else other_aliases).add(local)
+        elif isinstance(node, ast.ImportFrom):
+            base = _base(module, node)
+            for alias in node.names:
+                local = alias.asname or alias.name
+                if base.partition(".")[0] != "labformat":
+                    other_aliases.add(local)
+                    continue
+                if f"{base}.{alias.name}" in MODULES:
+                    labformat_aliases.add(local)
+                elif _is_private(alias.name) and base != module and base not in ALLOWED_PRIVATE_MODULES:
+                    problems.append(f"{node.lineno}: from {base} import {alias.name}")
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _is_private(node.attr)) or node.attr in SPARK_INTERNALS:
+            continue
+        owner = node.value.id if isinstance(node.value, ast.Name) else None
+        if owner in labformat_aliases:
+            problems.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif owner in other_aliases or owner in ("self", "cls"):
+            continue
+        elif node.attr not in defined:
+            problems.append(f"{node.lineno}: {ast.unparse(node)}")
+    return problems
+
+
+def test_the_walk_sees_the_package():
+    graph = import_graph()
+    assert "labformat.table" in graph and "labformat.write.upsert" in graph["labformat.table"]
+    assert "labformat.read.query" in graph["labformat.table"]  # a function-level import counts
+
+
+def test_no_import_cycles_among_labformat_modules():
+    assert cycles(import_graph(function_level=True)) == []
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_module_uses_another_modules_private_names():
+    problems = {name: p for name, tree in TREES.items() if (p := private_uses(name, tree))}
+    assert problems == {}
+
+
+def test_the_private_name_check_catches_the_known_shapes():
+    source = (
+        "from labformat.datasets.drone import _resolve\n"
+        "from labformat.write import upsert\n"
+        "from labformat._faults import crash_point\n"
+        "import os\n"
+        "def f(table, spark):\n"
+        "    upsert._INDEXES\n"
+        "    table._timeline\n"
+        "    os._exit(1)\n"
+        "    spark.sparkContext._jsc\n"
+    )
+    problems = private_uses("labformat.example", ast.parse(source))
+    assert problems == ["1: from labformat.datasets.drone import _resolve", "6: upsert._INDEXES",
+                        "7: table._timeline"]
+
+
+def test_every_module_opens_with_a_docstring():
+    missing = [name for name, tree in TREES.items() if not ast.get_docstring(tree)]
+    assert missing == []
