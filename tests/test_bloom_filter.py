@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labformat.index.bloom_filter import BloomFilter
+from labformat.fileformat.bloom_filter import BloomFilter
 
 
 @settings(max_examples=50, deadline=None)

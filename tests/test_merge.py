@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labformat.index.bloom_filter import BloomFilter
-from labformat.write.arrow_writer import BLOOM_FOOTER, WriteSpec
+from labformat.fileformat.bloom_filter import BloomFilter
+from labformat.fileformat.footers import BLOOM_FOOTER
+from labformat.write.arrow_writer import WriteSpec
 from labformat.write.merge import TARGET, Target, _replace_in_place, merge_file_group
 
 DATA = ("record_key", "value", "updated_at")

@@ -1,1 +1,1 @@
-"""Indexes that tag incoming records to file groups; and the bloom filter they share."""
+"""Indexes that tag incoming records to file groups: simple, bloom (over `labformat.fileformat`'s bloom filter) and bucket."""

@@ -11,13 +11,14 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from labformat.fileformat.arrow_columns import constant
+from labformat.fileformat.bloom_filter import BloomFilter
+from labformat.fileformat.footers import FooterInfo, bloom_filter, key_ranges
+from labformat.fileformat.invalid_input import check_record_keys
 from labformat.index.base import FILE_ID, KEY, PART, IndexContext, TagResult
-from labformat.index.bloom_filter import BloomFilter
-from labformat.index.footers import FooterInfo, bloom_filter, key_ranges
 from labformat.model.file_group import FileSlice
 from labformat.spark.jobs import describe
 from labformat.storage import Storage
-from labformat.write.arrow_writer import check_record_keys, constant
 
 CANDIDATE_DDL = f"{PART} string, {KEY} string, {FILE_ID} string, path string"
 CHECKED_DDL = (f"{PART} string, {KEY} string, {FILE_ID} string, candidates long, after_bloom long, matched long, "

@@ -261,7 +261,7 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
     only the bloom filter tells them apart. A filter sized for fewer keys than a file holds lets
     false positives through, and the exact check opens (reads every key of) more files.
     """
-    from labformat.index.bloom_filter import BloomFilter
+    from labformat.fileformat.bloom_filter import BloomFilter
     from labformat.lab.viz import KEY_FUNNEL_COLUMNS
 
     cached = datasets.generate(spark, spec)

@@ -68,7 +68,7 @@ def key_ranges_frame(table: "lf.Table", as_of: str | None = None) -> pd.DataFram
 
     Reads only metadata: the file listing and each base file's footer, never table data.
     """
-    from labformat.index.footers import key_ranges
+    from labformat.fileformat.footers import key_ranges
 
     slices = table.file_slices(as_of)
     footers = key_ranges(table.storage.base_uri, [s.path for s in slices])

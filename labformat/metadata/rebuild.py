@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from labformat.fileformat.column_stats import ColumnStatsCollector
+from labformat.fileformat.footers import BLOOM_FOOTER
 from labformat.metadata.table import BLOOM_FILTERS, COLUMN_STATS, FILES, METADATA_DIR, write_metadata
 from labformat.storage import Storage
-from labformat.write.arrow_writer import BLOOM_FOOTER, ColumnStatsCollector
 
 if TYPE_CHECKING:
     from labformat.table import Table

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import types as T
 
-from labformat.index.bloom_filter import BloomFilter
+from labformat.fileformat.bloom_filter import BloomFilter
 from labformat.model.file_group import FileSlice
 from labformat.model.column_stats import ColumnStats
 from labformat.storage import Storage

@@ -11,7 +11,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from labformat.index.footers import bloom_filter, footer_column_stats, key_ranges
+from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_ranges
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
 from labformat.read.predicates import (

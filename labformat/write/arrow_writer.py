@@ -11,22 +11,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labformat.errors import InvalidInputError
-from labformat.index.bloom_filter import BloomFilter
+from labformat.fileformat.arrow_columns import constant
+from labformat.fileformat.bloom_filter import BloomFilter
+from labformat.fileformat.column_stats import ColumnStatsCollector
+from labformat.fileformat.footers import BLOOM_FOOTER, BLOOM_TYPE, BLOOM_TYPE_FOOTER, MAX_KEY_FOOTER, MIN_KEY_FOOTER
+from labformat.fileformat.invalid_input import check_record_keys
+from labformat.index.base import PART
 from labformat.model.base_file import BaseFile, new_file_id, write_token
 from labformat.schema import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from labformat.storage import Storage
-
-# Footer keys: Hudi's names for the key range; our own for the bloom filter (Hudi's
-# org.apache.hudi.bloomfilter is a Java serialization we do not produce).
-MIN_KEY_FOOTER = "hoodie_min_record_key"
-MAX_KEY_FOOTER = "hoodie_max_record_key"
-BLOOM_FOOTER = "labformat_bloom_filter"
-BLOOM_TYPE_FOOTER = "labformat_bloom_filter_type"
-BLOOM_TYPE = "LFBF1_SIPHASH_DOUBLE_HASHING"
-
-# Helper column the driver adds: the partition path each row goes to.
-PARTITION_COL = "_lf_partition_path"
 
 # What each task returns per base file it wrote (Spark DDL; Arrow types must match exactly).
 WRITE_STAT_DDL = (
@@ -46,9 +39,6 @@ WRITE_STAT_SCHEMA = pa.schema([
     ("incoming_bytes", pa.int64()), ("column_stats", pa.string()), ("bloom", pa.string()),
     ("bloom_bytes", pa.int64()),  # the filter's bytes in the footer: per-file overhead, not per-record
 ])
-
-# A task that finds bad input fails with this marker; the driver turns it into InvalidInputError.
-INVALID_INPUT_MARKER = "LABFORMAT_INVALID_INPUT:"
 
 # Rows per parquet row group: big enough to compress well, small enough for row-group skipping.
 ROW_GROUP_ROWS = 128 * 1024
@@ -90,55 +80,6 @@ def task_identity() -> tuple[int, int, int]:
     if ctx is None:  # called outside Spark (unit tests)
         return 0, 0, 0
     return ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()
-
-
-def _stat_value(scalar: pa.Scalar):
-    """A min/max as JSON: temporal values as their integer encoding (decoded with the table schema)."""
-    if scalar is None or not scalar.is_valid:
-        return None
-    t = scalar.type
-    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t):
-        return scalar.cast(pa.int64() if not pa.types.is_date32(t) else pa.int32()).as_py()
-    value = scalar.as_py()
-    return float(value) if isinstance(value, float) else value
-
-
-class ColumnStatsCollector:
-    """Min, max, null count and value count per data column of one base file, chunk by chunk."""
-
-    SUPPORTED = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_large_string,
-                 pa.types.is_timestamp, pa.types.is_date, pa.types.is_boolean)
-
-    def __init__(self, columns: tuple[str, ...]):
-        self.columns = columns
-        self.stats: dict[str, list] = {}
-
-    def add(self, table: pa.Table) -> None:
-        for name in self.columns:
-            column = table.column(name)
-            if not any(check(column.type) for check in self.SUPPORTED):
-                continue
-            bounds = pc.min_max(column)
-            low, high = _stat_value(bounds["min"]), _stat_value(bounds["max"])
-            nulls = column.null_count
-            # min/max skip NaN; NaN sorts above everything in Spark, so count them separately.
-            nans = int(pc.sum(pc.is_nan(column)).as_py() or 0) if pa.types.is_floating(column.type) else 0
-            current = self.stats.get(name)
-            if current is None:
-                self.stats[name] = [low, high, nulls, len(column), nans]
-                continue
-            if low is not None and (current[0] is None or low < current[0]):
-                current[0] = low
-            if high is not None and (current[1] is None or high > current[1]):
-                current[1] = high
-            current[2] += nulls
-            current[3] += len(column)
-            current[4] += nans
-
-    def to_json(self) -> str:
-        import json
-
-        return json.dumps(self.stats)
 
 
 class BaseFileWriter:
@@ -218,11 +159,6 @@ class BaseFileWriter:
             "column_stats": self.stats.to_json(), "bloom": footer[BLOOM_FOOTER] if self.spec.collect_bloom else None,
             "bloom_bytes": len(encoded),
         }
-
-
-def constant(value: str, n: int) -> pa.Array:
-    """A string column of one value: built in C (a Python list of n strings takes ~0.3 s per 350k rows)."""
-    return pa.repeat(pa.scalar(value, pa.string()), n)
 
 
 def add_meta_columns(table: pa.Table, spec: WriteSpec, schema: pa.Schema, partition_path: str, file_name: str,
@@ -311,23 +247,6 @@ def stats_batch(stats: list[dict]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(stats, schema=WRITE_STAT_SCHEMA)
 
 
-def check_record_keys(table: pa.Table, record_key: str) -> None:
-    """Fail the task on null or blank record keys (checked here, in the write pass, to avoid a
-    separate scan of the input)."""
-    keys = pc.cast(table.column(record_key), pa.string())
-    bad = pc.or_kleene(pc.is_null(keys), pc.equal(pc.utf8_trim_whitespace(keys), ""))
-    if pc.any(bad).as_py():
-        raise ValueError(f"{INVALID_INPUT_MARKER} null or empty record keys in column {record_key!r}")
-
-
-def raise_invalid_input_from(exc: BaseException) -> None:
-    """Re-raise a task's bad-input failure (it arrives wrapped in a Spark exception) as InvalidInputError."""
-    text = str(exc)
-    if INVALID_INPUT_MARKER in text:
-        detail = text.split(INVALID_INPUT_MARKER, 1)[1].splitlines()[0].strip()
-        raise InvalidInputError(f"input rejected, table unchanged: {detail}") from None
-
-
 def write_new_file_groups(batches: Iterable[pa.RecordBatch], spec: WriteSpec) -> Iterator[pa.RecordBatch]:
     """The bulk-insert task: route each row to its partition path and write new file groups.
 
@@ -342,7 +261,7 @@ def write_new_file_groups(batches: Iterable[pa.RecordBatch], spec: WriteSpec) ->
         check_record_keys(table, spec.record_key)
         if writer is None:
             writer = RollingFileWriter(spec, table.schema)
-        parts = table.column(PARTITION_COL)
+        parts = table.column(PART)
         unique = pc.unique(parts)
         if len(unique) == 1:
             writer.write(unique[0].as_py(), table)

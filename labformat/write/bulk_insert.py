@@ -8,11 +8,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from labformat.config import Config
+from labformat.index.base import PART
 from labformat.model.enums import IndexType, Operation
 from labformat.model.report import FileReport, WriteReport
 from labformat.spark.jobs import WRITE_BASE_FILES, StepRecorder, describe, input_partitions
 from labformat.write import upsert
-from labformat.write.arrow_writer import PARTITION_COL, WRITE_STAT_DDL, WriteSpec, write_new_file_groups
+from labformat.write.arrow_writer import WRITE_STAT_DDL, WriteSpec, write_new_file_groups
 from labformat.write.transaction import WriteTransaction
 
 if TYPE_CHECKING:
@@ -59,12 +60,12 @@ def order_for_sort_mode(df: DataFrame, mode: str, record_key: str, parallelism: 
     """
     tasks = parallelism or input_partitions(df)
     if mode == "GLOBAL_SORT":
-        return df.repartitionByRange(tasks, PARTITION_COL, record_key).sortWithinPartitions(PARTITION_COL, record_key)
+        return df.repartitionByRange(tasks, PART, record_key).sortWithinPartitions(PART, record_key)
     if mode == "PARTITION_SORT":
         source = df.repartition(parallelism) if parallelism else df
-        return source.sortWithinPartitions(PARTITION_COL, record_key)
+        return source.sortWithinPartitions(PART, record_key)
     if mode == "PARTITION_PATH_REPARTITION":
-        return df.repartition(tasks, PARTITION_COL)
+        return df.repartition(tasks, PART)
     return df.repartition(parallelism) if parallelism else df  # NONE
 
 
@@ -82,7 +83,7 @@ def write_bulk_insert(table: "Table", df: DataFrame, cfg: Config, instant_time: 
         bloom_num_entries=cfg.bloom_num_entries,
         collect_bloom=table.bloom_filters_in_metadata,
     )
-    prepared = df.select(*[F.col(c) for c in data_columns], table.partition_path_column().alias(PARTITION_COL))
+    prepared = df.select(*[F.col(c) for c in data_columns], table.partition_path_column().alias(PART))
     ordered = order_for_sort_mode(prepared, cfg.bulk_insert_sort_mode, table.record_key, cfg.bulk_insert_parallelism)
     with describe(df.sparkSession, "read input", WRITE_BASE_FILES, before="sample key ranges"):
         stats = ordered.mapInArrow(lambda batches: write_new_file_groups(batches, spec), WRITE_STAT_DDL).collect()

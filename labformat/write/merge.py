@@ -10,24 +10,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from labformat.fileformat.arrow_columns import constant
+from labformat.fileformat.footers import BLOOM_FOOTER, BLOOM_TYPE, BLOOM_TYPE_FOOTER, MAX_KEY_FOOTER, MIN_KEY_FOOTER
+from labformat.fileformat.invalid_input import check_record_keys
 from labformat.model.base_file import write_token
 from labformat.model.enums import Operation
 from labformat.schema import FILE_NAME, META_COLUMNS, RECORD_KEY
 from labformat.storage import Storage
 from labformat.write.arrow_writer import (
-    BLOOM_FOOTER,
-    BLOOM_TYPE,
-    BLOOM_TYPE_FOOTER,
-    MAX_KEY_FOOTER,
-    MIN_KEY_FOOTER,
-    WriteSpec,
     BaseFileWriter,
     RollingFileWriter,
-    task_identity,
+    WriteSpec,
     add_meta_columns,
-    constant,
-    check_record_keys,
     stats_batch,
+    task_identity,
 )
 
 TARGET = "_lf_target"  # which write target (file group) a row goes to

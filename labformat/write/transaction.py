@@ -8,6 +8,7 @@ from pyspark.sql import types as T
 
 from labformat._faults import crash_point
 from labformat.errors import LabformatError
+from labformat.fileformat.invalid_input import raise_invalid_input_from
 from labformat.fs_view import FileSystemView
 from labformat.model.base_file import BaseFile
 from labformat.model.commit import BLOOM_FILTER_BYTES_KEY, SPARK_SCHEMA_KEY, CommitMetadata, WriteStat
@@ -15,7 +16,6 @@ from labformat.model.file_group import FileSlice
 from labformat.model.instant import Action, Instant
 from labformat.model.report import WriteReport
 from labformat.schema import avro_schema_json
-from labformat.write.arrow_writer import raise_invalid_input_from
 
 if TYPE_CHECKING:
     from labformat.table import Table

@@ -1,4 +1,4 @@
-"""Base-file footers read on the driver (key ranges) or in tasks (bloom filters), with a cache.
+"""Base-file footers: the key-value entries labformat writes, read on the driver (key ranges) or in tasks (bloom filters).
 
 Base files never change once written, so a footer read once is good for the life of the
 process; after the first upsert only the new file slices cost a read.
@@ -14,9 +14,16 @@ from functools import lru_cache
 import pyarrow.parquet as pq
 
 from labformat.errors import CorruptTableError
-from labformat.index.bloom_filter import BloomFilter
+from labformat.fileformat.bloom_filter import BloomFilter
 from labformat.storage import Storage
-from labformat.write.arrow_writer import BLOOM_FOOTER, MAX_KEY_FOOTER, MIN_KEY_FOOTER
+
+# Footer keys: Hudi's names for the key range; our own for the bloom filter (Hudi's
+# org.apache.hudi.bloomfilter is a Java serialization we do not produce).
+MIN_KEY_FOOTER = "hoodie_min_record_key"
+MAX_KEY_FOOTER = "hoodie_max_record_key"
+BLOOM_FOOTER = "labformat_bloom_filter"
+BLOOM_TYPE_FOOTER = "labformat_bloom_filter_type"
+BLOOM_TYPE = "LFBF1_SIPHASH_DOUBLE_HASHING"
 
 
 @dataclass(frozen=True)
