@@ -13,7 +13,8 @@ from labformat.model.instant import WRITE_ACTIONS, Action, Instant, State, next_
 from labformat.storage import Storage
 
 TIMELINE_DIR = ".hoodie"
-METADATA_PREFIX = ".hoodie/metadata/"
+# The metadata table lives under the timeline folder, as in Hudi: rollback deletes its files too.
+METADATA_DIR = f"{TIMELINE_DIR}/metadata"
 _STATE_RANK = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
 
 
@@ -153,7 +154,7 @@ class Timeline:
         deleted = []
         for info in self.storage.list("", recursive=True):
             leaf = info.path.rsplit("/", 1)[-1]
-            if info.path.startswith(METADATA_PREFIX):
+            if info.path.startswith(METADATA_DIR + "/"):
                 # The metadata table's files of the failed instant go with its base files.
                 if leaf.split(".", 1)[0] == failed_time or (leaf.startswith(".") and failed_time in leaf):
                     self.storage.delete(info.path)

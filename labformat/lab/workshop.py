@@ -17,6 +17,7 @@ import labformat as lf
 from labformat import datasets
 from labformat.datasets.spec import MINUTES_PER_DAY
 from labformat.lab.viz import key_ranges_frame
+from labformat.timeline import METADATA_DIR, TIMELINE_DIR
 
 # The headless runner and the tests set these; a learner's JupyterLab leaves them unset.
 PRESET_ENV = "LABFORMAT_PRESET"
@@ -117,9 +118,9 @@ def table_layout(table: lf.Table) -> pd.DataFrame:
     rows = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         relative = path.relative_to(root).as_posix()
-        if relative.startswith(".hoodie/metadata/"):
+        if relative.startswith(METADATA_DIR + "/"):
             kind = "metadata table"
-        elif relative.startswith(".hoodie/"):
+        elif relative.startswith(TIMELINE_DIR + "/"):
             kind = "timeline / properties"
         else:
             kind = "base file"
@@ -138,7 +139,7 @@ def timeline_files(table: lf.Table) -> list[str]:
     each instant's requested -> inflight -> completed."""
     rank = {"requested": 0, "inflight": 1}
     found = []
-    for path in (Path(table.path) / ".hoodie").iterdir():
+    for path in (Path(table.path) / TIMELINE_DIR).iterdir():
         match = re.fullmatch(r"(\d{17})\.(.+)", path.name)
         if match and path.is_file():
             instant, suffix = match.groups()

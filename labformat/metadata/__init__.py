@@ -5,9 +5,8 @@ from labformat.metadata.table import (
     BLOOM_FILTERS,
     COLUMN_STATS,
     FILES,
-    METADATA_DIR,
     MetadataReader,
     write_metadata,
 )
 
-__all__ = ["RebuildReport", "rebuild_metadata", "BLOOM_FILTERS", "COLUMN_STATS", "FILES", "METADATA_DIR", "MetadataReader", "write_metadata"]
+__all__ = ["RebuildReport", "rebuild_metadata", "BLOOM_FILTERS", "COLUMN_STATS", "FILES", "MetadataReader", "write_metadata"]

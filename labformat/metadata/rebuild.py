@@ -10,8 +10,9 @@ import pyarrow.parquet as pq
 
 from labformat.fileformat.column_stats import ColumnStatsCollector
 from labformat.fileformat.footers import BLOOM_FOOTER
-from labformat.metadata.table import BLOOM_FILTERS, COLUMN_STATS, FILES, METADATA_DIR, write_metadata
+from labformat.metadata.table import BLOOM_FILTERS, COLUMN_STATS, FILES, write_metadata
 from labformat.storage import Storage
+from labformat.timeline import METADATA_DIR
 
 if TYPE_CHECKING:
     from labformat.table import Table

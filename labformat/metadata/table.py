@@ -26,9 +26,8 @@ from labformat.fileformat.bloom_filter import BloomFilter
 from labformat.model.file_group import FileSlice
 from labformat.model.column_stats import ColumnStats
 from labformat.storage import Storage
-from labformat.timeline import Timeline
+from labformat.timeline import METADATA_DIR, Timeline
 
-METADATA_DIR = ".hoodie/metadata"
 FILES = "files"
 COLUMN_STATS = "column_stats"
 BLOOM_FILTERS = "bloom_filters"
