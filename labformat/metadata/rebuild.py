@@ -66,8 +66,8 @@ def rebuild_metadata(table: "Table") -> RebuildReport:
     base_uri = table.storage.base_uri
     paths = table.spark.createDataFrame([(s.path,) for s in slices], "path string")
     paths = paths.repartition(max(1, min(len(slices), 2 * table.spark.sparkContext.defaultParallelism)))
-    stats = [r.asDict() for r in paths.mapInArrow(
-        lambda batches: _stats_of_files(batches, base_uri, columns), _STATS_DDL).collect()]
+    # Spark Rows: their fields read as attributes, as write_metadata reads a write task's BaseFileStat.
+    stats = paths.mapInArrow(lambda batches: _stats_of_files(batches, base_uri, columns), _STATS_DDL).collect()
     for partition in (FILES, COLUMN_STATS, BLOOM_FILTERS):
         table.storage.delete(f"{METADATA_DIR}/{partition}/{latest.time}.parquet")
     write_metadata(table.storage, timeline, latest.time, slices, stats, table.column_stats_enabled,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 from datetime import date, datetime, timedelta, timezone
+from typing import Protocol, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -38,6 +39,14 @@ _STATS_SCHEMA = pa.schema([("path", pa.string()), ("column", pa.string()), ("min
                            ("max", pa.string()), ("null_count", pa.int64()), ("value_count", pa.int64()),
                            ("nan_count", pa.int64())])
 _BLOOM_SCHEMA = pa.schema([("path", pa.string()), ("bloom", pa.string())])
+
+
+class IndexedBaseFile(Protocol):
+    """What the metadata table records of a base file: a write task's BaseFileStat, or a rebuild's row."""
+
+    path: str
+    column_stats: str | None  # JSON, per column: [min, max, nulls, values, NaNs]
+    bloom: str | None  # the encoded bloom filter; None: not kept
 
 
 def _path(partition: str, instant: str) -> str:
@@ -72,8 +81,8 @@ def decode_value(raw, dtype: T.DataType):
 # ---- writing ----------------------------------------------------------------------------------
 
 def write_metadata(storage: Storage, timeline: Timeline, instant: str, slices_after: list[FileSlice],
-                   new_stats: list[dict], column_stats: bool, bloom_filters: bool, carry_over: bool = True,
-                   columns: tuple[str, ...] | None = None) -> None:
+                   new_stats: Sequence[IndexedBaseFile], column_stats: bool, bloom_filters: bool,
+                   carry_over: bool = True, columns: tuple[str, ...] | None = None) -> None:
     """Write this instant's metadata: the files snapshot, the column stats snapshot, new bloom filters.
 
     The column stats of files this instant did not write are carried over from the last
@@ -95,14 +104,14 @@ def write_metadata(storage: Storage, timeline: Timeline, instant: str, slices_af
                 old = []  # the new snapshot lacks those files' stats: readers see it as stale
             rows += [r for r in old if r["path"] in live]
         for stat in new_stats:
-            for column, (low, high, nulls, count, nans) in json.loads(stat["column_stats"] or "{}").items():
+            for column, (low, high, nulls, count, nans) in json.loads(stat.column_stats or "{}").items():
                 if columns and column not in columns:
                     continue
-                rows.append({"path": stat["path"], "column": column, "min": json.dumps(low), "max": json.dumps(high),
+                rows.append({"path": stat.path, "column": column, "min": json.dumps(low), "max": json.dumps(high),
                              "null_count": nulls, "value_count": count, "nan_count": nans})
         _publish_table(storage, _path(COLUMN_STATS, instant), pa.Table.from_pylist(rows, schema=_STATS_SCHEMA))
     if bloom_filters:
-        rows = [{"path": s["path"], "bloom": s["bloom"]} for s in new_stats if s.get("bloom")]
+        rows = [{"path": s.path, "bloom": s.bloom} for s in new_stats if s.bloom]
         _publish_table(storage, _path(BLOOM_FILTERS, instant), pa.Table.from_pylist(rows, schema=_BLOOM_SCHEMA))
 
 

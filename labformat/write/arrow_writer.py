@@ -12,33 +12,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from labformat.fileformat.arrow_columns import constant
+from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.bloom_filter import BloomFilter
 from labformat.fileformat.column_stats import ColumnStatsCollector
 from labformat.fileformat.footers import BLOOM_FOOTER, BLOOM_TYPE, BLOOM_TYPE_FOOTER, MAX_KEY_FOOTER, MIN_KEY_FOOTER
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.index.base import PART
 from labformat.model.base_file import BaseFile, new_file_id, write_token
+from labformat.model.commit import NULL_COMMIT
 from labformat.schema import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from labformat.storage import Storage
-
-# What each task returns per base file it wrote (Spark DDL; Arrow types must match exactly).
-WRITE_STAT_DDL = (
-    "partition_path string, file_id string, path string, prev_commit string, num_writes long, "
-    "num_inserts long, num_update_writes long, num_deletes long, file_size long, min_key string, "
-    "max_key string, write_ms long, bloom_ms long, task_partition int, task_attempt int, "
-    "prev_min_key string, prev_max_key string, prev_size long, incoming_bytes long, "
-    "column_stats string, bloom string, bloom_bytes long"
-)
-WRITE_STAT_SCHEMA = pa.schema([
-    ("partition_path", pa.string()), ("file_id", pa.string()), ("path", pa.string()),
-    ("prev_commit", pa.string()), ("num_writes", pa.int64()), ("num_inserts", pa.int64()),
-    ("num_update_writes", pa.int64()), ("num_deletes", pa.int64()), ("file_size", pa.int64()),
-    ("min_key", pa.string()), ("max_key", pa.string()), ("write_ms", pa.int64()),
-    ("bloom_ms", pa.int64()), ("task_partition", pa.int32()), ("task_attempt", pa.int32()),
-    ("prev_min_key", pa.string()), ("prev_max_key", pa.string()), ("prev_size", pa.int64()),
-    ("incoming_bytes", pa.int64()), ("column_stats", pa.string()), ("bloom", pa.string()),
-    ("bloom_bytes", pa.int64()),  # the filter's bytes in the footer: per-file overhead, not per-record
-])
 
 # Rows per parquet row group: big enough to compress well, small enough for row-group skipping.
 ROW_GROUP_ROWS = 128 * 1024
@@ -123,7 +106,7 @@ class BaseFileWriter:
         self.inserts += inserts
         self.updates += updates
 
-    def close(self, task_partition: int, attempt: int, same_keys_bloom: str | None = None) -> dict:
+    def close(self, task_partition: int, attempt: int, same_keys_bloom: str | None = None) -> BaseFileStat:
         """Finish the file. `same_keys_bloom`: the encoded filter of a file holding exactly this
         file's keys (an update-only rewrite of one base file), used as it is when it is sized as
         this write's would be, for (bloom_num_entries, bloom_fpp): the same keys, sizing and
@@ -148,17 +131,17 @@ class BaseFileWriter:
         self.writer.close()
         size = self.sink.tell()
         self.sink.close()
-        return {
-            "partition_path": self.partition_path, "file_id": self.file_id, "path": self.path,
-            "prev_commit": self.prev_commit, "num_writes": self.rows, "num_inserts": self.inserts,
-            "num_update_writes": self.updates, "num_deletes": 0, "file_size": size,
-            "min_key": min_key, "max_key": max_key,
-            "write_ms": int((time.monotonic() - self.started) * 1000), "bloom_ms": bloom_ms,
-            "task_partition": task_partition, "task_attempt": attempt,
-            "prev_min_key": None, "prev_max_key": None, "prev_size": 0, "incoming_bytes": 0,
-            "column_stats": self.stats.to_json(), "bloom": footer[BLOOM_FOOTER] if self.spec.collect_bloom else None,
-            "bloom_bytes": len(encoded),
-        }
+        return BaseFileStat(
+            partition_path=self.partition_path, file_id=self.file_id, path=self.path,
+            prev_commit=self.prev_commit, num_writes=self.rows, num_inserts=self.inserts,
+            num_update_writes=self.updates, num_deletes=0, file_size=size,
+            min_key=min_key, max_key=max_key,
+            write_ms=int((time.monotonic() - self.started) * 1000), bloom_ms=bloom_ms,
+            task_partition=task_partition, task_attempt=attempt,
+            prev_min_key=None, prev_max_key=None, prev_size=0, incoming_bytes=0,
+            column_stats=self.stats.to_json(), bloom=footer[BLOOM_FOOTER] if self.spec.collect_bloom else None,
+            bloom_bytes=len(encoded),
+        )
 
 
 def add_meta_columns(table: pa.Table, spec: WriteSpec, schema: pa.Schema, partition_path: str, file_name: str,
@@ -199,7 +182,7 @@ class RollingFileWriter:
             + [data_schema.field(c).with_nullable(True) for c in spec.data_columns]
         )
         self.open: dict[str, BaseFileWriter] = {}
-        self.stats: list[dict] = []
+        self.stats: list[BaseFileStat] = []
         self.bytes_per_row: float | None = None
         self.seq = 0
 
@@ -217,7 +200,7 @@ class RollingFileWriter:
             if f is None:
                 file_id = self.next_file_id or new_file_id()
                 self.next_file_id = None
-                f = BaseFileWriter(self.storage, self.spec, partition_path, file_id, self.token, self.schema, "null")
+                f = BaseFileWriter(self.storage, self.spec, partition_path, file_id, self.token, self.schema, NULL_COMMIT)
                 self.open[partition_path] = f
             room = self._estimate_rows_left(f, data)
             chunk = data.slice(offset, min(room, data.num_rows - offset, ROW_GROUP_ROWS))
@@ -236,15 +219,11 @@ class RollingFileWriter:
                 self.stats.append(f.close(self.task_partition, self.attempt))
                 del self.open[partition_path]
 
-    def close(self) -> list[dict]:
+    def close(self) -> list[BaseFileStat]:
         for f in self.open.values():
             self.stats.append(f.close(self.task_partition, self.attempt))
         self.open.clear()
         return self.stats
-
-
-def stats_batch(stats: list[dict]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist(stats, schema=WRITE_STAT_SCHEMA)
 
 
 def write_new_file_groups(batches: Iterable[pa.RecordBatch], spec: WriteSpec) -> Iterator[pa.RecordBatch]:
@@ -271,4 +250,4 @@ def write_new_file_groups(batches: Iterable[pa.RecordBatch], spec: WriteSpec) ->
     if writer is not None:
         stats = writer.close()
         if stats:
-            yield stats_batch(stats)
+            yield BaseFileStat.record_batch(stats)

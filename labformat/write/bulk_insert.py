@@ -8,12 +8,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from labformat.config import Config
+from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.index.base import PART
 from labformat.model.enums import IndexType, Operation
-from labformat.model.report import FileReport, WriteReport
+from labformat.model.report import WriteReport
 from labformat.spark.jobs import WRITE_BASE_FILES, StepRecorder, describe, input_partitions
 from labformat.write import upsert
-from labformat.write.arrow_writer import WRITE_STAT_DDL, WriteSpec, write_new_file_groups
+from labformat.write.arrow_writer import WriteSpec, write_new_file_groups
 from labformat.write.transaction import WriteTransaction
 
 if TYPE_CHECKING:
@@ -41,11 +42,7 @@ def run(table: "Table", df: DataFrame, cfg: Config) -> WriteReport:
             return tx.abandon(steps=tuple(steps.steps), options=dict(cfg))
         with steps.step("commit"):
             tx.commit(stats, data_schema)
-    files = tuple(
-        FileReport(s["partition_path"], s["file_id"], s["path"], s["num_writes"], s["file_size"],
-                   s["min_key"], s["max_key"], created=True, inserts=s["num_inserts"])
-        for s in sorted(stats, key=lambda s: s["path"])
-    )
+    files = tuple(s.to_file_report() for s in sorted(stats, key=lambda s: s.path))
     rows = sum(f.rows for f in files)
     return WriteReport(Operation.BULK_INSERT.value, instant.time, rows_in=rows, rows_written=rows, rows_inserted=rows,
                        steps=tuple(steps.steps), files=files, options=dict(cfg), rolled_back=tx.rolled_back)
@@ -69,7 +66,7 @@ def order_for_sort_mode(df: DataFrame, mode: str, record_key: str, parallelism: 
     return df.repartition(parallelism) if parallelism else df  # NONE
 
 
-def write_bulk_insert(table: "Table", df: DataFrame, cfg: Config, instant_time: str) -> list[dict]:
+def write_bulk_insert(table: "Table", df: DataFrame, cfg: Config, instant_time: str) -> list[BaseFileStat]:
     """Run the write tasks; returns the write-stat rows (one per base file), collected as metadata."""
     data_columns = tuple(f.name for f in table.schema_for_write(df).fields)
     spec = WriteSpec(
@@ -86,5 +83,6 @@ def write_bulk_insert(table: "Table", df: DataFrame, cfg: Config, instant_time: 
     prepared = df.select(*[F.col(c) for c in data_columns], table.partition_path_column().alias(PART))
     ordered = order_for_sort_mode(prepared, cfg.bulk_insert_sort_mode, table.record_key, cfg.bulk_insert_parallelism)
     with describe(df.sparkSession, "read input", WRITE_BASE_FILES, before="sample key ranges"):
-        stats = ordered.mapInArrow(lambda batches: write_new_file_groups(batches, spec), WRITE_STAT_DDL).collect()
-    return [row.asDict() for row in stats]
+        rows = ordered.mapInArrow(lambda batches: write_new_file_groups(batches, spec),
+                                  BaseFileStat.spark_ddl()).collect()
+    return [BaseFileStat.from_row(row) for row in rows]

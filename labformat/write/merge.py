@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from labformat.fileformat.arrow_columns import constant
+from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.footers import BLOOM_FOOTER, BLOOM_TYPE, BLOOM_TYPE_FOOTER, MAX_KEY_FOOTER, MIN_KEY_FOOTER
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.model.base_file import write_token
@@ -22,7 +23,6 @@ from labformat.write.arrow_writer import (
     RollingFileWriter,
     WriteSpec,
     add_meta_columns,
-    stats_batch,
     task_identity,
 )
 
@@ -63,14 +63,15 @@ def _replace_in_place(old: pa.Table, new_rows: pa.Table, position: pa.Array) -> 
     return pa.concat_tables([old, new_rows]).take(source)
 
 
-def _create_file_groups(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec, target: Target) -> list[dict]:
+def _create_file_groups(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec,
+                        target: Target) -> list[BaseFileStat]:
     """Inserts into a new file group, sorted by record key: the first file takes the target's
     file id, and the rows past max_file_size go on in further new file groups."""
     fresh = incoming.select(list(spec.data_columns)).take(pc.sort_indices(incoming_keys))
     writer = RollingFileWriter(spec, fresh.schema, first_file_id=target.file_id)
     writer.write(target.partition_path, fresh)
     stats = writer.close()
-    stats[0].update(incoming_bytes=_incoming_parquet_bytes(fresh, spec.compression))
+    stats[0] = replace(stats[0], incoming_bytes=_incoming_parquet_bytes(fresh, spec.compression))
     return stats
 
 
@@ -104,7 +105,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     token = write_token(task_partition, stage, attempt)
     incoming_keys = pc.cast(incoming.column(spec.record_key), pa.string())
     if target.old_path is None and operation != Operation.DELETE and target.file_id_prefix is None:
-        yield stats_batch(_create_file_groups(incoming, incoming_keys, spec, target))
+        yield BaseFileStat.record_batch(_create_file_groups(incoming, incoming_keys, spec, target))
         return
 
     old = None
@@ -165,6 +166,6 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     f.write(merged, inserts=inserts, updates=updates)
     # The same keys as the old base file: its bloom filter is this file's too.
     stat = f.close(task_partition, attempt, same_keys_bloom=old_bloom if update_only else None)
-    stat.update(num_deletes=deletes, prev_min_key=prev_min, prev_max_key=prev_max, prev_size=prev_size,
-                incoming_bytes=incoming_bytes)
-    yield stats_batch([stat])
+    stat = replace(stat, num_deletes=deletes, prev_min_key=prev_min, prev_max_key=prev_max, prev_size=prev_size,
+                   incoming_bytes=incoming_bytes)
+    yield BaseFileStat.record_batch([stat])

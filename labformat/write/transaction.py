@@ -8,6 +8,7 @@ from pyspark.sql import types as T
 
 from labformat._faults import crash_point
 from labformat.errors import LabformatError
+from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.invalid_input import raise_invalid_input_from
 from labformat.fs_view import FileSystemView
 from labformat.model.base_file import BaseFile
@@ -77,29 +78,21 @@ class WriteTransaction:
         self.instant = timeline.to_inflight(self.instant)
         return self.instant
 
-    def commit(self, stats: list[dict], data_schema: T.StructType, extra: dict[str, str] | None = None) -> Instant:
+    def commit(self, stats: list[BaseFileStat], data_schema: T.StructType,
+               extra: dict[str, str] | None = None) -> Instant:
         """Complete the instant from its write tasks' stats: delete files of failed task attempts,
         write the metadata table, then publish `<instant>.commit` atomically."""
         if self.instant is None:
             raise RuntimeError("commit() before start(): no instant to complete")
         crash_point("after_write")
-        write_stats = tuple(
-            WriteStat(
-                partition_path=s["partition_path"], file_id=s["file_id"], path=s["path"],
-                prev_commit=s["prev_commit"] or "null", num_writes=s["num_writes"],
-                num_inserts=s["num_inserts"], num_update_writes=s["num_update_writes"],
-                num_deletes=s["num_deletes"], file_size_bytes=s["file_size"],
-                total_write_bytes=s["file_size"], create_time_ms=s["write_ms"],
-            )
-            for s in sorted(stats, key=lambda s: s["path"])
-        )
+        write_stats = tuple(s.to_write_stat() for s in sorted(stats, key=lambda s: s.path))
         metadata = CommitMetadata(
             operation_type=self.operation_type,
             write_stats=write_stats,
             extra_metadata={
                 "schema": avro_schema_json(data_schema, self.table.name),
                 SPARK_SCHEMA_KEY: data_schema.json(),
-                BLOOM_FILTER_BYTES_KEY: str(sum(s.get("bloom_bytes") or 0 for s in stats)),
+                BLOOM_FILTER_BYTES_KEY: str(sum(s.bloom_bytes for s in stats)),
                 **(extra or {}),
             },
         )
@@ -160,7 +153,7 @@ class WriteTransaction:
                 if base is not None and base.instant_time == self.instant.time and info.path not in written_paths:
                     storage.delete(info.path)
 
-    def _write_metadata(self, write_stats: tuple[WriteStat, ...], task_stats: list[dict]) -> None:
+    def _write_metadata(self, write_stats: tuple[WriteStat, ...], task_stats: list[BaseFileStat]) -> None:
         """The metadata table's entries for this instant, written before the commit is published."""
         from labformat.metadata import write_metadata
 

@@ -21,7 +21,8 @@ from pyspark.sql import functions as F
 
 from labformat.config import Config
 from labformat.errors import ConfigError
-from labformat.model.report import FileReport, WriteReport
+from labformat.fileformat.base_file_stat import BaseFileStat
+from labformat.model.report import WriteReport
 from labformat.spark.jobs import WRITE_BASE_FILES, StepRecorder, describe, input_partitions
 from labformat.index import bloom, bucket, simple
 from labformat.index.base import BUCKET, COUNT, FILE_ID, KEY, PART, IndexContext, TagResult
@@ -30,7 +31,7 @@ from labformat.model.base_file import new_file_id
 from labformat.model.enums import IndexType, Operation
 from labformat.model.file_group import FileSlice
 from labformat.write import sizing
-from labformat.write.arrow_writer import WRITE_STAT_DDL, WriteSpec
+from labformat.write.arrow_writer import WriteSpec
 from labformat.write.merge import TARGET, Target, merge_file_group
 from labformat.write.transaction import WriteTransaction
 
@@ -333,19 +334,19 @@ def route_records(tag: TagResult, plan: WritePlan, keys: tuple[int, ...]) -> Dat
 
 
 def write_file_groups(table: "Table", routed: DataFrame, plan: WritePlan, spec: WriteSpec,
-                      operation: str) -> list[dict]:
+                      operation: str) -> list[BaseFileStat]:
     """Step 7: one task per target file group merges and writes; returns the tasks' write stats."""
     n = len(plan.targets)
     targets = dict(enumerate(plan.targets))
     columns = list(spec.data_columns) if operation != Operation.DELETE else [table.record_key]
     with describe(routed.sparkSession, "route records to file groups", WRITE_BASE_FILES, before="move matched keys"):
-        stats = (
+        rows = (
             routed.repartition(n, TASK_KEY)
             .select(*columns, TARGET)
-            .mapInArrow(lambda batches: merge_file_group(batches, spec, targets, operation), WRITE_STAT_DDL)
+            .mapInArrow(lambda batches: merge_file_group(batches, spec, targets, operation), BaseFileStat.spark_ddl())
             .collect()
         )
-    return [r.asDict() for r in stats]
+    return [BaseFileStat.from_row(r) for r in rows]
 
 
 # ---- the whole operation --------------------------------------------------------------------------
@@ -459,16 +460,8 @@ def _run_steps(table: "Table", tx: WriteTransaction, df: DataFrame, input_count:
     with steps.step("commit"):
         tx.commit(stats, data_schema)
 
-    first_of_group = {(t.partition_path, t.file_id) for t in plan.targets if t.old_path is not None}
-    files = tuple(
-        FileReport(s["partition_path"], s["file_id"], s["path"], s["num_writes"], s["file_size"], s["min_key"],
-                   s["max_key"], created=(s["partition_path"], s["file_id"]) not in first_of_group,
-                   inserts=s["num_inserts"], updates=s["num_update_writes"], deletes=s["num_deletes"],
-                   prev_size_bytes=s["prev_size"] or 0, prev_min_key=s["prev_min_key"],
-                   prev_max_key=s["prev_max_key"])
-        for s in sorted(stats, key=lambda s: s["path"])
-    )
-    incoming_bytes = sum(s["incoming_bytes"] or 0 for s in stats)
+    files = tuple(s.to_file_report() for s in sorted(stats, key=lambda s: s.path))
+    incoming_bytes = sum(s.incoming_bytes for s in stats)
     written = sum(f.size_bytes for f in files)
     details = {
         "index_type": index_type,
@@ -478,7 +471,7 @@ def _run_steps(table: "Table", tx: WriteTransaction, df: DataFrame, input_count:
         "record_size_source": record_size_source,
         "small_files": sum(len(v) for v in small.values()),
         "write_targets": len(plan.targets),
-        "bytes_read": sum(s["prev_size"] or 0 for s in stats),
+        "bytes_read": sum(s.prev_size for s in stats),
         "incoming_bytes": incoming_bytes,
         "write_amplification": round(written / incoming_bytes, 2) if incoming_bytes else None,
     }
