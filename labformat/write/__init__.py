@@ -1,1 +1,1 @@
-"""Write paths: bulk insert (and, next, the seven-step upsert), and the base-file writers they run in tasks."""
+"""Write paths: bulk insert, upsert and delete through one write transaction, and the base-file writers their tasks run."""
