@@ -28,14 +28,20 @@ class RollbackResult:
 class Timeline:
     """The instants of one table, each in its furthest state, oldest first.
 
-    A snapshot: `reload()` re-reads `.hoodie/`. Completed commit metadata is cached,
-    since completed instants never change.
+    A snapshot: `fresh()` loads a new one, `reload()` re-reads `.hoodie/` into this one (the
+    transitions do, so a write's own timeline follows its instant). Completed commit metadata
+    is cached, since completed instants never change.
     """
 
-    def __init__(self, storage: Storage):
+    def __init__(self, storage: Storage, metadata_cache: dict[str, CommitMetadata] | None = None):
         self.storage = storage
-        self._metadata_cache: dict[str, CommitMetadata] = {}
+        # Shared by the timelines `fresh` makes: a completed instant's metadata never changes.
+        self._metadata_cache: dict[str, CommitMetadata] = {} if metadata_cache is None else metadata_cache
         self.reload()
+
+    def fresh(self) -> "Timeline":
+        """A new snapshot of the same table, loaded now; this one stays as it is."""
+        return Timeline(self.storage, self._metadata_cache)
 
     def reload(self) -> "Timeline":
         furthest: dict[tuple[str, Action], Instant] = {}

@@ -173,3 +173,10 @@ def test_unroutable_host_falls_back_to_loopback(spark):
 def test_assign_lanes_absorbs_handover_overlap():
     # Two cores; the third task starts 5 ms before the first ends (a hand-over, not a third core).
     assert assign_lanes([0.0, 0.0, 0.995], [1.0, 2.0, 1.5], 2) == [0, 1, 0]
+
+
+def test_assign_lanes_answers_in_input_order_and_refuses_a_third_concurrent_task():
+    # The same intervals as above, listed out of launch order: each keeps its own lane.
+    assert assign_lanes([0.995, 0.0, 0.0], [1.5, 1.0, 2.0], 2) == [0, 0, 1]
+    with pytest.raises(ValueError, match="more tasks ran at once"):
+        assign_lanes([0.0, 0.0, 0.5], [1.0, 1.0, 1.0], 2)

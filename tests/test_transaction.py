@@ -35,7 +35,7 @@ def bare(tmp_path):
 
 def test_start_requests_then_marks_inflight(bare):
     table, path = bare
-    tx = WriteTransaction(table, "upsert")
+    tx = WriteTransaction(table.context(), "upsert")
     instant = tx.start()
     assert instant.state is State.INFLIGHT and instant.action is Action.COMMIT
     assert timeline_files(path) == sorted([instant.to(State.REQUESTED).file_name, instant.file_name])
@@ -44,8 +44,8 @@ def test_start_requests_then_marks_inflight(bare):
 
 def test_start_rolls_back_a_dead_writers_instant_first(bare):
     table, path = bare
-    dead = WriteTransaction(table, "upsert").start()  # never committed: its writer "died"
-    tx = WriteTransaction(table, "bulk_insert")
+    dead = WriteTransaction(table.context(), "upsert").start()  # never committed: its writer "died"
+    tx = WriteTransaction(table.context(), "bulk_insert")
     instant = tx.start()
     assert tx.rolled_back == (dead.time,) and instant.time > dead.time
     assert [i.action for i in table.timeline()] == [Action.ROLLBACK]
@@ -55,7 +55,7 @@ def test_start_rolls_back_a_dead_writers_instant_first(bare):
 def test_abandon_before_start_writes_nothing(bare):
     table, path = bare
     before = tree(path)
-    with WriteTransaction(table, "delete") as tx:
+    with WriteTransaction(table.context(), "delete") as tx:
         report = tx.abandon(rows_in=3)
     assert (report.operation, report.instant, report.rows_in, report.rows_written) == ("delete", None, 3, 0)
     assert tree(path) == before
@@ -64,7 +64,7 @@ def test_abandon_before_start_writes_nothing(bare):
 def test_abandon_after_start_removes_the_instant_without_a_rollback(bare):
     table, path = bare
     before = tree(path)
-    with WriteTransaction(table, "bulk_insert") as tx:
+    with WriteTransaction(table.context(), "bulk_insert") as tx:
         tx.start()
         report = tx.abandon()
     assert report.instant is None and report.files == () and report.rolled_back == ()
@@ -74,7 +74,7 @@ def test_abandon_after_start_removes_the_instant_without_a_rollback(bare):
 def test_an_error_after_start_rolls_the_instant_back_and_goes_on(bare):
     table, path = bare
     with pytest.raises(RuntimeError, match="task died"):
-        with WriteTransaction(table, "upsert") as tx:
+        with WriteTransaction(table.context(), "upsert") as tx:
             failed = tx.start()
             raise RuntimeError("task died")
     (rollback,) = table.timeline()
@@ -85,7 +85,7 @@ def test_an_error_after_start_rolls_the_instant_back_and_goes_on(bare):
 
 def test_leaving_without_commit_or_abandon_rolls_back(bare):
     table, path = bare
-    with WriteTransaction(table, "upsert") as tx:
+    with WriteTransaction(table.context(), "upsert") as tx:
         failed = tx.start()
     assert [i.action for i in table.timeline()] == [Action.ROLLBACK]
     assert not [n for n in timeline_files(path) if n.startswith(failed.time)]

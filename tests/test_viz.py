@@ -96,7 +96,7 @@ def test_assign_lanes_never_overlaps_within_a_lane():
         rows.append({"stage_id": task_id // 10, "task_id": task_id, "launch": free[core], "duration": duration})
         free[core] += duration
     tasks = pd.DataFrame(rows).sample(frac=1, random_state=1)  # input order must not matter
-    lanes = viz.assign_lanes(tasks, 3)
+    lanes = viz.task_lanes(tasks, 3)
     assert lanes.index.equals(tasks.index) and set(lanes) <= {0, 1, 2}
     for lane in range(3):
         mine = tasks[lanes == lane].sort_values("launch")
@@ -107,7 +107,7 @@ def test_assign_lanes_never_overlaps_within_a_lane():
 def test_assign_lanes_leaves_lanes_idle_and_prefers_the_earliest_free():
     tasks = pd.DataFrame({"stage_id": [0, 0, 1], "task_id": [0, 1, 2],
                           "launch": [0.0, 0.0, 3.0], "duration": [1.0, 2.0, 1.0]})
-    lanes = viz.assign_lanes(tasks, 4)
+    lanes = viz.task_lanes(tasks, 4)
     # Stage 0 has 2 tasks on 4 cores: lanes 0 and 1; stage 1's task takes a lane idle since 0.
     assert lanes.tolist() == [0, 1, 2]
     assert 3 not in set(lanes)
@@ -117,7 +117,7 @@ def test_assign_lanes_refuses_more_concurrent_tasks_than_cores():
     tasks = pd.DataFrame({"stage_id": [0, 0, 0], "task_id": [0, 1, 2],
                           "launch": [0.0, 0.0, 0.5], "duration": [1.0, 1.0, 1.0]})
     with pytest.raises(ValueError, match="more tasks ran at once"):
-        viz.assign_lanes(tasks, 2)
+        viz.task_lanes(tasks, 2)
 
 
 def test_task_timeline_draws_every_task_and_shades_idle_lanes():

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from labformat.model.report import UPSERT_STEPS
+from labformat.spark.ui import assign_lanes
 
 if TYPE_CHECKING:  # the charts need no table; only key_ranges_frame reads one's metadata
     import labformat as lf
@@ -222,34 +223,16 @@ def plot_pruning_funnel(days: pd.DataFrame, ax=None):
 
 # ---------------------------------------------------------------- 3. task timeline
 
-def assign_lanes(tasks: pd.DataFrame, cores: int, tolerance_s: float = 1e-3) -> pd.Series:
-    """The core lane (0..cores-1) of each task, aligned to `tasks.index`.
-
-    Tasks are taken by launch time (then task_id); each goes to the lane that became free
-    earliest (lowest lane on ties). Raises ValueError when a task launches before any lane is
-    free, i.e. more than `cores` tasks ran at once (wrong `cores`, or overlapping data):
-    drawing it would need a lane that does not exist.
-    """
-    if cores < 1:
-        raise ValueError(f"cores must be at least 1, got {cores}")
-    order = tasks.sort_values(["launch", "task_id"] if "task_id" in tasks.columns else ["launch"],
-                              kind="stable").index
-    free_at = [-math.inf] * cores
-    lanes = pd.Series(-1, index=tasks.index, name="lane", dtype=int)
-    for idx in order:
-        launch, duration = float(tasks.at[idx, "launch"]), float(tasks.at[idx, "duration"])
-        lane = min(range(cores), key=lambda i: (free_at[i], i))
-        if free_at[lane] > launch + tolerance_s:
-            raise ValueError(f"task {tasks.at[idx, 'task_id'] if 'task_id' in tasks.columns else idx} launches at "
-                             f"{launch:.3f}s but all {cores} lanes are busy until {free_at[lane]:.3f}s: "
-                             f"more tasks ran at once than there are cores")
-        free_at[lane] = launch + duration
-        lanes.at[idx] = lane
-    return lanes
+def task_lanes(tasks: pd.DataFrame, cores: int) -> pd.Series:
+    """`spark.ui.assign_lanes` for a task table (launch, duration; task_id breaks launch ties), aligned to its index."""
+    order = tasks.sort_values(["launch", "task_id"] if "task_id" in tasks.columns else ["launch"], kind="stable")
+    launches = order["launch"].astype(float).tolist()
+    ends = (order["launch"] + order["duration"]).astype(float).tolist()
+    return pd.Series(assign_lanes(launches, ends, cores), index=order.index, name="lane").reindex(tasks.index)
 
 
 def plot_task_timeline(tasks: pd.DataFrame, cores: int, ax=None, *, projection: bool = False):
-    """A Gantt chart of Spark tasks on `cores` lanes (`assign_lanes`), coloured by stage and named by
+    """A Gantt chart of Spark tasks on `cores` lanes (`spark.ui.assign_lanes`), coloured by stage and named by
     what the stage does (`stage_label`, else "stage N"); idle time in each lane between the first
     launch and the last finish is shaded grey.
 
@@ -262,7 +245,7 @@ def plot_task_timeline(tasks: pd.DataFrame, cores: int, ax=None, *, projection: 
     from labformat.lab.projection import task_stage_labels
 
     ax = _new_ax(ax)
-    lanes = tasks["lane"].astype(int) if projection else assign_lanes(tasks, cores)
+    lanes = tasks["lane"].astype(int) if projection else task_lanes(tasks, cores)
     if projection and len(tasks) and not lanes.between(0, cores - 1).all():
         raise ValueError(f"the projection's lanes run to {lanes.max()}, but it is drawn on {cores} cores")
     start = float(tasks["launch"].min()) if len(tasks) else 0.0

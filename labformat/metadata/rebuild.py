@@ -15,7 +15,7 @@ from labformat.storage import Storage
 from labformat.timeline import METADATA_DIR
 
 if TYPE_CHECKING:
-    from labformat.table import Table
+    from labformat.context import TableContext
 
 _STATS_DDL = "path string, column_stats string, bloom string"
 
@@ -46,7 +46,7 @@ class RebuildReport:
     seconds: float
 
 
-def rebuild_metadata(table: "Table") -> RebuildReport:
+def rebuild_metadata(ctx: "TableContext") -> RebuildReport:
     """Recompute the metadata table's entries for the latest commit from the base files themselves.
 
     The files are read by Spark tasks (the driver only lists them); the previous entries of
@@ -56,20 +56,20 @@ def rebuild_metadata(table: "Table") -> RebuildReport:
     import time
 
     started = time.perf_counter()
-    timeline = table.reload_active_timeline()
+    timeline, conf, spark = ctx.timeline, ctx.config, ctx.spark
     latest = timeline.latest_completed_write()
-    if latest is None or not table.metadata_enabled:
+    if latest is None or not conf.metadata_enable:
         return RebuildReport(None, 0, 0.0)
-    slices = table.file_slices()
-    schema = table.schema()
+    slices = ctx.file_system_view().latest_file_slices()
+    schema = ctx.schema()
     columns = tuple(f.name for f in schema.fields)
-    base_uri = table.storage.base_uri
-    paths = table.spark.createDataFrame([(s.path,) for s in slices], "path string")
-    paths = paths.repartition(max(1, min(len(slices), 2 * table.spark.sparkContext.defaultParallelism)))
+    base_uri = ctx.storage.base_uri
+    paths = spark.createDataFrame([(s.path,) for s in slices], "path string")
+    paths = paths.repartition(max(1, min(len(slices), 2 * spark.sparkContext.defaultParallelism)))
     # Spark Rows: their fields read as attributes, as write_metadata reads a write task's BaseFileStat.
     stats = paths.mapInArrow(lambda batches: _stats_of_files(batches, base_uri, columns), _STATS_DDL).collect()
     for partition in (FILES, COLUMN_STATS, BLOOM_FILTERS):
-        table.storage.delete(f"{METADATA_DIR}/{partition}/{latest.time}.parquet")
-    write_metadata(table.storage, timeline, latest.time, slices, stats, table.column_stats_enabled,
-                   table.bloom_filters_in_metadata, carry_over=False, columns=table.column_stats_columns)
+        ctx.storage.delete(f"{METADATA_DIR}/{partition}/{latest.time}.parquet")
+    write_metadata(ctx.storage, timeline, latest.time, slices, stats, conf.column_stats_enable,
+                   conf.bloom_filter_enable, carry_over=False, columns=conf.column_stats_columns)
     return RebuildReport(latest.time, len(slices), time.perf_counter() - started)

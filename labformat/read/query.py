@@ -23,7 +23,7 @@ from labformat.read.predicates import (
 from labformat.schema import with_meta_columns
 
 if TYPE_CHECKING:
-    from labformat.table import Table
+    from labformat.context import TableContext
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class ScanReport:
         return out
 
 
-def _partition_value(table: "Table", partition_path: str, dtype: T.DataType):
-    raw = partition_path.split("=", 1)[1] if table.hive_style_partitioning and "=" in partition_path else partition_path
+def _partition_value(hive_style: bool, partition_path: str, dtype: T.DataType):
+    raw = partition_path.split("=", 1)[1] if hive_style and "=" in partition_path else partition_path
     if raw == "default":
         return None
     if isinstance(dtype, (T.IntegerType, T.LongType, T.ShortType, T.ByteType)):
@@ -64,49 +64,51 @@ def _partition_value(table: "Table", partition_path: str, dtype: T.DataType):
     return raw
 
 
-def run_query(table: "Table", condition: Column | str, as_of: str | None, skipping: bool) -> tuple[DataFrame, ScanReport]:
+def run_query(ctx: "TableContext", condition: Column | str, as_of: str | None,
+              skipping: bool) -> tuple[DataFrame, ScanReport]:
     started = time.perf_counter()
-    view = table.file_system_view(as_of)
-    instant = as_of or (view_latest := table.active_timeline.latest_completed_write()) and view_latest.time
+    conf = ctx.config
+    view = ctx.file_system_view(as_of)
+    instant = as_of or (view_latest := ctx.timeline.latest_completed_write()) and view_latest.time
     slices = view.latest_file_slices()
-    schema = table.schema(as_of) or T.StructType([])
-    predicate = to_predicate(table.spark, condition, schema)
+    schema = ctx.schema(as_of) or T.StructType([])
+    predicate = to_predicate(ctx.spark, condition, schema)
     funnel = {"files_in_snapshot": len(slices)}
     stats_source = bloom_source = "off (data skipping disabled)"
     remaining = slices
     if skipping:
         # 1. partition pruning: a file's partition value is its min and max for the partition column
-        if table.partition_field:
-            dtype = {f.name: f.dataType for f in schema.fields}.get(table.partition_field, T.StringType())
+        if conf.partition_field:
+            dtype = {f.name: f.dataType for f in schema.fields}.get(conf.partition_field, T.StringType())
             kept = []
             for s in remaining:
-                value = _partition_value(table, s.partition_path, dtype)
-                stats = {table.partition_field: ColumnStats(value, value, 0 if value is not None else 1, 1, 0)}
+                value = _partition_value(conf.hive_style_partitioning, s.partition_path, dtype)
+                stats = {conf.partition_field: ColumnStats(value, value, 0 if value is not None else 1, 1, 0)}
                 if might_match(predicate, stats) is not ROWS_CANNOT_MATCH:
                     kept.append(s)
             remaining = kept
         funnel["after_partition_pruning"] = len(remaining)
         # 2. column stats: the metadata table's, or the footers' when it cannot be trusted
         stats, stats_source = (None, "no metadata table")
-        if table.column_stats_enabled:
-            stats, stats_source = MetadataReader(table.storage, table.active_timeline, as_of).column_stats(slices, schema)
+        if conf.column_stats_enable:
+            stats, stats_source = MetadataReader(ctx.storage, ctx.timeline, as_of).column_stats(slices, schema)
         if stats is None:
             stats_source = f"footers ({stats_source})"
-            stats = footer_column_stats(table.storage.base_uri, [s.path for s in remaining])
+            stats = footer_column_stats(ctx.storage.base_uri, [s.path for s in remaining])
         remaining = [s for s in remaining if might_match(predicate, stats.get(s.path, {})) is not ROWS_CANNOT_MATCH]
         funnel["after_column_stats"] = len(remaining)
         # 3. bloom filters, for record-key equality and IN
-        keys = key_equality_values(predicate, table.record_key)
+        keys = key_equality_values(predicate, conf.record_key)
         bloom_source = "not used (no record-key equality in the condition)"
         if keys is not None and remaining:
             probe = [str(k) for k in keys]
             blooms, bloom_source = (None, "not in the metadata table")
-            if table.bloom_filters_in_metadata:
-                blooms, bloom_source = MetadataReader(table.storage, table.active_timeline, as_of).bloom_filters(
+            if conf.bloom_filter_enable:
+                blooms, bloom_source = MetadataReader(ctx.storage, ctx.timeline, as_of).bloom_filters(
                     [s.path for s in remaining])
             if blooms is None:
                 bloom_source = f"footers ({bloom_source})"
-                blooms = {s.path: bloom_filter(table.storage.base_uri, s.path) for s in remaining}
+                blooms = {s.path: bloom_filter(ctx.storage.base_uri, s.path) for s in remaining}
             # An empty key set means the condition is never true: no file can hold a match.
             remaining = [s for s in remaining if probe and blooms[s.path].might_contain(probe).any()]
         funnel["after_bloom"] = len(remaining)
@@ -116,9 +118,9 @@ def run_query(table: "Table", condition: Column | str, as_of: str | None, skippi
     planning = time.perf_counter() - started
 
     full_schema = with_meta_columns(schema)
-    paths = [table.storage.uri(s.path) for s in remaining]
-    source = (table.spark.read.schema(full_schema).parquet(*paths) if paths
-              else table.spark.createDataFrame([], full_schema))
+    paths = [ctx.storage.uri(s.path) for s in remaining]
+    source = (ctx.spark.read.schema(full_schema).parquet(*paths) if paths
+              else ctx.spark.createDataFrame([], full_schema))
     df = source.filter(condition)
     # Run the scan once, every column, counting rows as they pass (no data reaches the driver).
     observation = Observation("labformat_scan")
@@ -136,7 +138,7 @@ def run_query(table: "Table", condition: Column | str, as_of: str | None, skippi
             # Spark's parquet reader skips row groups inside these files by their statistics, but
             # does not report per query how many it skipped; this is how many there were to read.
             "row_groups_in_files_read": sum(f.num_row_groups for f in
-                                            key_ranges(table.storage.base_uri, [s.path for s in remaining]).values()),
+                                            key_ranges(ctx.storage.base_uri, [s.path for s in remaining]).values()),
         },
     )
     return df, report

@@ -227,19 +227,33 @@ def _busy_seconds(task: dict) -> float:
     return (millis + metrics.get("resultSerializationTime", 0)) / 1000.0
 
 
-def assign_lanes(launches: list[float], ends: list[float], lanes: int) -> list[int]:
-    """Pack intervals (sorted by launch) onto `lanes` lanes, each onto the lane that frees up first.
+# A hand-over between two tasks on one core can look like a few ms of overlap (ms rounding, and
+# end times taken on another thread than the launch); more than this is a task no core was free for.
+HANDOVER_TOLERANCE_S = 0.01
+
+
+def assign_lanes(launches: list[float], ends: list[float], lanes: int,
+                 tolerance_s: float = HANDOVER_TOLERANCE_S) -> list[int]:
+    """The core lane (0..lanes-1) of each task, in input order: tasks taken by launch time (ties in
+    input order), each onto the lane that frees up first (lowest lane on ties).
 
     In local mode every task reports executor `driver`, so the executor id says nothing about
-    which core ran it; and intervals may overlap a little at a hand-over (rounding, or driver-side
-    end times), so a strict "first lane free at launch" rule could need more lanes than cores.
+    which core ran it. A NaN end (a task still running) occupies its lane from launch only.
+    Raises ValueError when a task launches more than `tolerance_s` before any lane is free:
+    more tasks ran at once than there are lanes (a wrong core count, or overlapping data).
     """
-    free_at = [float("-inf")] * max(1, int(lanes))
-    result = []
-    for launch, end in zip(launches, ends):
-        lane = min(range(len(free_at)), key=lambda i: (free_at[i], i))
-        result.append(lane)
-        free_at[lane] = end if end == end else launch  # NaN end (running task): occupy from launch only
+    if lanes < 1:
+        raise ValueError(f"lanes must be at least 1, got {lanes}")
+    free_at = [float("-inf")] * int(lanes)
+    result = [-1] * len(launches)
+    for i in sorted(range(len(launches)), key=lambda i: launches[i]):
+        launch, end = launches[i], ends[i]
+        lane = min(range(len(free_at)), key=lambda k: (free_at[k], k))
+        if free_at[lane] > launch + tolerance_s:
+            raise ValueError(f"task {i} launches at {launch:.3f}s but all {lanes} lanes are busy until "
+                             f"{free_at[lane]:.3f}s: more tasks ran at once than there are cores")
+        result[i] = lane
+        free_at[lane] = end if end == end else launch
     return result
 
 

@@ -1,1 +1,1 @@
-"""Write paths: bulk insert, the seven-step upsert and delete, their transaction, and the base-file writers they run in tasks."""
+"""Write paths: bulk insert, upsert and delete through one write transaction, and the base-file writers their tasks run."""

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from labformat.config import Config
+from labformat.context import TableContext
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.index.base import PART
 from labformat.model.enums import IndexType, Operation
@@ -17,27 +17,24 @@ from labformat.write import upsert
 from labformat.write.arrow_writer import WriteSpec, write_new_file_groups
 from labformat.write.transaction import WriteTransaction
 
-if TYPE_CHECKING:
-    from labformat.table import Table
 
-
-def run(table: "Table", df: DataFrame, cfg: Config) -> WriteReport:
+def run(ctx: TableContext, df: DataFrame, cfg: Config) -> WriteReport:
     """Write `df` as new file groups, without index lookups or deduplication (Hudi's bulk_insert).
 
     A BUCKET table's bulk insert goes through the upsert's routing instead (see `upsert.run`),
     so that every row lands in its bucket's file group.
     """
-    if table.index_type == IndexType.BUCKET:
-        return upsert.run(table, df, cfg, Operation.BULK_INSERT.value)
-    steps = StepRecorder(table.spark)
-    with WriteTransaction(table, Operation.BULK_INSERT.value) as tx:
+    if ctx.config.index_type == IndexType.BUCKET:
+        return upsert.run(ctx, df, cfg, Operation.BULK_INSERT)
+    steps = StepRecorder(ctx.spark)
+    with WriteTransaction(ctx, Operation.BULK_INSERT) as tx:
         with steps.step("validate"):
-            table.validate_input(df, need_precombine=False)
-            data_schema = table.schema_for_write(df)
+            ctx.validate_input(df, need_precombine=False)
+            data_schema = ctx.schema_for_write(df)
         with steps.step("start_instant"):
             instant = tx.start()
         with steps.step("write"):
-            stats = write_bulk_insert(table, df, cfg, instant.time)
+            stats = write_bulk_insert(ctx, df, data_schema, cfg, instant.time)
         if not stats:  # an empty input: its write tasks wrote nothing
             return tx.abandon(steps=tuple(steps.steps), options=dict(cfg))
         with steps.step("commit"):
@@ -66,22 +63,24 @@ def order_for_sort_mode(df: DataFrame, mode: str, record_key: str, parallelism: 
     return df.repartition(parallelism) if parallelism else df  # NONE
 
 
-def write_bulk_insert(table: "Table", df: DataFrame, cfg: Config, instant_time: str) -> list[BaseFileStat]:
+def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructType, cfg: Config,
+                      instant_time: str) -> list[BaseFileStat]:
     """Run the write tasks; returns the write-stat rows (one per base file), collected as metadata."""
-    data_columns = tuple(f.name for f in table.schema_for_write(df).fields)
+    data_columns = tuple(f.name for f in data_schema.fields)
+    record_key = ctx.config.record_key
     spec = WriteSpec(
-        base_uri=table.storage.base_uri,
+        base_uri=ctx.storage.base_uri,
         instant_time=instant_time,
-        record_key=table.record_key,
+        record_key=record_key,
         data_columns=data_columns,
         max_file_size=cfg.max_file_size,
         compression=cfg.compression_codec,
         bloom_fpp=cfg.bloom_fpp,
         bloom_num_entries=cfg.bloom_num_entries,
-        collect_bloom=table.bloom_filters_in_metadata,
+        collect_bloom=ctx.config.bloom_filter_enable,
     )
-    prepared = df.select(*[F.col(c) for c in data_columns], table.partition_path_column().alias(PART))
-    ordered = order_for_sort_mode(prepared, cfg.bulk_insert_sort_mode, table.record_key, cfg.bulk_insert_parallelism)
+    prepared = df.select(*[F.col(c) for c in data_columns], ctx.partition_path_column().alias(PART))
+    ordered = order_for_sort_mode(prepared, cfg.bulk_insert_sort_mode, record_key, cfg.bulk_insert_parallelism)
     with describe(df.sparkSession, "read input", WRITE_BASE_FILES, before="sample key ranges"):
         rows = ordered.mapInArrow(lambda batches: write_new_file_groups(batches, spec),
                                   BaseFileStat.spark_ddl()).collect()

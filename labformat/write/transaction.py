@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import types as T
 
 from labformat._faults import crash_point
+from labformat.context import TableContext
 from labformat.errors import LabformatError
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.invalid_input import raise_invalid_input_from
@@ -15,11 +16,10 @@ from labformat.model.base_file import BaseFile
 from labformat.model.commit import BLOOM_FILTER_BYTES_KEY, SPARK_SCHEMA_KEY, CommitMetadata, WriteStat
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Action, Instant
+from labformat.metadata import write_metadata
 from labformat.model.report import WriteReport
 from labformat.schema import avro_schema_json
-
-if TYPE_CHECKING:
-    from labformat.table import Table
+from labformat.timeline import Timeline
 
 
 class WriteTransaction:
@@ -27,7 +27,7 @@ class WriteTransaction:
 
     ::
 
-        with WriteTransaction(table, "upsert") as tx:
+        with WriteTransaction(ctx, "upsert") as tx:
             ...                                  # validate and plan: no instant yet
             if nothing_to_write:
                 return tx.abandon(steps=...)     # an empty write: report with instant=None
@@ -53,8 +53,11 @@ class WriteTransaction:
       path; the instant is rolled back as if the write had failed.
     """
 
-    def __init__(self, table: "Table", operation: str, action: Action = Action.COMMIT):
-        self.table = table
+    def __init__(self, ctx: TableContext, operation: str, action: Action = Action.COMMIT):
+        self.ctx = ctx
+        # The transaction's own timeline: its transitions reload it, so it follows this write's
+        # instant, while the plan keeps reading the snapshot in `ctx`.
+        self.timeline: Timeline | None = None
         self.operation = operation  # the report's name: "bulk_insert", "upsert", "delete"
         self.action = action
         self.instant: Instant | None = None  # this write's instant, once started
@@ -71,7 +74,7 @@ class WriteTransaction:
 
     def start(self) -> Instant:
         """Roll back the instants dead writers left, request this write's instant, mark it inflight."""
-        timeline = self.table.reload_active_timeline()
+        timeline = self.timeline = self.ctx.timeline.fresh()
         self.rolled_back = tuple(r.rolled_back for r in timeline.rollback_pending())
         self.instant = timeline.request(self.action, {"operationType": self.operation_type})
         crash_point("after_requested")
@@ -90,16 +93,16 @@ class WriteTransaction:
             operation_type=self.operation_type,
             write_stats=write_stats,
             extra_metadata={
-                "schema": avro_schema_json(data_schema, self.table.name),
+                "schema": avro_schema_json(data_schema, self.ctx.config.name),
                 SPARK_SCHEMA_KEY: data_schema.json(),
                 BLOOM_FILTER_BYTES_KEY: str(sum(s.bloom_bytes for s in stats)),
                 **(extra or {}),
             },
         )
         self._reconcile({s.path for s in write_stats}, {s.partition_path for s in write_stats})
-        if self.table.metadata_enabled:
+        if self.ctx.config.metadata_enable:
             self._write_metadata(write_stats, stats)
-        self.completed = self.table.active_timeline.complete(
+        self.completed = self.timeline.complete(
             self.instant, metadata.to_json(), before_publish=lambda: crash_point("before_publish"))
         crash_point("after_commit")
         return self.completed
@@ -114,8 +117,8 @@ class WriteTransaction:
             # A failed task fails the job at once, but its sibling tasks run on and may still write
             # their base files: rolled back before they finish, such a file would outlive the
             # rollback, and readers (hudi-rs among them) take an uncommitted base file for data.
-            _wait_for_running_tasks(self.table.spark)
-            timeline = self.table.reload_active_timeline()
+            _wait_for_running_tasks(self.ctx.spark)
+            timeline = self.timeline.reload()
             if any((i.time, i.action) == (self.instant.time, self.action) for i in timeline.pending()):
                 timeline.rollback(self.instant)
         if isinstance(exc, Exception) and not isinstance(exc, LabformatError):
@@ -127,7 +130,7 @@ class WriteTransaction:
         if self.completed is not None:
             raise RuntimeError(f"instant {self.completed.time} is already committed")
         if self.instant is not None and not self._abandoned:
-            self.table.active_timeline.abandon(self.instant)
+            self.timeline.abandon(self.instant)
         self._abandoned = True
         return WriteReport(self.operation, None, **{"rows_in": 0, **report, "rows_written": 0, "rows_inserted": 0,
                                                     "rolled_back": self.rolled_back})
@@ -146,7 +149,7 @@ class WriteTransaction:
 
     def _reconcile(self, written_paths: set[str], partitions: set[str]) -> None:
         """Delete files this instant's failed or duplicate task attempts left behind (not in the stats)."""
-        storage = self.table.storage
+        storage = self.ctx.storage
         for partition in partitions:
             for info in storage.list(partition):
                 base = BaseFile.try_parse(info.path)
@@ -155,17 +158,15 @@ class WriteTransaction:
 
     def _write_metadata(self, write_stats: tuple[WriteStat, ...], task_stats: list[BaseFileStat]) -> None:
         """The metadata table's entries for this instant, written before the commit is published."""
-        from labformat.metadata import write_metadata
-
-        table = self.table
-        timeline = table.reload_active_timeline()
+        conf = self.ctx.config
+        timeline = self.timeline.reload()
         latest = {(s.partition_path, s.file_id): s for s in FileSystemView(timeline).latest_file_slices()}
         for w in write_stats:
             latest[(w.partition_path, w.file_id)] = FileSlice(w.partition_path, w.file_id, self.instant.time,
                                                               w.path, w.file_size_bytes, w.num_writes)
-        write_metadata(table.storage, timeline, self.instant.time, sorted(latest.values(), key=lambda s: s.path),
-                       task_stats, table.column_stats_enabled, table.bloom_filters_in_metadata,
-                       columns=table.column_stats_columns)
+        write_metadata(self.ctx.storage, timeline, self.instant.time, sorted(latest.values(), key=lambda s: s.path),
+                       task_stats, conf.column_stats_enable, conf.bloom_filter_enable,
+                       columns=conf.column_stats_columns)
 
 
 def _wait_for_running_tasks(spark, timeout_s: float = 120.0) -> None:

@@ -14,12 +14,13 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from labformat.config import Config
+from labformat.context import TableContext
 from labformat.errors import ConfigError
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.model.report import WriteReport
@@ -27,6 +28,7 @@ from labformat.spark.jobs import WRITE_BASE_FILES, StepRecorder, describe, input
 from labformat.index import bloom, bucket, simple
 from labformat.index.base import BUCKET, COUNT, FILE_ID, KEY, PART, IndexContext, TagResult
 from labformat.index.bucket import bucket_prefix
+from labformat.metadata import MetadataReader
 from labformat.model.base_file import new_file_id
 from labformat.model.enums import IndexType, Operation
 from labformat.model.file_group import FileSlice
@@ -34,9 +36,6 @@ from labformat.write import sizing
 from labformat.write.arrow_writer import WriteSpec
 from labformat.write.merge import TARGET, Target, merge_file_group
 from labformat.write.transaction import WriteTransaction
-
-if TYPE_CHECKING:
-    from labformat.table import Table
 
 TASK_KEY = "_lf_task_key"
 _INDEXES = {IndexType.SIMPLE.value: simple.tag, IndexType.BLOOM.value: bloom.tag, IndexType.BUCKET.value: bucket.tag}
@@ -94,7 +93,7 @@ def shuffle_parallelism(input_partitions: int, cfg: Config) -> int:
     return min(input_partitions, configured) if configured > 0 else input_partitions
 
 
-def deduplicate(table: "Table", df: DataFrame, cfg: Config, input_count: int, keys_only: bool = False,
+def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int, keys_only: bool = False,
                 dedupe: bool = True) -> tuple[DataFrame, int]:
     """Step 1: one record per (partition path, record key), the one with the highest precombine value.
 
@@ -104,30 +103,31 @@ def deduplicate(table: "Table", df: DataFrame, cfg: Config, input_count: int, ke
     """
     # An empty input can have zero partitions; a shuffle needs at least one.
     parallelism = max(1, shuffle_parallelism(input_count, cfg))
-    keyed = df.withColumn(KEY, F.col(table.record_key).cast("string"))
+    conf = ctx.config
+    keyed = df.withColumn(KEY, F.col(conf.record_key).cast("string"))
     # Group by the key alone when the table has no partition field: a constant partition column
     # would be folded away by the optimizer, the grouping would stop matching the explicit
     # repartition below, and Spark would shuffle a second time (at spark.sql.shuffle.partitions).
-    group = [PART, KEY] if table.partition_field else [KEY]
-    if table.partition_field:
-        keyed = keyed.withColumn(PART, table.partition_path_column())
+    group = [PART, KEY] if conf.partition_field else [KEY]
+    if conf.partition_field:
+        keyed = keyed.withColumn(PART, ctx.partition_path_column())
     if not dedupe:  # bulk insert into a BUCKET table: route rows to buckets, keep every row
         out = keyed.withColumn(COUNT, F.lit(1).cast("long"))
-        return _with_partition(table, out), input_count
+        return _with_partition(ctx, out), input_count
     shuffled = keyed.repartition(parallelism, *group)
     if keys_only:
         deduped = shuffled.groupBy(*group).agg(F.count(F.lit(1)).alias(COUNT))
-        return _with_partition(table, deduped).withColumn(table.record_key, F.col(KEY)), parallelism
+        return _with_partition(ctx, deduped).withColumn(conf.record_key, F.col(KEY)), parallelism
     data_columns = list(df.columns)
-    ordering = [table.precombine_field] + [c for c in data_columns if c != table.precombine_field]
+    ordering = [conf.precombine_field] + [c for c in data_columns if c != conf.precombine_field]
     deduped = shuffled.groupBy(*group).agg(
         F.max(F.struct(*[F.col(c) for c in ordering])).alias("_lf_row"), F.count(F.lit(1)).alias(COUNT))
     deduped = deduped.select(*group, COUNT, *[F.col(f"_lf_row.{c}").alias(c) for c in data_columns])
-    return _with_partition(table, deduped), parallelism
+    return _with_partition(ctx, deduped), parallelism
 
 
-def _with_partition(table: "Table", df: DataFrame) -> DataFrame:
-    return df if table.partition_field else df.withColumn(PART, F.lit(""))
+def _with_partition(ctx: TableContext, df: DataFrame) -> DataFrame:
+    return df if ctx.config.partition_field else df.withColumn(PART, F.lit(""))
 
 
 def partition_counts(deduped: DataFrame) -> dict[str, PartitionCount]:
@@ -138,17 +138,17 @@ def partition_counts(deduped: DataFrame) -> dict[str, PartitionCount]:
 
 # ---- step 2 -------------------------------------------------------------------------------------
 
-def latest_file_slices(table: "Table", partitions: set[str]) -> tuple[list[FileSlice], int]:
+def latest_file_slices(ctx: TableContext, partitions: set[str]) -> tuple[list[FileSlice], int]:
     """Step 2: the latest file slice of each file group in the affected partitions (and the table's file count)."""
-    view = table.file_system_view()
+    view = ctx.file_system_view()
     return view.latest_file_slices(partitions), len(view.file_groups())
 
 
 # ---- step 3 -------------------------------------------------------------------------------------
 
-def tag_records(ctx: IndexContext, deduped: DataFrame, slices: list[FileSlice], files_in_table: int) -> TagResult:
+def tag_records(lookup: IndexContext, deduped: DataFrame, slices: list[FileSlice], files_in_table: int) -> TagResult:
     """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert."""
-    result = _INDEXES[ctx.index_type](ctx, deduped, slices, files_in_table)
+    result = _INDEXES[lookup.index_type](lookup, deduped, slices, files_in_table)
     if result.updates is None:  # the profile will count the tagged records, and the write reads them again
         result.tagged = result.tagged.persist()
         result.cleanup.append(result.tagged)
@@ -189,9 +189,9 @@ def find_small_files(slices: list[FileSlice], cfg: Config) -> dict[str, list[Fil
     return out
 
 
-def estimate_record_size(table: "Table", cfg: Config) -> tuple[int, str]:
+def estimate_record_size(ctx: TableContext, cfg: Config) -> tuple[int, str]:
     """Step 5: average bytes per record from the commit history."""
-    timeline = table.active_timeline
+    timeline = ctx.timeline
     commits = [timeline.commit_metadata(i) for i in timeline.completed_writes()]
     return sizing.average_record_size(commits, cfg.record_size_estimation_threshold, cfg.small_file_limit,
                                       cfg.record_size_estimate)
@@ -333,12 +333,12 @@ def route_records(tag: TagResult, plan: WritePlan, keys: tuple[int, ...]) -> Dat
             .withColumn(TASK_KEY, task_key.cast("long")))
 
 
-def write_file_groups(table: "Table", routed: DataFrame, plan: WritePlan, spec: WriteSpec,
+def write_file_groups(ctx: TableContext, routed: DataFrame, plan: WritePlan, spec: WriteSpec,
                       operation: str) -> list[BaseFileStat]:
     """Step 7: one task per target file group merges and writes; returns the tasks' write stats."""
     n = len(plan.targets)
     targets = dict(enumerate(plan.targets))
-    columns = list(spec.data_columns) if operation != Operation.DELETE else [table.record_key]
+    columns = list(spec.data_columns) if operation != Operation.DELETE else [ctx.config.record_key]
     with describe(routed.sparkSession, "route records to file groups", WRITE_BASE_FILES, before="move matched keys"):
         rows = (
             routed.repartition(n, TASK_KEY)
@@ -377,67 +377,65 @@ def pinned_shuffles(spark, partitions: int):
                 conf.set(key, value)
 
 
-def run(table: "Table", df: DataFrame, cfg: Config, operation: str):
-    """Upsert ("upsert") or delete ("delete") `df` into `table` through the seven steps.
+def run(ctx: TableContext, df: DataFrame, cfg: Config, operation: Operation):
+    """Upsert or delete `df` into the table through the seven steps.
 
-    "bulk_insert" is the BUCKET table's bulk insert: the same routing by bucket, without
+    BULK_INSERT is the BUCKET table's bulk insert: the same routing by bucket, without
     deduplication, so that later upserts find every row in its bucket's file group.
     """
-    table_index = table.index_type
+    conf = ctx.config
+    table_index = conf.index_type
     index_type = cfg.index_type or table_index
     if (index_type == IndexType.BUCKET) != (table_index == IndexType.BUCKET):
         raise ConfigError(f"hoodie.index.type={index_type}: this table was created with {table_index}; "
                           "a BUCKET table's layout is fixed, so neither switch to nor from BUCKET")
-    steps = StepRecorder(table.spark)
+    steps = StepRecorder(ctx.spark)
     # The transaction spans every step: a task's bad-input failure in any of them becomes InvalidInputError.
-    with WriteTransaction(table, operation) as tx:
+    with WriteTransaction(ctx, operation) as tx:
         with steps.step("validate"):
-            table.validate_input(df, need_precombine=operation == Operation.UPSERT, keys_only=operation == Operation.DELETE)
-            data_schema = table.schema() if operation == Operation.DELETE else table.schema_for_write(df)
+            ctx.validate_input(df, need_precombine=operation == Operation.UPSERT)
+            data_schema = ctx.schema() if operation == Operation.DELETE else ctx.schema_for_write(df)
         if data_schema is None:  # a delete on a table never written to
             return tx.abandon(steps=tuple(steps.steps), options=dict(cfg))
-        from labformat.metadata import MetadataReader
-
-        ctx = IndexContext(table.spark, table.storage.base_uri, table.record_key, index_type, table.bucket_num,
-                           cfg.bloom_prune_by_ranges, use_metadata=cfg.bloom_use_metadata,
-                           metadata=MetadataReader(table.storage, table.reload_active_timeline())
-                           if cfg.bloom_use_metadata else None,
-                           schema=data_schema, partitioned=bool(table.partition_field))
+        lookup = IndexContext(ctx.spark, ctx.storage.base_uri, conf.record_key, index_type, conf.bucket_num,
+                              cfg.bloom_prune_by_ranges, use_metadata=cfg.bloom_use_metadata,
+                              metadata=MetadataReader(ctx.storage, ctx.timeline) if cfg.bloom_use_metadata else None,
+                              schema=data_schema, partitioned=bool(conf.partition_field))
         cleanup: list = []
         input_count = input_partitions(df)
-        shuffles = max(shuffle_parallelism(input_count, cfg), table.spark.sparkContext.defaultParallelism, 1)
+        shuffles = max(shuffle_parallelism(input_count, cfg), ctx.spark.sparkContext.defaultParallelism, 1)
         try:
-            with pinned_shuffles(table.spark, shuffles):
-                return _run_steps(table, tx, df, input_count, cfg, operation, index_type, ctx, steps, data_schema,
+            with pinned_shuffles(ctx.spark, shuffles):
+                return _run_steps(ctx, tx, df, input_count, cfg, operation, index_type, lookup, steps, data_schema,
                                   cleanup)
         finally:
             for frame in cleanup:
                 frame.unpersist()
 
 
-def _run_steps(table: "Table", tx: WriteTransaction, df: DataFrame, input_count: int, cfg: Config, operation: str,
-               index_type: str, ctx: IndexContext, steps: StepRecorder, data_schema, cleanup: list) -> WriteReport:
+def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_count: int, cfg: Config,
+               operation: Operation, index_type: str, lookup: IndexContext, steps: StepRecorder, data_schema, cleanup: list) -> WriteReport:
     """The steps themselves; `run` wraps them with input checks, the transaction and cleanup."""
     with steps.step("deduplicate"):
-        deduped, parallelism = deduplicate(table, df, cfg, input_count, keys_only=operation == Operation.DELETE,
+        deduped, parallelism = deduplicate(ctx, df, cfg, input_count, keys_only=operation == Operation.DELETE,
                                            dedupe=operation != Operation.BULK_INSERT)
         deduped = deduped.persist()
         cleanup.append(deduped)
         # Materialize here, so the shuffle's time and tasks belong to this step.
-        with describe(table.spark, "read input", *(("keep newest per key",) if operation != Operation.BULK_INSERT else ()),
+        with describe(ctx.spark, "read input", *(("keep newest per key",) if operation != Operation.BULK_INSERT else ()),
                       "count per partition path"):
             counts = partition_counts(deduped)
         partitions = set(counts)
     with steps.step("latest_file_slices"):
-        slices, files_in_table = latest_file_slices(table, partitions)
+        slices, files_in_table = latest_file_slices(ctx, partitions)
     with steps.step("tag"):
-        tag = tag_records(ctx, deduped, slices, files_in_table)
+        tag = tag_records(lookup, deduped, slices, files_in_table)
         cleanup.extend(tag.cleanup)
         profile = workload_profile(tag, counts, index_type)
     with steps.step("small_files"):
         small = find_small_files(slices, cfg) if operation != Operation.DELETE and index_type != IndexType.BUCKET else {}
     with steps.step("record_size"):
-        record_size, record_size_source = estimate_record_size(table, cfg)
+        record_size, record_size_source = estimate_record_size(ctx, cfg)
     with steps.step("assign_inserts"):
         plan = assign_inserts(profile, slices, small, record_size, cfg, index_type, operation)
     if not plan.targets:  # nothing to write: an empty write never starts an instant
@@ -447,14 +445,14 @@ def _run_steps(table: "Table", tx: WriteTransaction, df: DataFrame, input_count:
     with steps.step("start_instant"):
         instant = tx.start()
     with steps.step("write"):
-        spec = WriteSpec(table.storage.base_uri, instant.time, table.record_key,
+        spec = WriteSpec(ctx.storage.base_uri, instant.time, ctx.config.record_key,
                          tuple(f.name for f in data_schema.fields), cfg.max_file_size,
                          cfg.compression_codec, bloom_fpp=cfg.bloom_fpp,
                          bloom_num_entries=cfg.bloom_num_entries,
-                         collect_bloom=table.bloom_filters_in_metadata)
-        keys = task_keys(table.spark, len(plan.targets))
+                         collect_bloom=ctx.config.bloom_filter_enable)
+        keys = task_keys(ctx.spark, len(plan.targets))
         routed = route_records(tag, plan, keys)
-        stats = write_file_groups(table, routed, plan, spec,
+        stats = write_file_groups(ctx, routed, plan, spec,
                                   Operation.DELETE.value if operation == Operation.DELETE
                                   else Operation.UPSERT.value)
     with steps.step("commit"):
