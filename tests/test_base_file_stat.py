@@ -112,3 +112,15 @@ def test_an_upsert_reports_created_exactly_for_the_file_groups_it_started(spark,
     commit = CommitMetadata.from_json((tmp_path / "t" / ".hoodie" / f"{report.instant}.commit").read_text())
     assert sorted((w.path, w.num_writes, w.file_size_bytes, w.prev_commit == "null") for w in commit.write_stats) \
         == sorted((f.path, f.rows, f.size_bytes, f.created) for f in report.files)
+
+
+def test_key_footer_round_trips_and_ignores_a_bloom_filter_of_another_kind():
+    from labformat.fileformat.footers import BLOOM_FOOTER, BLOOM_TYPE_FOOTER, KeyFooter
+
+    footer = KeyFooter("a", "z", "AAAA")
+    kv = {k.encode(): v.encode() for k, v in footer.entries().items()}
+    assert KeyFooter.parse(kv) == footer
+    assert KeyFooter.parse(None) == KeyFooter(None, None, None)
+    assert KeyFooter(None, None, "AAAA").entries().keys() == {BLOOM_FOOTER, BLOOM_TYPE_FOOTER}
+    kv[BLOOM_TYPE_FOOTER.encode()] = b"SOMEONE_ELSES_FILTER"
+    assert KeyFooter.parse(kv) == KeyFooter("a", "z", None)

@@ -27,6 +27,30 @@ BLOOM_TYPE = "LFBF1_SIPHASH_DOUBLE_HASHING"
 
 
 @dataclass(frozen=True)
+class KeyFooter:
+    """The entries labformat keeps in a base file's footer: its key range and its record-key bloom filter."""
+
+    min_key: str | None  # None: a file without rows
+    max_key: str | None
+    bloom: str | None  # base64, in BLOOM_TYPE's layout; None when the file carries another kind (not ours)
+
+    def entries(self) -> dict[str, str]:
+        """The key-value metadata to write (`ParquetWriter.add_key_value_metadata`)."""
+        out = {BLOOM_FOOTER: self.bloom, BLOOM_TYPE_FOOTER: BLOOM_TYPE} if self.bloom is not None else {}
+        if self.min_key is not None:
+            out.update({MIN_KEY_FOOTER: self.min_key, MAX_KEY_FOOTER: self.max_key})
+        return out
+
+    @classmethod
+    def parse(cls, kv: dict[bytes, bytes] | None) -> "KeyFooter":
+        """From a parquet file's key-value metadata, as pyarrow returns it."""
+        kv = kv or {}
+        text = lambda key: kv.get(key.encode(), b"").decode() or None  # noqa: E731
+        ours = text(BLOOM_TYPE_FOOTER) == BLOOM_TYPE
+        return cls(text(MIN_KEY_FOOTER), text(MAX_KEY_FOOTER), text(BLOOM_FOOTER) if ours else None)
+
+
+@dataclass(frozen=True)
 class FooterInfo:
     min_key: str | None
     max_key: str | None
@@ -41,10 +65,8 @@ def _footer(base_uri: str, path: str) -> FooterInfo:
         meta = pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
     except (OSError, ValueError) as exc:
         raise CorruptTableError(f"cannot read the footer of base file {path}: {exc}") from None
-    kv = meta.metadata or {}
-    decode = lambda key: kv[key].decode() if key in kv else None  # noqa: E731
-    return FooterInfo(decode(MIN_KEY_FOOTER.encode()), decode(MAX_KEY_FOOTER.encode()), meta.num_rows,
-                      meta.num_row_groups)
+    keys = KeyFooter.parse(meta.metadata)
+    return FooterInfo(keys.min_key, keys.max_key, meta.num_rows, meta.num_row_groups)
 
 
 def key_ranges(base_uri: str, paths: list[str]) -> dict[str, FooterInfo]:
@@ -56,9 +78,9 @@ def key_ranges(base_uri: str, paths: list[str]) -> dict[str, FooterInfo]:
 def bloom_filter(base_uri: str, path: str) -> BloomFilter:
     storage = Storage(base_uri)
     meta = pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
-    raw = (meta.metadata or {}).get(BLOOM_FOOTER.encode())
+    raw = KeyFooter.parse(meta.metadata).bloom
     if raw is None:
-        raise CorruptTableError(f"base file {path} has no bloom filter in its footer")
+        raise CorruptTableError(f"base file {path} has no labformat bloom filter in its footer")
     return BloomFilter.from_base64(raw)
 
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labformat.fileformat.column_stats import ColumnStatsCollector
-from labformat.fileformat.footers import BLOOM_FOOTER
+from labformat.fileformat.footers import KeyFooter
 from labformat.metadata.table import BLOOM_FILTERS, COLUMN_STATS, FILES, write_metadata
 from labformat.storage import Storage
 from labformat.timeline import METADATA_DIR
@@ -31,10 +31,8 @@ def _stats_of_files(batches: Iterator[pa.RecordBatch], base_uri: str, columns: t
             parquet = pq.ParquetFile(full, filesystem=storage.fs)
             for group in range(parquet.num_row_groups):
                 collector.add(parquet.read_row_group(group, columns=list(columns)))
-            footer = parquet.metadata.metadata or {}
-            bloom = footer.get(BLOOM_FOOTER.encode())
             rows.append({"path": path, "column_stats": collector.to_json(),
-                         "bloom": bloom.decode() if bloom is not None else None})
+                         "bloom": KeyFooter.parse(parquet.metadata.metadata).bloom})
         yield pa.RecordBatch.from_pylist(rows, schema=pa.schema(
             [("path", pa.string()), ("column_stats", pa.string()), ("bloom", pa.string())]))
 

@@ -15,7 +15,7 @@ from labformat.fileformat.arrow_columns import constant
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.bloom_filter import BloomFilter
 from labformat.fileformat.column_stats import ColumnStatsCollector
-from labformat.fileformat.footers import BLOOM_FOOTER, BLOOM_TYPE, BLOOM_TYPE_FOOTER, MAX_KEY_FOOTER, MIN_KEY_FOOTER
+from labformat.fileformat.footers import KeyFooter
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.index.base import PART
 from labformat.model.base_file import BaseFile, new_file_id, write_token
@@ -122,12 +122,9 @@ class BaseFileWriter:
         bounds = pc.min_max(keys) if len(keys) else None
         min_key = bounds["min"].as_py() if bounds else None
         max_key = bounds["max"].as_py() if bounds else None
-        footer = {BLOOM_FOOTER: encoded, BLOOM_TYPE_FOOTER: BLOOM_TYPE}
-        if min_key is not None:
-            footer.update({MIN_KEY_FOOTER: min_key, MAX_KEY_FOOTER: max_key})
         if self.writer is None:  # nothing written: an empty base file
             self.writer = self._open(None)
-        self.writer.add_key_value_metadata(footer)
+        self.writer.add_key_value_metadata(KeyFooter(min_key, max_key, encoded).entries())
         self.writer.close()
         size = self.sink.tell()
         self.sink.close()
@@ -139,7 +136,7 @@ class BaseFileWriter:
             write_ms=int((time.monotonic() - self.started) * 1000), bloom_ms=bloom_ms,
             task_partition=task_partition, task_attempt=attempt,
             prev_min_key=None, prev_max_key=None, prev_size=0, incoming_bytes=0,
-            column_stats=self.stats.to_json(), bloom=footer[BLOOM_FOOTER] if self.spec.collect_bloom else None,
+            column_stats=self.stats.to_json(), bloom=encoded if self.spec.collect_bloom else None,
             bloom_bytes=len(encoded),
         )
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from labformat.fileformat.arrow_columns import constant
 from labformat.fileformat.base_file_stat import BaseFileStat
-from labformat.fileformat.footers import BLOOM_FOOTER, BLOOM_TYPE, BLOOM_TYPE_FOOTER, MAX_KEY_FOOTER, MIN_KEY_FOOTER
+from labformat.fileformat.footers import KeyFooter
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.model.base_file import write_token
 from labformat.model.enums import Operation
@@ -118,10 +118,8 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
             kv = parquet.metadata.metadata or {}
             old = parquet.read(use_threads=False)
             prev_size = source.size()
-        prev_min = kv.get(MIN_KEY_FOOTER.encode(), b"").decode() or None
-        prev_max = kv.get(MAX_KEY_FOOTER.encode(), b"").decode() or None
-        if kv.get(BLOOM_TYPE_FOOTER.encode(), b"").decode() == BLOOM_TYPE:
-            old_bloom = kv.get(BLOOM_FOOTER.encode(), b"").decode() or None
+        footer = KeyFooter.parse(kv)
+        prev_min, prev_max, old_bloom = footer.min_key, footer.max_key, footer.bloom
 
     old_keys = old.column(RECORD_KEY).combine_chunks() if old is not None else pa.array([], pa.string())
     if operation == Operation.DELETE:

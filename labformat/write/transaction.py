@@ -12,11 +12,11 @@ from labformat.errors import LabformatError
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.invalid_input import raise_invalid_input_from
 from labformat.fs_view import FileSystemView
+from labformat.metadata import write_metadata
 from labformat.model.base_file import BaseFile
 from labformat.model.commit import BLOOM_FILTER_BYTES_KEY, SPARK_SCHEMA_KEY, CommitMetadata, WriteStat
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Action, Instant
-from labformat.metadata import write_metadata
 from labformat.model.report import WriteReport
 from labformat.schema import avro_schema_json
 from labformat.timeline import Timeline
