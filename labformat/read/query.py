@@ -14,12 +14,9 @@ from pyspark.sql import types as T
 from labformat.index.footers import bloom_filter, footer_column_stats, key_ranges
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
-from labformat.read.predicates import (
-    ROWS_CANNOT_MATCH,
-    key_equality_values,
-    might_match,
-    to_predicate,
-)
+from labformat.read.catalyst import to_predicate
+from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
+from labformat.read.predicates import key_equality_values
 from labformat.schema import with_meta_columns
 
 if TYPE_CHECKING:
