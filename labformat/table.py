@@ -290,6 +290,18 @@ class Table:
         cfg = C.resolve(options, [C.Scope.READ])
         return run_query(self, condition, as_of, cfg.data_skipping)
 
+    def scan(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None):
+        """The scan plan of `query(condition, as_of, options)`, without running it (a `ScanPlan`).
+
+        `plan.to_dataframe()` gives the rows lazily, with no scan to measure first; `plan.funnel`
+        and `plan.stages` say which file slices each pruning stage kept and from which source;
+        `plan.measure()` runs the scan once and returns the ScanReport that `query` returns.
+        """
+        from labformat.read.query import plan_scan
+
+        cfg = C.resolve(options, [C.Scope.READ])
+        return plan_scan(self, condition, as_of, cfg.data_skipping)
+
     def rebuild_metadata(self):
         """Recompute the metadata table for the latest commit from the base files (see labformat.metadata)."""
         from labformat.metadata import rebuild_metadata
