@@ -24,7 +24,7 @@ from labformat.model.enums import IndexType, Operation
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import WriteReport
-from labformat.read.query import run_query
+from labformat.read.query import ScanPlan, plan_scan, run_query
 from labformat.schema import with_meta_columns
 from labformat.storage import Storage
 from labformat.timeline import TIMELINE_DIR, Timeline
@@ -172,6 +172,16 @@ class Table:
         """
         cfg = C.resolve(options, [C.Scope.READ])
         return run_query(self.context(), condition, as_of, cfg.data_skipping)
+
+    def scan(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None) -> ScanPlan:
+        """The scan plan of `query(condition, as_of, options)`, without running it.
+
+        `plan.to_dataframe()` gives the rows lazily, with no scan to measure first; `plan.funnel`
+        and `plan.stages` say which file slices each pruning stage kept and from which source;
+        `plan.measure()` runs the scan once and returns the ScanReport that `query` returns.
+        """
+        cfg = C.resolve(options, [C.Scope.READ])
+        return plan_scan(self.context(), condition, as_of, cfg.data_skipping)
 
     # ---- writes ---------------------------------------------------------------------------
 

@@ -1,31 +1,18 @@
-"""Data-skipping predicates: the min/max test on hand-made stats, Spark-parsed filters, and a soundness property."""
+"""The predicate tree without Spark: negation normal form keeps every row's truth, and what key lookups read off it."""
 
 from __future__ import annotations
 
 import datetime as dt
-import math
-from decimal import Decimal
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from labformat.errors import InvalidInputError
 from labformat.read.predicates import (
     ALWAYS_FALSE,
-    ALWAYS_NULL,
     ALWAYS_TRUE,
-    ROWS_CANNOT_MATCH,
-    ROWS_MIGHT_MATCH,
     And,
-    ColumnStats,
     Comparison,
     In,
-    IsNotNull,
     IsNull,
     Not,
     Op,
@@ -36,120 +23,26 @@ from labformat.read.predicates import (
     any_of,
     columns_referenced,
     key_equality_values,
-    might_match,
     negation_normal_form,
-    to_predicate,
 )
-
-UTC = dt.timezone.utc
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
-CANNOT, MIGHT = ROWS_CANNOT_MATCH, ROWS_MIGHT_MATCH
-
-# One file: x in [10, 20] with 2 nulls among 10 rows; s in ['b', 'd']; an all-null column; a double with NaNs.
-FILE = {
-    "x": ColumnStats(min=10, max=20, null_count=2, value_count=10),
-    "s": ColumnStats(min="b", max="d", null_count=0, value_count=10),
-    "gone": ColumnStats(min=None, max=None, null_count=10, value_count=10),
-    "y": ColumnStats(min=-1.0, max=1.0, null_count=0, value_count=10, nan_count=3),
-    "z": ColumnStats(min=-1.0, max=1.0, null_count=0, value_count=10, nan_count=0),
-    "pfx": ColumnStats(min="abc", max="abz", null_count=0, value_count=10),
-}
+from tests.sql_oracle import COLUMNS, evaluate, predicates, rows, spark_compare
 
 
 def x(op: Op, v) -> Comparison:
     return Comparison("x", op, v)
 
 
-# ---- might_match on hand-made stats (no Spark) -------------------------------------------
+def test_the_tree_reads_as_sql():
+    p = all_of(x(Op.GE, 3), any_of(In("s", ("a", "b")), IsNull("s")), Not(StartsWith("s", "ab")),
+               Comparison("t", Op.LT, dt.date(2024, 1, 31)))
+    assert str(p) == "x >= 3 AND (s IN ('a', 'b') OR s IS NULL) AND NOT s LIKE 'ab%' AND t < '2024-01-31'"
+    assert str(And(())) == "TRUE" and str(Or(())) == "FALSE" and str(x(Op.EQ, None)) == "x = NULL"
 
 
-@pytest.mark.parametrize("predicate, expected", [
-    (x(Op.EQ, 15), MIGHT), (x(Op.EQ, 10), MIGHT), (x(Op.EQ, 20), MIGHT), (x(Op.EQ, 9), CANNOT), (x(Op.EQ, 21), CANNOT),
-    (x(Op.LT, 10), CANNOT), (x(Op.LT, 11), MIGHT), (x(Op.LE, 10), MIGHT), (x(Op.LE, 9), CANNOT),
-    (x(Op.GT, 20), CANNOT), (x(Op.GT, 19), MIGHT), (x(Op.GE, 20), MIGHT), (x(Op.GE, 21), CANNOT),
-    (x(Op.NE, 15), MIGHT), (x(Op.EQ, 15.5), MIGHT), (x(Op.GT, 19.5), MIGHT), (x(Op.GT, 20.0), CANNOT),
-    (x(Op.EQ, None), CANNOT), (x(Op.NE, None), CANNOT),
-    (In("x", (1, 2, 30)), CANNOT), (In("x", (1, 12)), MIGHT), (In("x", ()), CANNOT),
-    (IsNull("x"), MIGHT), (IsNotNull("x"), MIGHT), (IsNull("s"), CANNOT), (IsNotNull("gone"), CANNOT),
-    (IsNull("gone"), MIGHT), (Comparison("gone", Op.NE, 1), CANNOT), (In("gone", (1,)), CANNOT),
-    (Comparison("s", Op.EQ, "c"), MIGHT), (Comparison("s", Op.EQ, "a"), CANNOT), (Comparison("s", Op.GT, "d"), CANNOT),
-    (Comparison("s", Op.GE, "cz"), MIGHT),
-    (StartsWith("pfx", "ab"), MIGHT), (StartsWith("pfx", "abd"), MIGHT), (StartsWith("pfx", "ac"), CANNOT),
-    (StartsWith("pfx", "aa"), CANNOT), (StartsWith("pfx", "ab", negated=True), CANNOT),
-    (StartsWith("pfx", "abc", negated=True), MIGHT), (StartsWith("pfx", ""), MIGHT),
-    (Comparison("nostats", Op.EQ, 1), MIGHT), (Unknown("f(x) > 1", frozenset({"x"})), MIGHT),
-    (ALWAYS_TRUE, MIGHT), (ALWAYS_FALSE, CANNOT), (ALWAYS_NULL, CANNOT),
-])
-def test_leaf(predicate, expected):
-    assert might_match(predicate, FILE) is expected
-
-
-def test_not_equal_prunes_only_a_file_of_one_value():
-    """x != 7 cannot match a file whose every non-null x is 7; nulls give NULL, not TRUE."""
-    sevens = {"x": ColumnStats(min=7, max=7, null_count=3, value_count=5)}
-    assert might_match(x(Op.NE, 7), sevens) is CANNOT
-    assert might_match(x(Op.NE, 8), sevens) is MIGHT
-    assert might_match(x(Op.NE, 10), FILE) is MIGHT and might_match(x(Op.NE, 20), FILE) is MIGHT  # 11..19 remain
-    assert might_match(Not(In("x", (7, 9))), sevens) is CANNOT
-    assert might_match(Not(In("x", (8, 9))), sevens) is MIGHT
-
-
-def test_nan_satisfies_greater_than_everything():
-    """Spark orders NaN above every double and NaN = NaN is TRUE: a file with NaNs meets y > 10 and y = NaN."""
-    nan = math.nan
-    assert might_match(Comparison("y", Op.GT, 10.0), FILE) is MIGHT  # nan_count 3
-    assert might_match(Comparison("z", Op.GT, 10.0), FILE) is CANNOT  # nan_count 0
-    assert might_match(Comparison("y", Op.EQ, nan), FILE) is MIGHT
-    assert might_match(Comparison("z", Op.EQ, nan), FILE) is CANNOT
-    assert might_match(Comparison("z", Op.LT, nan), FILE) is MIGHT  # every number < NaN
-    assert might_match(Comparison("y", Op.LT, -5.0), FILE) is CANNOT  # NaN < -5 is FALSE
-    unknown_nans = {"w": ColumnStats(min=-1.0, max=1.0, null_count=0, value_count=10)}
-    assert might_match(Comparison("w", Op.GE, 3.0), unknown_nans) is MIGHT
-    assert might_match(Comparison("w", Op.LE, -3.0), unknown_nans) is CANNOT
-    all_nan = {"w": ColumnStats(min=nan, max=nan, null_count=0, value_count=4, nan_count=4)}
-    assert might_match(Comparison("w", Op.LT, 0.0), all_nan) is MIGHT  # NaN bounds prove nothing
-
-
-def test_not_is_pushed_down_exactly():
-    """NOT (x < 10) is x >= 10; NOT (x IS NULL) is x IS NOT NULL; NOT Unknown stays unknown."""
-    assert might_match(Not(x(Op.LT, 25)), FILE) is CANNOT  # x >= 25
-    assert might_match(Not(x(Op.LT, 20)), FILE) is MIGHT
-    assert might_match(Not(x(Op.GE, 10)), FILE) is CANNOT  # x < 10
-    assert might_match(Not(IsNull("gone")), FILE) is CANNOT
-    assert might_match(Not(IsNotNull("gone")), FILE) is MIGHT
-    assert might_match(Not(Not(x(Op.EQ, 5))), FILE) is CANNOT
-    assert might_match(Not(Unknown("f(x)")), FILE) is MIGHT
-    assert might_match(Not(ALWAYS_NULL), FILE) is CANNOT  # NOT NULL is NULL
-    assert might_match(Not(ALWAYS_FALSE), FILE) is MIGHT
-    assert negation_normal_form(Not(And((x(Op.LT, 1), In("x", (3, 4)))))) == Or(
-        (x(Op.GE, 1), And((x(Op.NE, 3), x(Op.NE, 4)))))
-
-
-def test_and_or_not_combine():
-    """AND fails if either side fails; OR only if both fail; De Morgan under NOT."""
-    no, yes = x(Op.EQ, 5), x(Op.EQ, 15)
-    assert might_match(all_of(yes, no), FILE) is CANNOT
-    assert might_match(all_of(yes, yes), FILE) is MIGHT
-    assert might_match(any_of(no, yes), FILE) is MIGHT
-    assert might_match(any_of(no, no), FILE) is CANNOT
-    assert might_match(any_of(no, Unknown("?")), FILE) is MIGHT
-    assert might_match(all_of(no, Unknown("?")), FILE) is CANNOT
-    assert might_match(Not(any_of(x(Op.LT, 100), no)), FILE) is CANNOT  # x >= 100 AND x != 5
-    assert might_match(Not(all_of(x(Op.GE, 0), x(Op.LE, 100))), FILE) is CANNOT  # x < 0 OR x > 100
-
-
-def test_incomparable_or_missing_stats_might_match():
-    stats = {"x": ColumnStats(min="a", max="b", null_count=0, value_count=1),
-             "t": ColumnStats(min=dt.datetime(2024, 1, 1), max=dt.datetime(2024, 1, 2), null_count=0, value_count=2)}
-    assert might_match(x(Op.EQ, 3), stats) is MIGHT  # str vs int: no proof
-    day = dt.datetime(2024, 1, 3, tzinfo=UTC)
-    assert might_match(Comparison("t", Op.GE, day), stats) is CANNOT  # naive stats are read as UTC
-    assert might_match(x(Op.EQ, 3), {"x": ColumnStats()}) is MIGHT
-
-
-def test_match_is_not_a_bool():
-    with pytest.raises(TypeError):
-        bool(might_match(ALWAYS_TRUE, {}))
+def test_all_of_and_any_of_flatten():
+    a, b, c = x(Op.EQ, 1), x(Op.EQ, 2), x(Op.EQ, 3)
+    assert all_of(all_of(a, b), c) == And((a, b, c)) and all_of(a) == a
+    assert any_of(a, any_of(b, c)) == Or((a, b, c)) and any_of(a) == a
 
 
 def test_columns_and_key_equality_values():
@@ -167,321 +60,34 @@ def test_columns_and_key_equality_values():
     assert columns_referenced(all_of(p, Unknown("f(y)", frozenset({"y"})), ALWAYS_TRUE)) == {k, "x", "y"}
 
 
-# ---- parsing through Spark -----------------------------------------------------------------
-
-DRONE = "ts timestamp, drone_id string, x int, day date, amount decimal(10,2), y double, flag boolean, note string"
-
-
-def parse(spark, condition):
-    return negation_normal_form(to_predicate(spark, condition, DRONE))
+def _has_not(p) -> bool:
+    if isinstance(p, Not):
+        return True
+    return isinstance(p, (And, Or)) and any(_has_not(c) for c in p.children)
 
 
-@pytest.mark.spark
-def test_sql_string_and_column_give_the_same_tree(spark):
-    """The brief's example, from SQL and from a Column: timestamps compared to strings become UTC datetimes."""
-    sql = "ts >= '2024-01-15 10:00:00' AND drone_id IN ('drone0001','drone0002')"
-    column = (F.col("ts") >= F.lit("2024-01-15 10:00:00")) & F.col("drone_id").isin("drone0001", "drone0002")
-    expected = all_of(IsNotNull("ts"), Comparison("ts", Op.GE, dt.datetime(2024, 1, 15, 10, tzinfo=UTC)),
-                      In("drone_id", ("drone0001", "drone0002")))
-    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
-    assert parse(spark, sql) == expected
-    assert parse(spark, column) == expected
+@settings(max_examples=400, deadline=None)
+@given(table=rows, data=st.data())
+def test_negation_normal_form_keeps_every_rows_truth_value(table, data):
+    """TRUE stays TRUE, FALSE stays FALSE and NULL stays NULL, row by row; no NOT is left."""
+    predicate = data.draw(predicates(table), label="predicate")
+    nnf = negation_normal_form(predicate)
+    assert not _has_not(nnf), str(nnf)
+    for row in table:
+        assert evaluate(nnf, row) is evaluate(predicate, row), (str(predicate), str(nnf), row)
+        assert evaluate(negation_normal_form(Not(predicate)), row) is evaluate(Not(predicate), row)
 
 
-@pytest.mark.spark
-@pytest.mark.parametrize("condition, expected", [
-    ("x BETWEEN 3 AND 5", all_of(IsNotNull("x"), x(Op.GE, 3), x(Op.LE, 5))),
-    ("7 > x", all_of(IsNotNull("x"), x(Op.LT, 7))),
-    ("x > 2.5", all_of(IsNotNull("x"), x(Op.GT, 2))),  # Spark unwraps the cast of the int column
-    ("x = 2.5", ALWAYS_FALSE),
-    ("x IS NULL", IsNull("x")),
-    ("NOT (x IS NULL)", IsNotNull("x")),
-    ("NOT (x < 5)", all_of(IsNotNull("x"), x(Op.GE, 5))),
-    ("x IN (1, 2, NULL)", any_of(In("x", (1, 2)), x(Op.EQ, None))),
-    ("NOT (x IN (1, 2, NULL))", ALWAYS_FALSE),
-    ("x <=> 4", all_of(x(Op.EQ, 4), IsNotNull("x"))),
-    ("x <=> NULL", IsNull("x")),
-    ("day = '2024-01-31'", all_of(IsNotNull("day"), Comparison("day", Op.EQ, dt.date(2024, 1, 31)))),
-    ("day BETWEEN '2024-01-01' AND '2024-01-31'", all_of(
-        IsNotNull("day"), Comparison("day", Op.GE, dt.date(2024, 1, 1)), Comparison("day", Op.LE, dt.date(2024, 1, 31)))),
-    ("amount > 3.5", all_of(IsNotNull("amount"), Comparison("amount", Op.GT, Decimal("3.50")))),
-    ("y < 2", all_of(IsNotNull("y"), Comparison("y", Op.LT, 2.0))),
-    ("flag", all_of(IsNotNull("flag"), Comparison("flag", Op.EQ, True))),
-    ("NOT flag", all_of(IsNotNull("flag"), Comparison("flag", Op.NE, True))),
-    ("drone_id LIKE 'drone00%'", all_of(IsNotNull("drone_id"), StartsWith("drone_id", "drone00"))),
-    ("x > 3 OR true", ALWAYS_TRUE),
-])
-def test_sql_conditions(spark, condition, expected):
-    assert parse(spark, condition) == expected
-
-
-@pytest.mark.spark
-def test_long_in_list_becomes_inset_and_is_read_back(spark):
-    """Spark turns IN with more than 10 literals into InSet over internal values (UTF8String)."""
-    ids = [f"drone{i:04d}" for i in range(15)]
-    p = parse(spark, F.col("drone_id").isin(ids))
-    assert isinstance(p, In) and p.column == "drone_id" and set(p.values) == set(ids)
-    assert key_equality_values(p, "drone_id") == set(ids)
-
-
-@pytest.mark.spark
-def test_what_cannot_be_modelled_is_unknown(spark):
-    """Functions of columns, LIKE '%x', column vs column: Unknown parts that remember their columns."""
-    for condition, columns in [("x + 1 > 3", {"x"}), ("drone_id LIKE '%7'", {"drone_id"}), ("x > y", {"x", "y"}),
-                               ("upper(note) = 'A'", {"note"}), ("x > rand()", {"x"})]:
-        p = parse(spark, condition)
-        assert any(isinstance(c, Unknown) for c in (p.children if isinstance(p, And) else (p,))), (condition, p)
-        assert columns_referenced(p) == columns
-    # A subquery turns the optimized plan into a join: the analyzed condition is used, folding `1 + 2` itself.
-    p = parse(spark, "x IN (SELECT 1) OR x > 1 + 2")
-    assert isinstance(p, Or) and isinstance(p.children[0], Unknown) and p.children[1] == x(Op.GT, 3)
-
-
-@pytest.mark.spark
-def test_bad_filters_are_invalid_input(spark):
-    for condition in ["nope > 1", "ts = '2024-13-45'", "x + 1"]:
-        with pytest.raises(InvalidInputError):
-            to_predicate(spark, condition, DRONE)
-    with pytest.raises(InvalidInputError):
-        to_predicate(spark, 42, DRONE)
-
-
-# ---- soundness against Spark itself --------------------------------------------------------
-
-SCHEMA = T.StructType([
-    T.StructField("file_id", T.IntegerType()),
-    T.StructField("i", T.IntegerType()),
-    T.StructField("y", T.DoubleType()),
-    T.StructField("s", T.StringType()),
-    T.StructField("t", T.TimestampType()),
-])
-ARROW = {"i": pa.int32(), "y": pa.float64(), "s": pa.string(), "t": pa.timestamp("us", tz="UTC")}
-TIMES = [dt.datetime(2024, 1, 15, h, m, tzinfo=UTC) for h, m in ((0, 0), (9, 59), (10, 0), (10, 30), (23, 59))]
-DOMAIN = {
-    "i": [-3, -1, 0, 1, 2, 4, 7],
-    "y": [-2.5, -0.0, 0.0, 1.0, 3.5, math.inf, -math.inf, math.nan],
-    "s": ["", "a", "ab", "abc", "b", "ba", "zz", "é"],
-    "t": TIMES,
-}
-# Literals: the column's own values, a few outside them, and values of another type Spark must cast.
-LITERALS = {
-    "i": DOMAIN["i"] + [-9, 9, 2.5, -0.5],
-    "y": DOMAIN["y"] + [-9.0, 9.0, 2],
-    "s": DOMAIN["s"] + ["aa", "c", "z"],
-    "t": TIMES + [dt.datetime(2023, 12, 31, tzinfo=UTC), "2024-01-15 10:00:00", "2024-01-15"],
-}
-COLUMNS = list(DOMAIN)
-OPS = ["==", "!=", "<", "<=", ">", ">=", "<=>"]
-
-rows = st.lists(
-    st.fixed_dictionaries({c: st.sampled_from(v + [None]) for c, v in DOMAIN.items()}),  # some nulls, not half
-    min_size=1, max_size=30,
-)
-
-
-@st.composite
-def leaves(draw, pool):
-    """One comparison-like leaf; literals come half from the table's own values, so bounds get hit exactly."""
-    column = draw(st.sampled_from(COLUMNS))
-    own = [st.sampled_from(pool[column])] if pool[column] else []
-    value = st.one_of(*own, st.sampled_from(LITERALS[column]))
-    literal = st.one_of(*own, st.sampled_from(LITERALS[column] + [None]))
-    kind = draw(st.sampled_from(["cmp"] * 6 + ["in"] * 2 + ["between"] * 2 +
-                                ["null", "notnull", "prefix", "prefix", "unknown", "const"]))
-    if kind == "cmp":
-        return ("cmp", column, draw(st.sampled_from(OPS)), draw(literal))
-    if kind == "in":
-        return ("in", column, tuple(draw(st.lists(literal, max_size=4))))
-    if kind == "between":
-        return ("between", column, draw(value), draw(value))
-    if kind == "prefix":
-        word = draw(st.one_of(*[st.sampled_from(pool["s"])] * bool(pool["s"]), st.sampled_from(["z", "é", "b"])))
-        return ("prefix", word[:draw(st.integers(0, 2))])
-    if kind == "unknown":
-        return ("unknown", draw(st.sampled_from(["i+1>2", "i>y", "len(s)=1"])))
-    if kind == "const":
-        return ("const", draw(st.sampled_from([True, False, None])))
-    return (kind, column)
-
-
-def predicates(table):
-    """Spec trees of up to 6 leaves over `table`'s values, joined by and/or/not."""
-    pool = {c: sorted({r[c] for r in table if r[c] is not None}, key=spark_order) for c in COLUMNS}
-    return st.recursive(
-        leaves(pool),
-        lambda inner: st.one_of(
-            st.tuples(st.just("and"), inner, inner), st.tuples(st.just("or"), inner, inner),
-            st.tuples(st.just("not"), inner)),
-        max_leaves=6,
-    )
-
-
-def lit(column, value):
-    spark_type = {"i": "int", "y": "double", "s": "string", "t": "timestamp"}[column]
-    return F.lit(None).cast(spark_type) if value is None else F.lit(value)
-
-
-def build(spec):
-    """A spec tuple as a Spark Column (built at test time: Columns need the JVM)."""
-    kind = spec[0]
-    if kind == "cmp":
-        _, column, op, value = spec
-        c, v = F.col(column), lit(column, value)
-        return {"==": c == v, "!=": c != v, "<": c < v, "<=": c <= v, ">": c > v, ">=": c >= v,
-                "<=>": c.eqNullSafe(v)}[op]
-    if kind == "in":
-        return F.col(spec[1]).isin([lit(spec[1], v) for v in spec[2]])
-    if kind == "between":
-        return F.col(spec[1]).between(lit(spec[1], spec[2]), lit(spec[1], spec[3]))
-    if kind == "null":
-        return F.col(spec[1]).isNull()
-    if kind == "notnull":
-        return F.col(spec[1]).isNotNull()
-    if kind == "prefix":
-        return F.col("s").startswith(spec[1]) if spec[1] else F.col("s").like("%")
-    if kind == "unknown":
-        return {"i+1>2": F.col("i") + 1 > 2, "i>y": F.col("i") > F.col("y"),
-                "len(s)=1": F.length("s") == 1}[spec[1]]
-    if kind == "const":
-        return F.lit(spec[1]).cast("boolean")
-    if kind == "and":
-        return build(spec[1]) & build(spec[2])
-    if kind == "or":
-        return build(spec[1]) | build(spec[2])
-    return ~build(spec[1])
-
-
-def layout(table, sort_by, files):
-    """Rows into `files` contiguous base files, sorted by one column first (nulls last) or as they come."""
-    if sort_by is not None:
-        table = sorted(table, key=lambda r: spark_order(r[sort_by]))
-    size = max(1, -(-len(table) // files))
-    return [dict(r, file_id=n // size) for n, r in enumerate(table)]
-
-
-def spark_order(value):
-    """Sort key in Spark's order with nulls last: NaN above every double."""
-    if value is None:
-        return (2, 0)
-    if isinstance(value, float) and math.isnan(value):
-        return (1, 0)
-    return (0, value)
-
-
-def sql_literal(column, value):
-    """`value` as a typed Spark SQL literal of `column`'s type."""
-    spark_type = {"file_id": "INT", "i": "INT", "y": "DOUBLE", "s": "STRING", "t": "TIMESTAMP"}[column]
-    if value is None:
-        return f"CAST(NULL AS {spark_type})"
-    if column == "t":
-        return f"TIMESTAMP_MICROS({(value - EPOCH) // dt.timedelta(microseconds=1)})"
-    if column == "s":
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    if column == "y":
-        text = "NaN" if math.isnan(value) else "Infinity" if value == math.inf else "-Infinity" if value == -math.inf \
-            else repr(value)
-        return f"CAST('{text}' AS DOUBLE)"
-    return f"CAST({value} AS INT)"
-
-
-def local_table(spark, laid_out):
-    """The rows as an inline VALUES table: a LocalRelation, so Spark evaluates a projection over it on the
-    driver (ConvertToLocalRelation) and collect() needs no job; 60 examples stay fast."""
-    names = SCHEMA.fieldNames()
-    values = ", ".join("(" + ", ".join(sql_literal(n, r[n]) for n in names) + ")" for r in laid_out)
-    return spark.sql(f"SELECT * FROM VALUES {values} AS rows({', '.join(names)})")
-
-
-def file_stats(rows_of_file, nan_counts_known=True):
-    """Per-column stats of one file, as a footer would hold them (pyarrow: min/max skip nulls and NaNs)."""
-    stats = {}
-    for column, arrow_type in ARROW.items():
-        values = pa.array([r[column] for r in rows_of_file], arrow_type)
-        bounds = pc.min_max(values)
-        nan_count = None
-        if column == "y" and nan_counts_known:
-            nan_count = pc.sum(pc.is_nan(values)).as_py() or 0
-        stats[column] = ColumnStats(bounds["min"].as_py(), bounds["max"].as_py(), values.null_count, len(values),
-                                    nan_count)
-    return stats
-
-
-@pytest.mark.spark
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow])
-@given(table=rows, sort_by=st.sampled_from([None, "i", "y", "s", "t"]), files=st.integers(1, 8),
-       nan_counts_known=st.booleans(), data=st.data())
-def test_might_match_never_skips_a_file_spark_returns_rows_from(spark, table, sort_by, files, nan_counts_known,
-                                                                data):
-    """For every file holding a row the filter is TRUE on (Spark decides), might_match says ROWS_MIGHT_MATCH.
-
-    Each Spark-parsed predicate is also checked negated, and paired with the next one by AND
-    and OR, built on our side: Spark's optimizer already pushes most NOTs down itself, so this
-    is what exercises our own three-valued negation. And every TRUE row's i and s lie in
-    key_equality_values when that is a set.
-    """
-    specs = data.draw(st.lists(predicates(table), min_size=1, max_size=6), label="specs")
-    laid_out = layout(table, sort_by, files)
-    data_schema = T.StructType(SCHEMA.fields[1:])
-    built = [build(spec) for spec in specs]
-    parsed = [(to_predicate(spark, c, data_schema), c) for c in built]
-    checks = []  # (what to report, our predicate, Spark's column)
-    for k, (p, c) in enumerate(parsed):
-        checks += [(specs[k], p, c), (("not", specs[k]), Not(p), ~c)]
-        if k + 1 < len(parsed):
-            (q, d), pair = parsed[k + 1], (specs[k], specs[k + 1])
-            checks += [(("and-not", *pair), all_of(p, Not(q)), c & ~d), (("or", *pair), any_of(p, q), c | d)]
-    # One query for all checks: a 0/1 flag per row and check (when(NULL) is 0, as a filter drops it).
-    flags = local_table(spark, laid_out).select(
-        "file_id", "i", "y", "s", F.unix_micros("t").alias("t"),
-        *[F.when(c, 1).otherwise(0).alias(f"p{k}") for k, (_, _, c) in enumerate(checks)]).collect()
-    as_micros = [dict(r, t=None if r["t"] is None else (r["t"] - EPOCH) // dt.timedelta(microseconds=1))
-                 for r in laid_out]
-    assert [repr([r[c] for c in SCHEMA.fieldNames()]) for r in flags] == \
-        [repr([r[c] for c in SCHEMA.fieldNames()]) for r in as_micros]  # the VALUES table is the table
-    by_file = {}
-    for r in laid_out:
-        by_file.setdefault(r["file_id"], []).append(r)
-    stats = {f: file_stats(rs, nan_counts_known) for f, rs in by_file.items()}
-    for k, (spec, predicate, _) in enumerate(checks):
-        true_rows = [r for r in flags if r[f"p{k}"] == 1]
-        for file_id in {r["file_id"] for r in true_rows}:
-            assert might_match(predicate, stats[file_id]) is ROWS_MIGHT_MATCH, (spec, str(predicate), file_id)
-        pruned = sum(might_match(predicate, s) is ROWS_CANNOT_MATCH for s in stats.values())
-        event(f"files pruned: {'none' if pruned == 0 else 'all' if pruned == len(stats) else 'some'}")
-        for key in ("i", "s"):
-            allowed = key_equality_values(predicate, key)
-            if allowed is not None:
-                assert {r[key] for r in true_rows} <= allowed, (spec, str(predicate), key)
-
-
-@pytest.mark.spark
-def test_spark_agrees_nan_is_above_every_double(spark):
-    """One file of y = [1.0, NaN]: Spark returns its NaN row for y > 5, y = NaN, NOT (y < 5); so must we."""
-    rows_ = [{"file_id": 0, "i": None, "y": 1.0, "s": None, "t": None},
-             {"file_id": 0, "i": None, "y": math.nan, "s": None, "t": None}]
-    data_schema = T.StructType(SCHEMA.fields[1:])
-    for known in (True, False):
-        stats = file_stats(rows_, nan_counts_known=known)
-        assert (stats["y"].min, stats["y"].max) == (1.0, 1.0)  # pyarrow leaves the NaN out of min/max
-        for condition in ["y > 5", "y = double('NaN')", "NOT (y < 5)", "y >= double('NaN')", "y IN (7, double('NaN'))"]:
-            assert local_table(spark, rows_).filter(condition).count() == 1, condition
-            assert might_match(to_predicate(spark, condition, data_schema), stats) is ROWS_MIGHT_MATCH, condition
-        assert local_table(spark, rows_).filter("y < 0").count() == 0
-        assert might_match(to_predicate(spark, "y < 0", data_schema), stats) is ROWS_CANNOT_MATCH
-
-
-@pytest.mark.spark
-def test_sorted_int_column_point_lookup_leaves_one_file(spark):
-    """100 sorted ids in 10 files of 10: `id = 42` keeps exactly file 4; `id BETWEEN 15 AND 34` keeps 1, 2, 3."""
-    files = [{"id": ColumnStats(min=10 * f, max=10 * f + 9, null_count=0, value_count=10)} for f in range(10)]
-
-    def kept(condition):
-        p = to_predicate(spark, condition, "id bigint, v string")
-        return [f for f, s in enumerate(files) if might_match(p, s) is ROWS_MIGHT_MATCH]
-
-    assert kept("id = 42") == [4]
-    assert kept(F.col("id").between(15, 34)) == [1, 2, 3]
-    assert kept("id IN (3, 97) OR v = 'x'") == list(range(10))  # v has no stats
-    assert kept("id IN (3, 97) AND v = 'x'") == [0, 9]
-    assert kept("NOT (id >= 5)") == [0]
+@settings(max_examples=400, deadline=None)
+@given(table=rows, data=st.data())
+def test_key_equality_values_hold_every_value_of_a_true_row(table, data):
+    """Where the predicate is TRUE, the column's value is one of key_equality_values (when that is a set)."""
+    predicate = data.draw(predicates(table), label="predicate")
+    for column in COLUMNS:
+        allowed = key_equality_values(predicate, column)
+        if allowed is None:
+            continue
+        for row in table:
+            if evaluate(predicate, row) is True:
+                assert any(spark_compare(row[column], v) == 0 for v in allowed if row[column] is not None), \
+                    (str(predicate), column, row, allowed)

@@ -1,9 +1,11 @@
-"""Metadata table and query skipping: the funnel on drone data, fallbacks, rebuild, and skipping's soundness."""
+"""Metadata table and query skipping: the funnel on drone data, fallbacks, rebuild, skipping's soundness, and the scan plan."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +15,7 @@ from pyspark.sql import functions as F
 import labformat as lf
 from labformat import datasets
 from labformat.lab.daily import run_daily_upserts
+from tests.helpers import telemetry
 
 pytestmark = pytest.mark.spark
 
@@ -111,10 +114,13 @@ def test_missing_or_corrupt_metadata_falls_back_to_footers_until_rebuilt(spark, 
 def test_bloom_index_tags_the_same_from_footers_and_metadata(spark, tmp_path):
     spec = datasets.spec("tiny", batch_days=1)
     batch = datasets.batch(spark, spec, 1)
+    first = lf.Table.create(spark, tmp_path / "False", options={"bloom_filter_enable": True})
+    first.bulk_insert(datasets.history(spark, spec), {"max_file_size": "24KB", "bulk_insert_sort_mode": "GLOBAL_SORT"})
+    # One bulk insert, copied: GLOBAL_SORT samples its range boundaries, so two would lay files out differently.
+    shutil.copytree(tmp_path / "False", tmp_path / "True")
     reports = {}
     for use in (False, True):
-        t = lf.Table.create(spark, tmp_path / str(use), options={"bloom_filter_enable": True})
-        t.bulk_insert(datasets.history(spark, spec), {"max_file_size": "24KB", "bulk_insert_sort_mode": "GLOBAL_SORT"})
+        t = lf.Table.open(spark, tmp_path / str(use))
         reports[use] = (t.upsert(batch, {**OPTIONS, "bloom_use_metadata": use}), t)
     (footer, t_footer), (meta, t_meta) = reports[False], reports[True]
     assert footer.details["lookup_source"] == "footers" and meta.details["lookup_source"] == "metadata table"
@@ -181,3 +187,66 @@ def test_skipping_never_drops_a_file_holding_a_matching_row(random_table, condit
     _, off = random_table.query(condition, options={"data_skipping": False})
     assert on.rows_returned == off.rows_returned
     assert files_holding(random_table, condition) <= names(on)
+
+
+# ---- the scan plan: named pruning stages, and a DataFrame without the measuring scan -------------
+
+
+@contextlib.contextmanager
+def jobs_run(spark):
+    """The ids of the Spark jobs run on this thread inside the block, as a list filled as they run."""
+    sc = spark.sparkContext
+    group = f"labformat-test-{uuid.uuid4().hex}"
+    sc.setJobGroup(group, "jobs run inside one test block")
+    try:
+        yield lambda: sc.statusTracker().getJobIdsForGroup(group)
+    finally:
+        sc._jsc.clearJobGroup()
+
+
+def test_scan_to_dataframe_runs_no_spark_job_until_the_caller_acts(spark, drone_table):
+    window = "ts >= '2024-01-16 10:00:00' AND ts < '2024-01-16 11:00:00'"
+    with jobs_run(spark) as job_ids:
+        plan = drone_table.scan(window)
+        df = plan.to_dataframe()
+        assert job_ids() == []
+        assert plan.to_dataframe() is df  # what measure() scans is what the caller got
+        rows = df.count()
+        assert job_ids() != []  # the tracker does see this thread's jobs
+    assert rows == drone_table.read().filter(window).count() > 0
+    assert plan.funnel["files_read"] < plan.funnel["files_in_snapshot"]
+
+
+def test_each_stage_reports_what_it_kept_and_from_which_source(drone_table):
+    """Not partitioned; column stats in the metadata table; bloom filters only in the footers."""
+    key = drone_table.read().select("record_key").orderBy("record_key").limit(1).collect()[0][0]
+    plan = drone_table.scan(F.col("record_key") == key)
+    partition, column_stats, bloom = plan.stages
+    assert [s.name for s in plan.stages] == ["partition_pruning", "column_stats", "bloom"]
+    assert partition.source == "not used (the table is not partitioned)" and partition.kept == plan.snapshot
+    assert column_stats.source == "metadata table"
+    assert set(column_stats.kept) <= set(partition.kept) and set(bloom.kept) <= set(column_stats.kept)
+    assert bloom.source.startswith("footers (") and len(bloom.kept) == 1
+    assert plan.file_slices == bloom.kept
+    assert {s.base_file.name for s in bloom.kept} == files_holding(drone_table, F.col("record_key") == key)
+    assert plan.funnel == {"files_in_snapshot": len(plan.snapshot), "after_partition_pruning": len(partition.kept),
+                           "after_column_stats": len(column_stats.kept), "after_bloom": 1, "files_read": 1}
+    _, queried = drone_table.query(F.col("record_key") == key)
+    for r in (plan.measure(), plan.measure(), queried):  # a plan can be measured again
+        assert (r.funnel, r.stats_source, r.bloom_source) == (plan.funnel, column_stats.source, bloom.source)
+        assert r.files_read == tuple(s.path for s in plan.file_slices) and r.rows_returned == 1
+
+
+def test_partition_pruning_reads_partition_paths_and_skipping_off_turns_every_stage_off(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "t", partition_field="day")
+    t.bulk_insert(telemetry(spark, 400), {"max_file_size": "8KB"})
+    plan = t.scan("day = '2024-01-15' AND signal_dbm < 100")
+    partition, column_stats, bloom = plan.stages
+    assert partition.source == "partition paths"
+    assert {s.partition_path for s in partition.kept} == {"2024-01-15"} < {s.partition_path for s in plan.snapshot}
+    assert column_stats.source == "metadata table" and 0 < len(column_stats.kept) < len(partition.kept)
+    assert bloom.source == "not used (no record-key equality in the condition)" and bloom.kept == column_stats.kept
+    assert plan.to_dataframe().count() == t.read().filter("day = '2024-01-15' AND signal_dbm < 100").count() == 50
+
+    off = t.scan("day = '2024-01-15'", options={"data_skipping": False})
+    assert [(s.kept, s.source) for s in off.stages] == [(off.snapshot, "off (data skipping disabled)")] * 3

@@ -1,29 +1,42 @@
-"""Snapshot queries with data skipping: partition pruning, column stats, bloom filters, then Spark's scan."""
+"""Snapshot queries with data skipping: a scan plan of named pruning stages, then Spark's scan of the files kept.
+
+1. `plan_scan` lists the snapshot's file slices and turns the filter into a `Predicate`;
+   then each stage of `PRUNING_STAGES` (partition pruning, column stats, bloom filters) keeps
+   the file slices that might hold a matching row and says where its answer came from. The
+   result is a `ScanPlan`, built on the driver without running a Spark job.
+2. `ScanPlan.to_dataframe` is the lazy DataFrame over the kept base files, filtered again by
+   Spark (which skips row groups inside them). `ScanPlan.measure` runs that scan once, every
+   column, and returns a `ScanReport` with the funnel, sources, rows and times.
+
+`Table.scan` returns the plan; `Table.query` is plan then measure.
+"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING, Any, Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_ranges
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
-from labformat.read.predicates import (
-    ROWS_CANNOT_MATCH,
-    key_equality_values,
-    might_match,
-    to_predicate,
-)
+from labformat.model.file_group import FileSlice
+from labformat.read.catalyst import to_predicate
+from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
+from labformat.read.predicates import Predicate, key_equality_values
 from labformat.schema import with_meta_columns
 
 if TYPE_CHECKING:
+    from labformat.storage import Storage
     from labformat.context import TableContext
+
+SKIPPING_OFF = "off (data skipping disabled)"
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,36 @@ class ScanReport:
         return out
 
 
+# ---- pruning stages ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScanContext:
+    """What every pruning stage may read: the table (its timeline pinned), the snapshot, and the filter as a tree."""
+
+    ctx: TableContext
+    as_of: str | None
+    schema: T.StructType
+    predicate: Predicate
+    snapshot: tuple[FileSlice, ...]
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What one pruning stage kept, and where its answer came from ("metadata table", "footers (why)", ...)."""
+
+    kept: tuple[FileSlice, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class PruningStage:
+    """A named step of the funnel: `prune` keeps the file slices that might hold a row the filter is TRUE on."""
+
+    name: str
+    prune: Callable[[ScanContext, tuple[FileSlice, ...]], Pruned]
+
+
 def _partition_value(hive_style: bool, partition_path: str, dtype: T.DataType):
     raw = partition_path.split("=", 1)[1] if hive_style and "=" in partition_path else partition_path
     if raw == "default":
@@ -64,81 +107,176 @@ def _partition_value(hive_style: bool, partition_path: str, dtype: T.DataType):
     return raw
 
 
-def run_query(ctx: "TableContext", condition: Column | str, as_of: str | None,
-              skipping: bool) -> tuple[DataFrame, ScanReport]:
+def prune_partitions(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned:
+    """A file's partition value is its min and max for the partition column: no stats to read."""
+    field_name = scan.ctx.config.partition_field
+    if not field_name:
+        return Pruned(slices, "not used (the table is not partitioned)")
+    dtype = {f.name: f.dataType for f in scan.schema.fields}.get(field_name, T.StringType())
+    kept = []
+    for s in slices:
+        value = _partition_value(scan.ctx.config.hive_style_partitioning, s.partition_path, dtype)
+        stats = {field_name: ColumnStats(value, value, 0 if value is not None else 1, 1, 0)}
+        if might_match(scan.predicate, stats) is not ROWS_CANNOT_MATCH:
+            kept.append(s)
+    return Pruned(tuple(kept), "partition paths")
+
+
+def prune_by_column_stats(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned:
+    """Min/max/null counts per column: the metadata table's, or the footers' when it cannot be trusted."""
+    ctx = scan.ctx
+    stats, source = None, "no metadata table"
+    if ctx.config.column_stats_enable:
+        # Checked against the whole snapshot: stats missing for any of its files mean they are stale.
+        stats, source = MetadataReader(ctx.storage, ctx.timeline, scan.as_of).column_stats(
+            list(scan.snapshot), scan.schema)
+    if stats is None:
+        source = f"footers ({source})"
+        stats = footer_column_stats(ctx.storage.base_uri, [s.path for s in slices])
+    kept = tuple(s for s in slices if might_match(scan.predicate, stats.get(s.path, {})) is not ROWS_CANNOT_MATCH)
+    return Pruned(kept, source)
+
+
+def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned:
+    """Record-key point lookups (`key = v`, `key IN (...)`) against each base file's bloom filter."""
+    ctx = scan.ctx
+    keys = key_equality_values(scan.predicate, ctx.config.record_key)
+    if keys is None or not slices:
+        # With no file left this message is not quite right, but ScanReport.bloom_source has always said it.
+        return Pruned(slices, "not used (no record-key equality in the condition)")
+    probe = [str(k) for k in keys]
+    blooms, source = None, "not in the metadata table"
+    if ctx.config.bloom_filter_enable:
+        blooms, source = MetadataReader(ctx.storage, ctx.timeline, scan.as_of).bloom_filters(
+            [s.path for s in slices])
+    if blooms is None:
+        source = f"footers ({source})"
+        blooms = {s.path: bloom_filter(ctx.storage.base_uri, s.path) for s in slices}
+    # An empty key set means the condition is never TRUE: no file can hold a match.
+    return Pruned(tuple(s for s in slices if probe and blooms[s.path].might_contain(probe).any()), source)
+
+
+PARTITION_PRUNING = PruningStage("partition_pruning", prune_partitions)
+COLUMN_STATS = PruningStage("column_stats", prune_by_column_stats)
+BLOOM = PruningStage("bloom", prune_by_bloom_filters)
+# Cheapest first: each stage reads stats only for the file slices the stage before it kept.
+PRUNING_STAGES: tuple[PruningStage, ...] = (PARTITION_PRUNING, COLUMN_STATS, BLOOM)
+
+
+# ---- the plan ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """One stage as it ran in a plan: the file slices it kept, its source, and its share of planning time."""
+
+    name: str
+    kept: tuple[FileSlice, ...]
+    source: str
+    seconds: float
+
+    @property
+    def funnel_key(self) -> str:
+        return f"after_{self.name}"
+
+
+@dataclass(frozen=True, eq=False)
+class ScanPlan:
+    """A planned snapshot query: the snapshot's file slices, each pruning stage's result, and the files to read.
+
+    Building it runs no Spark job. `to_dataframe()` gives the rows lazily; `measure()` scans
+    them once and reports.
+    """
+
+    condition: Column | str
+    instant: str | None
+    predicate: Predicate
+    schema: T.StructType
+    snapshot: tuple[FileSlice, ...]
+    stages: tuple[StageResult, ...]
+    planning_seconds: float
+    spark: SparkSession = field(repr=False, compare=False)
+    storage: Storage = field(repr=False, compare=False)
+
+    @property
+    def file_slices(self) -> tuple[FileSlice, ...]:
+        """The file slices left after the last stage: the base files the scan reads."""
+        return self.stages[-1].kept if self.stages else self.snapshot
+
+    @property
+    def funnel(self) -> dict[str, int]:
+        """File counts: in the snapshot, after each stage, read."""
+        return {"files_in_snapshot": len(self.snapshot), **{s.funnel_key: len(s.kept) for s in self.stages},
+                "files_read": len(self.file_slices)}
+
+    def stage(self, name: str) -> StageResult:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(f"no pruning stage {name!r} in this plan; it has {[s.name for s in self.stages]}")
+
+    def to_dataframe(self) -> DataFrame:
+        """The matching rows, meta columns first, as a lazy DataFrame; the same one on every call, so that
+        `measure()` scans exactly what the caller gets."""
+        return self._dataframe
+
+    @cached_property
+    def _dataframe(self) -> DataFrame:
+        full_schema = with_meta_columns(self.schema)
+        paths = [self.storage.uri(s.path) for s in self.file_slices]
+        source = (self.spark.read.schema(full_schema).parquet(*paths) if paths
+                  else self.spark.createDataFrame([], full_schema))
+        return source.filter(self.condition)
+
+    def measure(self) -> ScanReport:
+        """Run the scan once, every column, counting rows as they pass (no data reaches the driver), and report."""
+        df = self.to_dataframe()
+        observation = Observation("labformat_scan")
+        started = time.perf_counter()
+        df.observe(observation, F.count(F.lit(1)).alias("rows")).write.format("noop").mode("overwrite").save()
+        execution = time.perf_counter() - started
+        paths = [s.path for s in self.file_slices]
+        return ScanReport(
+            condition=self.condition if isinstance(self.condition, str) else str(self.condition),
+            instant=self.instant, funnel=self.funnel,
+            stats_source=self.stage(COLUMN_STATS.name).source, bloom_source=self.stage(BLOOM.name).source,
+            files_read=tuple(paths), rows_returned=int(observation.get["rows"]),
+            bytes_scanned=sum(s.size_bytes for s in self.file_slices), planning_seconds=self.planning_seconds,
+            execution_seconds=execution,
+            details={
+                "predicate": str(self.predicate),
+                # Spark's parquet reader skips row groups inside these files by their statistics, but
+                # does not report per query how many it skipped; this is how many there were to read.
+                "row_groups_in_files_read": sum(f.num_row_groups for f in
+                                                key_ranges(self.storage.base_uri, paths).values()),
+            },
+        )
+
+
+def plan_scan(ctx: TableContext, condition: Column | str, as_of: str | None, skipping: bool) -> ScanPlan:
+    """The scan plan of a snapshot query: the stages of `PRUNING_STAGES` in turn, or, when `skipping` is
+    False, none of them (each reported as off)."""
     started = time.perf_counter()
-    conf = ctx.config
-    view = ctx.file_system_view(as_of)
-    instant = as_of or (view_latest := ctx.timeline.latest_completed_write()) and view_latest.time
-    slices = view.latest_file_slices()
+    view = ctx.file_system_view(as_of)  # every stage reads the context's one timeline: the same snapshot
+    latest = ctx.timeline.latest_completed_write()
+    instant = as_of or (latest.time if latest else None)
+    snapshot = tuple(view.latest_file_slices())
     schema = ctx.schema(as_of) or T.StructType([])
     predicate = to_predicate(ctx.spark, condition, schema)
-    funnel = {"files_in_snapshot": len(slices)}
-    stats_source = bloom_source = "off (data skipping disabled)"
-    remaining = slices
-    if skipping:
-        # 1. partition pruning: a file's partition value is its min and max for the partition column
-        if conf.partition_field:
-            dtype = {f.name: f.dataType for f in schema.fields}.get(conf.partition_field, T.StringType())
-            kept = []
-            for s in remaining:
-                value = _partition_value(conf.hive_style_partitioning, s.partition_path, dtype)
-                stats = {conf.partition_field: ColumnStats(value, value, 0 if value is not None else 1, 1, 0)}
-                if might_match(predicate, stats) is not ROWS_CANNOT_MATCH:
-                    kept.append(s)
-            remaining = kept
-        funnel["after_partition_pruning"] = len(remaining)
-        # 2. column stats: the metadata table's, or the footers' when it cannot be trusted
-        stats, stats_source = (None, "no metadata table")
-        if conf.column_stats_enable:
-            stats, stats_source = MetadataReader(ctx.storage, ctx.timeline, as_of).column_stats(slices, schema)
-        if stats is None:
-            stats_source = f"footers ({stats_source})"
-            stats = footer_column_stats(ctx.storage.base_uri, [s.path for s in remaining])
-        remaining = [s for s in remaining if might_match(predicate, stats.get(s.path, {})) is not ROWS_CANNOT_MATCH]
-        funnel["after_column_stats"] = len(remaining)
-        # 3. bloom filters, for record-key equality and IN
-        keys = key_equality_values(predicate, conf.record_key)
-        bloom_source = "not used (no record-key equality in the condition)"
-        if keys is not None and remaining:
-            probe = [str(k) for k in keys]
-            blooms, bloom_source = (None, "not in the metadata table")
-            if conf.bloom_filter_enable:
-                blooms, bloom_source = MetadataReader(ctx.storage, ctx.timeline, as_of).bloom_filters(
-                    [s.path for s in remaining])
-            if blooms is None:
-                bloom_source = f"footers ({bloom_source})"
-                blooms = {s.path: bloom_filter(ctx.storage.base_uri, s.path) for s in remaining}
-            # An empty key set means the condition is never true: no file can hold a match.
-            remaining = [s for s in remaining if probe and blooms[s.path].might_contain(probe).any()]
-        funnel["after_bloom"] = len(remaining)
-    else:
-        funnel.update(after_partition_pruning=len(slices), after_column_stats=len(slices), after_bloom=len(slices))
-    funnel["files_read"] = len(remaining)
-    planning = time.perf_counter() - started
+    scan = ScanContext(ctx, as_of, schema, predicate, snapshot)
+    results = []
+    remaining = snapshot
+    for stage in PRUNING_STAGES:
+        stage_started = time.perf_counter()
+        pruned = stage.prune(scan, remaining) if skipping else Pruned(remaining, SKIPPING_OFF)
+        results.append(StageResult(stage.name, pruned.kept, pruned.source, time.perf_counter() - stage_started))
+        remaining = pruned.kept
+    return ScanPlan(condition, instant or None, predicate, schema, snapshot, tuple(results),
+                    time.perf_counter() - started, ctx.spark, ctx.storage)
 
-    full_schema = with_meta_columns(schema)
-    paths = [ctx.storage.uri(s.path) for s in remaining]
-    source = (ctx.spark.read.schema(full_schema).parquet(*paths) if paths
-              else ctx.spark.createDataFrame([], full_schema))
-    df = source.filter(condition)
-    # Run the scan once, every column, counting rows as they pass (no data reaches the driver).
-    observation = Observation("labformat_scan")
-    started = time.perf_counter()
-    df.observe(observation, F.count(F.lit(1)).alias("rows")).write.format("noop").mode("overwrite").save()
-    execution = time.perf_counter() - started
-    report = ScanReport(
-        condition=condition if isinstance(condition, str) else str(condition),
-        instant=instant or None, funnel=funnel, stats_source=stats_source, bloom_source=bloom_source,
-        files_read=tuple(s.path for s in remaining), rows_returned=int(observation.get["rows"]),
-        bytes_scanned=sum(s.size_bytes for s in remaining), planning_seconds=planning,
-        execution_seconds=execution,
-        details={
-            "predicate": str(predicate),
-            # Spark's parquet reader skips row groups inside these files by their statistics, but
-            # does not report per query how many it skipped; this is how many there were to read.
-            "row_groups_in_files_read": sum(f.num_row_groups for f in
-                                            key_ranges(ctx.storage.base_uri, [s.path for s in remaining]).values()),
-        },
-    )
-    return df, report
+
+def run_query(ctx: TableContext, condition: Column | str, as_of: str | None, skipping: bool
+              ) -> tuple[DataFrame, ScanReport]:
+    """`Table.query`: plan the scan, then measure it; the DataFrame returned is the one measured."""
+    plan = plan_scan(ctx, condition, as_of, skipping)
+    return plan.to_dataframe(), plan.measure()
