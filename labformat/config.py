@@ -66,7 +66,10 @@ def parse_size(raw: Any) -> int:
     if not match:
         raise ValueError("expected bytes as an integer or with a unit (KB, MB, GB)")
     number, unit = match.group(1), (match.group(2) or "").lower()
-    return int(float(number) * _SIZE_UNITS[unit[:1]])
+    size = float(number) * _SIZE_UNITS[unit[:1]]
+    if not size.is_integer():  # 1.5 GiB is a whole number of bytes; 1024.5 is not, and would be truncated
+        raise ValueError(f"{size:g} bytes is not a whole number of bytes")
+    return int(size)
 
 
 def parse_int(raw: Any) -> int:
@@ -260,7 +263,10 @@ def resolve(options: Mapping[str, Any] | None, scopes: Iterable[Scope], base: Ma
     if Scope.WRITE in scopes:
         values.update({o.name: None for o in OPTIONS if o.per_write and o.scope not in scopes})
     explicit: set[str] = set()
-    for source in (base or {}), (options or {}):
+    for source in ({} if base is None else base), ({} if options is None else options):
+        if not isinstance(source, Mapping):
+            raise ConfigError(f"options must be a mapping of option name to value (a dict), "
+                              f"got {type(source).__name__}: {source!r}"[:200])
         seen: dict[str, str] = {}
         for key, raw in source.items():
             opt = option(key)
