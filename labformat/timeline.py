@@ -75,7 +75,14 @@ class Timeline:
         return self.instants[-1].time if self.instants else None
 
     def new_instant_time(self) -> str:
-        return next_instant_time(self.last_time())
+        """A time later than every instant's; CorruptTableError when the latest one leaves no such time."""
+        try:
+            return next_instant_time(self.last_time())
+        except (OverflowError, ValueError) as exc:
+            # An instant dated 9999-12-31 23:59:59.999 (or not a date at all) sorts after every time a
+            # writer could take; deleting it by hand is the table owner's call, not a writer's.
+            raise CorruptTableError(f"{TIMELINE_DIR}/{self.instants[-1].file_name}: no instant time can follow "
+                                    f"{self.last_time()} ({exc}); a new write cannot be ordered after it") from None
 
     def resolve_as_of(self, as_of: str) -> str:
         """The time of the completed write instant `as_of` names; InstantNotFoundError otherwise."""
@@ -128,15 +135,38 @@ class Timeline:
         its timeline files, and record a completed rollback instant for each.
 
         labformat assumes one writer at a time (Hudi's default too), so an unfinished
-        instant found by a new writer is a failed one.
+        instant found by a new writer is a failed one. A pending rollback whose plan is empty or
+        unreadable is dropped (see `_rollback_target`).
         """
         results = []
         for rollback in [i for i in self.pending() if i.action is Action.ROLLBACK]:
-            plan = json.loads(self.storage.read_text(f"{TIMELINE_DIR}/{rollback.to(State.REQUESTED).file_name}") or "{}")
-            results.append(self._execute_rollback(rollback, plan["instant"], plan["action"]))
+            target = self._rollback_target(rollback)
+            if target is None:
+                self.abandon(rollback)
+            else:
+                results.append(self._execute_rollback(rollback, *target))
         for failed in [i for i in self.pending() if i.action in WRITE_ACTIONS]:
             results.append(self.rollback(failed))
         return results
+
+    def _rollback_target(self, rollback: Instant) -> tuple[str, str] | None:
+        """The (time, action) a pending rollback's plan names, or None when the plan is empty or unreadable.
+
+        Why dropping such a rollback's markers loses nothing: its plan is written in full before
+        it deletes anything, so a plan cut short means its writer died before deleting a file. A
+        plan damaged later may belong to a rollback that deleted some files; but a failed
+        instant's timeline files are deleted only after all its other files, so its target is
+        either still pending (and `rollback_pending` rolls it back as any failed write) or has no
+        file left.
+        """
+        rel = f"{TIMELINE_DIR}/{rollback.to(State.REQUESTED).file_name}"
+        try:
+            plan = json.loads(self.storage.read_text(rel)) if self.storage.exists(rel) else None
+            target = (plan["instant"], plan["action"])
+            Instant(target[0], Action(target[1]), State.REQUESTED)  # a time and an action we know
+        except (ValueError, KeyError, TypeError):
+            return None
+        return target
 
     def rollback(self, failed: Instant) -> RollbackResult:
         """Roll back one unfinished write instant: delete its base files and metadata table files,
