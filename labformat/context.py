@@ -15,7 +15,7 @@ from labformat.errors import ConfigError, CorruptTableError, InvalidInputError
 from labformat.fs_view import FileSystemView
 from labformat.model.commit import SPARK_SCHEMA_KEY
 from labformat.model.enums import IndexType
-from labformat.schema import check_compatible, data_schema_of
+from labformat.schema import check_compatible, check_writable, data_schema_of
 from labformat.storage import Storage
 from labformat.timeline import Timeline
 
@@ -146,6 +146,8 @@ class TableContext:
 
     def schema(self, as_of: str | None = None) -> T.StructType | None:
         """The data columns' Spark schema as of a commit (latest by default); None before any write."""
+        if as_of is not None:
+            self.timeline.resolve_as_of(as_of)  # InstantNotFoundError for a time that is no completed commit
         for instant in reversed(self.timeline.completed_writes(as_of)):
             raw = self.timeline.commit_metadata(instant).extra_metadata.get(SPARK_SCHEMA_KEY)
             if raw:
@@ -164,7 +166,9 @@ class TableContext:
         return F.concat(F.lit(f"{field}="), value) if self.config.hive_style_partitioning else value
 
     def schema_for_write(self, df: DataFrame) -> T.StructType:
-        """The data schema a write of `df` will have: the table's, if it has one (checked), else df's."""
+        """The data schema a write of `df` will have: the table's, if it has one (checked), else df's.
+        Columns no write can take (nested, meta or helper names) are refused first (`check_writable`)."""
+        check_writable(df.schema)
         incoming = data_schema_of(df.schema)
         current = self.schema()
         if current is None:

@@ -6,7 +6,7 @@ import json
 
 from pyspark.sql import types as T
 
-from labformat.errors import SchemaMismatchError
+from labformat.errors import InvalidInputError, SchemaMismatchError
 
 COMMIT_TIME = "_hoodie_commit_time"
 COMMIT_SEQNO = "_hoodie_commit_seqno"
@@ -14,6 +14,12 @@ RECORD_KEY = "_hoodie_record_key"
 PARTITION_PATH = "_hoodie_partition_path"
 FILE_NAME = "_hoodie_file_name"
 META_COLUMNS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME)
+# labformat's own helper columns (the record key as a string, the partition path, the target file
+# group, ...) start with this; the write steps add them beside the data columns.
+INTERNAL_PREFIX = "_lf_"
+# Accepted by `_avro_type` for Hudi's sake, but the write tasks, column stats and the merge handle
+# flat columns only: refused up front rather than failing inside a Spark task.
+NESTED_TYPES = (T.ArrayType, T.MapType, T.StructType)
 
 
 def with_meta_columns(data_schema: T.StructType) -> T.StructType:
@@ -23,6 +29,35 @@ def with_meta_columns(data_schema: T.StructType) -> T.StructType:
 
 def data_schema_of(schema: T.StructType) -> T.StructType:
     return T.StructType([f for f in schema.fields if f.name not in META_COLUMNS])
+
+
+def check_writable(schema: T.StructType) -> None:
+    """Raise InvalidInputError unless every column of a write's input can be written: a flat column
+    of a supported type, under a name that is neither a Hudi meta column, nor a labformat helper
+    column (`_lf_...`), nor a dotted name (Spark would read `a.b` as field b of a column a).
+
+    Checked on the input's own schema, before any pass over the data and before an instant starts.
+    """
+    problems = []
+    for f in schema.fields:
+        if f.name in META_COLUMNS:
+            problems.append(f"column {f.name!r} is a Hudi meta column, which labformat fills itself")
+        elif f.name.startswith(INTERNAL_PREFIX):
+            problems.append(f"column {f.name!r} starts with {INTERNAL_PREFIX!r}, the prefix of labformat's helper columns")
+        elif "." in f.name:
+            problems.append(f"column name {f.name!r} contains a dot")
+        elif isinstance(f.dataType, NESTED_TYPES):
+            problems.append(f"column {f.name!r} is {f.dataType.simpleString()}: nested columns (array, map, "
+                            "struct) are not supported")
+        elif isinstance(f.dataType, T.NullType):
+            problems.append(f"column {f.name!r} has no type (void: only nulls); cast it to the type it should have")
+        else:
+            try:
+                _avro_type(f.dataType, f.name)
+            except SchemaMismatchError as exc:
+                problems.append(str(exc))
+    if problems:
+        raise InvalidInputError("input cannot be written, table unchanged: " + "; ".join(problems))
 
 
 def _avro_type(dtype: T.DataType, name: str):
