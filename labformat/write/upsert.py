@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from labformat.config import Config
 from labformat.context import TableContext
-from labformat.errors import ConfigError
+from labformat.errors import ConfigError, InvalidInputError
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.model.report import WriteReport
 from labformat.spark.jobs import WRITE_BASE_FILES, StepRecorder, describe, input_partitions
@@ -38,6 +38,7 @@ from labformat.write.merge import TARGET, Target, merge_file_group
 from labformat.write.transaction import WriteTransaction
 
 TASK_KEY = "_lf_task_key"
+NULL_ORDERING = "_lf_null_ordering"  # step 1: input rows of the record with a null precombine value
 _INDEXES = {IndexType.SIMPLE.value: simple.tag, IndexType.BLOOM.value: bloom.tag, IndexType.BUCKET.value: bucket.tag}
 
 
@@ -80,6 +81,7 @@ class PartitionCount:
 
     records: int
     rows_in: int
+    null_ordering: int = 0  # input rows whose precombine value is null (an upsert refuses them)
 
 
 # ---- step 1 -------------------------------------------------------------------------------------
@@ -99,7 +101,9 @@ def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int,
 
     Ties on the precombine value are broken by the remaining columns, compared in order, so the
     winner never depends on the order rows arrive in. COUNT keeps how many input rows each
-    record stood for (the report's deduplicated count). `input_count`: the partitions `df` is read in.
+    record stood for (the report's deduplicated count), NULL_ORDERING how many of them had a null
+    precombine value (counted in the same aggregation; `partition_counts` sums it, and the upsert
+    refuses the batch, as Hudi refuses a null ordering value). `input_count`: the partitions `df` is read in.
     """
     # An empty input can have zero partitions; a shuffle needs at least one.
     parallelism = max(1, shuffle_parallelism(input_count, cfg))
@@ -121,8 +125,9 @@ def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int,
     data_columns = list(df.columns)
     ordering = [conf.precombine_field] + [c for c in data_columns if c != conf.precombine_field]
     deduped = shuffled.groupBy(*group).agg(
-        F.max(F.struct(*[F.col(c) for c in ordering])).alias("_lf_row"), F.count(F.lit(1)).alias(COUNT))
-    deduped = deduped.select(*group, COUNT, *[F.col(f"_lf_row.{c}").alias(c) for c in data_columns])
+        F.max(F.struct(*[F.col(c) for c in ordering])).alias("_lf_row"), F.count(F.lit(1)).alias(COUNT),
+        F.sum(F.col(conf.precombine_field).isNull().cast("long")).alias(NULL_ORDERING))
+    deduped = deduped.select(*group, COUNT, NULL_ORDERING, *[F.col(f"_lf_row.{c}").alias(c) for c in data_columns])
     return _with_partition(ctx, deduped), parallelism
 
 
@@ -132,8 +137,19 @@ def _with_partition(ctx: TableContext, df: DataFrame) -> DataFrame:
 
 def partition_counts(deduped: DataFrame) -> dict[str, PartitionCount]:
     """The affected partitions with their counts; the one pass that also fills the persisted records."""
-    rows = deduped.groupBy(PART).agg(F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in")).collect()
-    return {r[PART]: PartitionCount(r.records, r.rows_in or 0) for r in rows}
+    nulls = [F.sum(NULL_ORDERING).alias("null_ordering")] if NULL_ORDERING in deduped.columns else []
+    rows = deduped.groupBy(PART).agg(F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in"),
+                                     *nulls).collect()
+    return {r[PART]: PartitionCount(r.records, r.rows_in or 0, (r.null_ordering or 0) if nulls else 0) for r in rows}
+
+
+def refuse_null_ordering(counts: dict[str, PartitionCount], precombine_field: str) -> None:
+    """InvalidInputError when step 1 counted input rows with a null precombine value: Hudi refuses a
+    null ordering value, which would otherwise replace the stored record whatever its own value."""
+    nulls = sum(c.null_ordering for c in counts.values())
+    if nulls:
+        raise InvalidInputError(f"{nulls} input row(s) have a null precombine value (column {precombine_field!r}); "
+                                "an upsert needs one to order records, table unchanged")
 
 
 # ---- step 2 -------------------------------------------------------------------------------------
@@ -425,6 +441,9 @@ def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_cou
         with describe(ctx.spark, "read input", *(("keep newest per key",) if operation != Operation.BULK_INSERT else ()),
                       "count per partition path"):
             counts = partition_counts(deduped)
+        refuse_null_ordering(counts, ctx.config.precombine_field)
+        if NULL_ORDERING in deduped.columns:
+            deduped = deduped.drop(NULL_ORDERING)  # still read from the persisted records
         partitions = set(counts)
     with steps.step("latest_file_slices"):
         slices, files_in_table = latest_file_slices(ctx, partitions)
