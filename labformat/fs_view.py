@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from labformat.errors import CorruptTableError
 from labformat.model.file_group import FileGroup, FileSlice
+from labformat.storage import Storage
 from labformat.timeline import Timeline
 
 
@@ -39,3 +41,20 @@ class FileSystemView:
             if partitions is None or g.partition_path in partitions
         ]
         return sorted((s for s in slices if s is not None), key=lambda s: s.path)
+
+
+def check_base_files(storage: Storage, slices: list[FileSlice]) -> None:
+    """CorruptTableError naming the first base file of `slices` that is missing, or whose size differs
+    from the one its commit recorded (a truncated file). One listing per partition, on the driver:
+    no file is opened, so a reader fails here, with the file's name, rather than inside a Spark task."""
+    sizes: dict[str, int] = {}
+    for partition in sorted({s.partition_path for s in slices}):
+        sizes.update((info.path, info.size) for info in storage.list(partition))
+    for s in slices:
+        if s.path not in sizes:
+            raise CorruptTableError(f"base file {s.path} of commit {s.base_instant_time} is missing from "
+                                    f"{storage.base_uri}; the table cannot be read")
+        if s.size_bytes and sizes[s.path] != s.size_bytes:
+            raise CorruptTableError(f"base file {s.path} of commit {s.base_instant_time} has {sizes[s.path]} "
+                                    f"bytes, its commit recorded {s.size_bytes} (truncated or overwritten); "
+                                    "the table cannot be read")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from labformat.errors import LabformatError
+from labformat.errors import InvalidInputError, LabformatError
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class Storage:
     """
 
     def __init__(self, base_uri: str | os.PathLike):
+        if not isinstance(base_uri, (str, os.PathLike)) or not os.fspath(base_uri):
+            raise InvalidInputError(f"a table path must be a non-empty str or os.PathLike, got {base_uri!r}")
         uri = os.fspath(base_uri)
         if "://" in uri:
             self.fs, root = pafs.FileSystem.from_uri(uri)

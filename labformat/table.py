@@ -17,7 +17,7 @@ from labformat.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from labformat.fs_view import FileSystemView
+from labformat.fs_view import FileSystemView, check_base_files
 from labformat.metadata.rebuild import RebuildReport, rebuild_metadata
 from labformat.model.commit import CommitMetadata
 from labformat.model.enums import IndexType, Operation
@@ -158,7 +158,9 @@ class Table:
         ctx = self.context()
         view = ctx.file_system_view(as_of)
         schema = with_meta_columns(ctx.schema(as_of) or T.StructType([]))
-        paths = [self.storage.uri(s.path) for s in view.latest_file_slices()]
+        slices = view.latest_file_slices()
+        check_base_files(self.storage, slices)  # a missing or truncated file: CorruptTableError naming it
+        paths = [self.storage.uri(s.path) for s in slices]
         if not paths:
             return self.spark.createDataFrame([], schema)
         return self.spark.read.schema(schema).parquet(*paths)
@@ -171,7 +173,7 @@ class Table:
         the condition still goes to Spark's parquet reader, which skips row groups inside files.
         """
         cfg = C.resolve(options, [C.Scope.READ])
-        return run_query(self.context(), condition, as_of, cfg.data_skipping)
+        return run_query(self._checked_context(as_of), condition, as_of, cfg.data_skipping)
 
     def scan(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None) -> ScanPlan:
         """The scan plan of `query(condition, as_of, options)`, without running it.
@@ -181,7 +183,13 @@ class Table:
         `plan.measure()` runs the scan once and returns the ScanReport that `query` returns.
         """
         cfg = C.resolve(options, [C.Scope.READ])
-        return plan_scan(self.context(), condition, as_of, cfg.data_skipping)
+        return plan_scan(self._checked_context(as_of), condition, as_of, cfg.data_skipping)
+
+    def _checked_context(self, as_of: str | None) -> TableContext:
+        """A context whose snapshot's base files are all there, at their committed sizes (CorruptTableError otherwise)."""
+        ctx = self.context()
+        check_base_files(self.storage, ctx.file_system_view(as_of).latest_file_slices())
+        return ctx
 
     # ---- writes ---------------------------------------------------------------------------
 
@@ -192,6 +200,7 @@ class Table:
         `compression_codec`, `bloom_fpp` (or their `hoodie.*` keys); see docs/options.md.
         An empty input commits nothing (the report's instant is None).
         """
+        _require_spark_dataframe(df, "bulk_insert")
         return _bulk_insert.run(self.context(), df, C.resolve(options, [C.Scope.WRITE]))
 
     def upsert(self, df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
@@ -200,6 +209,7 @@ class Table:
         The batch is deduplicated by record key first: the row with the highest precombine
         value wins. An empty batch commits nothing (the report's instant is None).
         """
+        _require_spark_dataframe(df, "upsert")
         return _upsert.run(self.context(), df, C.resolve(options, [C.Scope.WRITE]), Operation.UPSERT)
 
     def delete(self, keys_df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
@@ -208,8 +218,16 @@ class Table:
         Keys the table does not hold are ignored (reported as zero deletes); a delete that
         matches nothing commits nothing.
         """
+        _require_spark_dataframe(keys_df, "delete")
         return _upsert.run(self.context(), keys_df, C.resolve(options, [C.Scope.WRITE]), Operation.DELETE)
 
     def rebuild_metadata(self) -> RebuildReport:
         """Recompute the metadata table for the latest commit from the base files (see labformat.metadata)."""
         return rebuild_metadata(self.context())
+
+
+def _require_spark_dataframe(df: Any, operation: str) -> None:
+    """InvalidInputError unless `df` is a Spark DataFrame (the write tasks run in Spark)."""
+    if not isinstance(df, DataFrame):
+        hint = " (convert it with spark.createDataFrame(pdf))" if type(df).__module__.startswith("pandas") else ""
+        raise InvalidInputError(f"{operation} needs a Spark DataFrame, got {type(df).__name__}{hint}")
