@@ -158,7 +158,7 @@ class Table:
         ctx = self.context()
         view = ctx.file_system_view(as_of)
         schema = with_meta_columns(ctx.schema(as_of) or T.StructType([]))
-        paths = [self.storage.uri(s.path) for s in view.latest_file_slices()]
+        paths = [self.storage.spark_path(s.path) for s in view.latest_file_slices()]
         if not paths:
             return self.spark.createDataFrame([], schema)
         return self.spark.read.schema(schema).parquet(*paths)

@@ -223,7 +223,7 @@ class ScanPlan:
     @cached_property
     def _dataframe(self) -> DataFrame:
         full_schema = with_meta_columns(self.schema)
-        paths = [self.storage.uri(s.path) for s in self.file_slices]
+        paths = [self.storage.spark_path(s.path) for s in self.file_slices]
         source = (self.spark.read.schema(full_schema).parquet(*paths) if paths
                   else self.spark.createDataFrame([], full_schema))
         return source.filter(self.condition)
