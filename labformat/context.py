@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -12,12 +13,13 @@ from pyspark.sql import types as T
 from labformat import config as C
 from labformat import properties as P
 from labformat.errors import ConfigError, CorruptTableError, InvalidInputError
+from labformat.fileformat.invalid_input import INVALID_INPUT_MARKER
 from labformat.fs_view import FileSystemView
 from labformat.model.commit import SPARK_SCHEMA_KEY
 from labformat.model.enums import IndexType
 from labformat.schema import check_compatible, data_schema_of
 from labformat.storage import Storage
-from labformat.timeline import Timeline
+from labformat.timeline import TIMELINE_DIR, Timeline
 
 # Written to every table labformat creates; fixed for a version-6 copy-on-write table.
 _FIXED_PROPERTIES = {
@@ -30,6 +32,16 @@ _NON_PARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 # A table's metadata flags as hoodie.properties stores them; absent means off, as in a table Hudi
 # wrote without them (the registry's defaults are what `Table.create` writes for a new table).
 _STORED_FLAGS = ("metadata_enable", "column_stats_enable", "bloom_filter_enable")
+
+
+# A partition path labformat refuses to write: one that is empty or has an empty, `.` or `..`
+# segment (it would land in the table root, or outside the table's folder), or that starts with
+# the timeline folder. Values are kept verbatim (Hudi's default, with
+# `hoodie.datasource.write.partitionpath.urlencode` off), so these are refused, not encoded.
+UNSAFE_PARTITION_PATH = rf"(^|/)\.{{0,2}}(/|$)|^{re.escape(TIMELINE_DIR)}(/|$)"
+# The value Hudi (before 0.14) and labformat write a null partition value as: its folder holds the
+# nulls, and also the rows whose value is the string itself.
+NULL_PARTITION = "default"
 
 
 def _key(name: str) -> str:
@@ -156,12 +168,25 @@ class TableContext:
         return None
 
     def partition_path_column(self) -> Column:
-        """Each row's partition path, computed in Spark ('' for a non-partitioned table)."""
+        """Each row's partition path, computed in Spark ('' for a non-partitioned table).
+
+        A path matching `UNSAFE_PARTITION_PATH` (`''`, `.`, `..`, `../../x`, `.hoodie`, `a//b`) fails
+        the Spark job that computes it with a bad-input marker, so the write ends in
+        InvalidInputError before a file is written: an upsert computes every path before its
+        instant starts; a bulk insert in its write tasks, and its instant is rolled back.
+        """
         field = self.config.partition_field
         if not field:
             return F.lit("")
-        value = F.coalesce(F.col(field).cast("string"), F.lit("default"))
-        return F.concat(F.lit(f"{field}="), value) if self.config.hive_style_partitioning else value
+        value = F.coalesce(F.col(field).cast("string"), F.lit(NULL_PARTITION))
+        path = F.concat(F.lit(f"{field}="), value) if self.config.hive_style_partitioning else value
+        # The message ends in a newline so that the driver reads it up to there, without Spark's suffix.
+        refused = F.raise_error(F.concat(
+            F.lit(f"{INVALID_INPUT_MARKER} partition column {field!r}: value '"), value,
+            F.lit("' gives the partition path '"), path,
+            F.lit("', which would leave the table's folder or enter .hoodie (empty, '.' and '..' "
+                  "segments and '.hoodie' are refused; values are not URL-encoded)\n")))
+        return F.when(path.rlike(UNSAFE_PARTITION_PATH), refused).otherwise(path)
 
     def schema_for_write(self, df: DataFrame) -> T.StructType:
         """The data schema a write of `df` will have: the table's, if it has one (checked), else df's."""

@@ -41,6 +41,49 @@ def _read_back(table):
 
 # ---- case 2: partition values never leave the table's folder nor enter .hoodie -----------------
 
+# (case, partition value, hive-style folders, expected): refused values are refused by both
+# writes; a hive-style folder `p=..` is an ordinary folder inside the table, so it is kept.
+PARTITION_PATH_CASES = [
+    ("escape_two_up", "../../escape", False, REFUSED),
+    ("parent", "..", False, REFUSED),
+    ("timeline_folder", ".hoodie", False, REFUSED),
+    ("inside_timeline", ".hoodie/metadata", False, REFUSED),
+    ("empty", "", False, REFUSED),
+    ("dot", ".", False, REFUSED),
+    ("empty_segment", "a//b", False, REFUSED),
+    ("absolute", "/tmp/escape", False, REFUSED),
+    ("hive_escape_three_up", "../../../escape", True, REFUSED),
+    ("hive_nested_parent", "a/../../..", True, REFUSED),
+    ("hive_parent", "..", True, KEPT),
+    ("hive_timeline_name", ".hoodie", True, KEPT),
+    ("hive_empty", "", True, KEPT),
+    ("hive_dot", ".", True, KEPT),
+    ("nested_folders", "2024/01/15", False, KEPT),
+    ("three_dots", "...", False, KEPT),
+]
+
+
+@pytest.mark.parametrize("operation", ["bulk_insert", "upsert"])
+@pytest.mark.parametrize("case,value,hive_style,expected", PARTITION_PATH_CASES, ids=[c[0] for c in PARTITION_PATH_CASES])
+def test_partition_values_stay_inside_the_table(spark, tmp_path, operation, case, value, hive_style, expected):
+    path = tmp_path / "a" / "b" / "t"
+    table = _partitioned(spark, path, hive_style)
+    table.bulk_insert(_rows(spark, ("k0", "x", 1)))
+    before, rows_before = _data_files(path), _read_back(table)
+    write = getattr(table, operation)
+    if expected == REFUSED:
+        with pytest.raises(lf.InvalidInputError, match="partition"):
+            write(_rows(spark, ("k1", value, 1)))
+        assert _data_files(path) == before and _read_back(table) == rows_before
+    else:
+        write(_rows(spark, ("k1", value, 1)))
+        assert _read_back(table) == sorted(rows_before + [("k1", value, 1)])
+    outside = {name for name in tree(tmp_path) if not name.startswith(os.path.join("a", "b", "t") + os.sep)}
+    assert outside == set()
+    stray = [name for name in os.listdir(path / ".hoodie") if name.endswith(".parquet")]
+    assert stray == []
+
+
 def test_storage_refuses_a_path_that_leads_outside_the_table(tmp_path):
     storage = Storage(tmp_path / "t")
     for rel in ("../x", "a/../../x", "..", "/etc/passwd"):
@@ -50,6 +93,13 @@ def test_storage_refuses_a_path_that_leads_outside_the_table(tmp_path):
             storage.uri(rel)
     assert tree(tmp_path) == {}
     assert storage.full_path("a/../b") == f"{storage.root}/a/../b"  # stays inside: allowed
+
+
+def test_partitionpath_urlencode_is_declared_and_only_false_is_accepted(spark, tmp_path):
+    with pytest.raises(lf.ConfigError, match="not supported"):
+        lf.Table.create(spark, tmp_path / "t", options={"hoodie.datasource.write.partitionpath.urlencode": "true"})
+    assert not (tmp_path / "t" / ".hoodie").exists()
+    lf.Table.create(spark, tmp_path / "u", options={"partitionpath_urlencode": False})
 
 
 # ---- case 3: paths handed to Spark are never glob patterns -------------------------------------
