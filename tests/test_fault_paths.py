@@ -131,3 +131,34 @@ def test_glob_characters_in_paths_read_back_every_row(spark, tmp_path, case, fol
     assert sorted(r.k for r in df.collect()) == ["k0", "k2"] and report.rows_returned == 2
 
 
+# ---- case 4: the string 'default' and null share a folder; pruning keeps both -------------------
+
+# (case, condition, hive-style folders, keys expected)
+DEFAULT_FOLDER_CASES = [
+    ("equals_default", "p = 'default'", False, ["k_str"]),
+    ("is_null", "p IS NULL", False, ["k_null"]),
+    ("in_default", "p IN ('default', 'x')", False, ["k_str", "k_x"]),
+    ("not_default", "p <> 'default'", False, ["k_x"]),
+    ("hive_equals_default", "p = 'default'", True, ["k_str"]),
+    ("hive_is_null", "p IS NULL", True, ["k_null"]),
+]
+
+
+@pytest.mark.parametrize("case,condition,hive_style,keys", DEFAULT_FOLDER_CASES,
+                         ids=[c[0] for c in DEFAULT_FOLDER_CASES])
+def test_default_string_and_null_are_both_found(spark, tmp_path, case, condition, hive_style, keys):
+    table = _partitioned(spark, tmp_path / "t", hive_style)
+    table.bulk_insert(_rows(spark, ("k_str", "default", 1), ("k_null", None, 1), ("k_x", "x", 1)))
+    for skipping in (True, False):
+        df, report = table.query(condition, options={"data_skipping": skipping})
+        assert sorted(r.k for r in df.collect()) == keys, skipping
+        assert report.rows_returned == len(keys)
+
+
+def test_an_integer_partition_columns_default_folder_is_all_null(spark, tmp_path):
+    table = lf.Table.create(spark, tmp_path / "t", record_key="k", precombine_field="u", partition_field="n")
+    table.bulk_insert(spark.createDataFrame([("a", 1, 1), ("b", None, 1)], "k string, n int, u long"))
+    _, equal = table.query("n = 1")
+    assert equal.rows_returned == 1 and equal.funnel["after_partition_pruning"] == 1
+    _, null = table.query("n IS NULL")
+    assert null.rows_returned == 1 and null.funnel["after_partition_pruning"] == 1
