@@ -50,6 +50,23 @@ def _key(name: str) -> str:
     return hudi_key
 
 
+def check_names(name: str, record_key: str, precombine_field: str, partition_field: str | None) -> None:
+    """A new table's name and field names, as `hoodie.properties` will store them: InvalidInputError
+    for a control character (a newline could otherwise smuggle a key into the file; the file's
+    escaping is the second guard) or, in a field name, a comma (Hudi reads the field keys as
+    comma-separated lists)."""
+    fields = {"record_key": record_key, "precombine_field": precombine_field, "partition_field": partition_field}
+    for label, value in {"table name": name, **fields}.items():
+        if value is None:
+            continue
+        bad = P.control_characters(value)
+        if bad:
+            raise InvalidInputError(f"{label} {value!r} holds control character(s) {', '.join(bad)}; "
+                                    "names are stored in hoodie.properties and must have none")
+        if label in fields and "," in value:
+            raise InvalidInputError(f"{label} {value!r} holds a comma; Hudi reads it as a list of fields")
+
+
 @dataclass(frozen=True)
 class TableConfig:
     """A table's identity and fixed settings, typed: `hoodie.properties` read through the option registry."""
@@ -69,7 +86,9 @@ class TableConfig:
     @classmethod
     def new(cls, options: C.Config, name: str, record_key: str, precombine_field: str,
             partition_field: str | None) -> "TableConfig":
-        """The config of a table being created from its table-scope options."""
+        """The config of a table being created from its table-scope options; InvalidInputError for a
+        name `check_names` refuses."""
+        check_names(name, record_key, precombine_field, partition_field or None)
         return cls(
             name=name, record_key=record_key, precombine_field=precombine_field,
             partition_field=partition_field or None,
@@ -197,13 +216,16 @@ class TableContext:
         check_compatible(current, incoming)
         return current
 
-    def validate_input(self, df: DataFrame, need_precombine: bool) -> None:
+    def validate_input(self, df: DataFrame, need_precombine: bool, writes_rows: bool = True) -> None:
         """A write's input checks that need no pass over the data: the key, precombine and partition
         columns are there (InvalidInputError names the missing ones). The schema is checked by
         `schema_for_write`; record keys by the write tasks."""
         conf = self.config
-        needed = [conf.record_key] + ([conf.precombine_field] if need_precombine else []) + (
+        # The first write fixes the schema: every field the table names must be one of its columns.
+        first = writes_rows and not self.timeline.completed_writes()
+        needed = [conf.record_key] + ([conf.precombine_field] if need_precombine or first else []) + (
             [conf.partition_field] if conf.partition_field else [])
         missing = [c for c in needed if c not in set(df.columns)]
         if missing:
-            raise InvalidInputError(f"input lacks column(s) {missing}; the table needs {needed}")
+            raise InvalidInputError(f"input lacks column(s) {missing}; the table needs {needed}"
+                                    + (" (this first write fixes the table's columns)" if first else ""))

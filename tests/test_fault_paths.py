@@ -162,3 +162,95 @@ def test_an_integer_partition_columns_default_folder_is_all_null(spark, tmp_path
     assert equal.rows_returned == 1 and equal.funnel["after_partition_pruning"] == 1
     _, null = table.query("n IS NULL")
     assert null.rows_returned == 1 and null.funnel["after_partition_pruning"] == 1
+
+
+# ---- case 5: hoodie.properties: no value can add a key ------------------------------------------
+
+# (case, Table.create arguments, expected message)
+BAD_NAME_CASES = [
+    ("newline_in_partition_field", {"partition_field": "p\nhoodie.table.recordkey.fields=ts"}, "control character"),
+    ("cr_in_record_key", {"record_key": "k\rhoodie.table.type=MERGE_ON_READ"}, "control character"),
+    ("nul_in_precombine", {"precombine_field": "u\x00"}, "control character"),
+    ("tab_in_precombine", {"precombine_field": "u\t"}, "control character"),
+    ("newline_in_table_name", {"options": {"table_name": "t\nhoodie.table.precombine.field=k"}}, "control character"),
+    ("comma_in_record_key", {"record_key": "a,b"}, "comma"),
+]
+
+
+@pytest.mark.parametrize("case,arguments,message", BAD_NAME_CASES, ids=[c[0] for c in BAD_NAME_CASES])
+def test_names_that_would_rewrite_properties_are_refused(spark, tmp_path, case, arguments, message):
+    with pytest.raises(lf.InvalidInputError, match=message):
+        lf.Table.create(spark, tmp_path / "t", **arguments)
+    assert tree(tmp_path) == {} and not (tmp_path / "t" / ".hoodie").exists()
+
+
+# (case, value): each survives a write and a parse of hoodie.properties unchanged, and adds no key
+ESCAPED_VALUE_CASES = [
+    ("equals", "a=b"),
+    ("colon", "a:b"),
+    ("backslash", "a\\b"),
+    ("trailing_backslash", "ab\\"),
+    ("leading_spaces", "  ab"),
+    ("trailing_space", "ab "),
+    ("comment_chars", "#a!b"),
+    ("non_ascii", "tëst-名前"),
+    ("astral", "drone-\U0001F681"),
+    ("newline", "a\nhoodie.table.recordkey.fields=ts"),
+    ("unicode_escape_text", "\\u0041"),
+]
+
+
+@pytest.mark.parametrize("case,value", ESCAPED_VALUE_CASES, ids=[c[0] for c in ESCAPED_VALUE_CASES])
+def test_properties_values_round_trip_escaped(case, value):
+    props = {**P.REQUIRED, P.TABLE_NAME: value, P.RECORD_KEY_FIELDS: "k", P.PRECOMBINE_FIELD: "u", f"x.{value}": "v"}
+    text = P.format_properties(props)
+    assert text.isascii()
+    assert len([line for line in text.splitlines() if not line.startswith("#")]) == len(props)
+    assert P.parse_properties(text) == props
+
+
+def test_properties_are_parsed_as_java_reads_them():
+    text = ("# a comment\n! another\n"
+            "hoodie.table.type = COPY_ON_WRITE\n"
+            "hoodie.table.version:6\n"
+            "hoodie.timeline.layout.version=\\\n    1\n"
+            "hoodie.table.name=caf\\u00E9\\=1\n"
+            "hoodie.table.recordkey.fields=a\\:b\n"
+            "hoodie.table.precombine.field=\\ u\n"
+            "key\\ with\\ spaces=x\n")
+    props = P.parse_properties(text)
+    assert props["hoodie.table.type"] == "COPY_ON_WRITE" and props["hoodie.timeline.layout.version"] == "1"
+    assert props["hoodie.table.name"] == "café=1" and props["hoodie.table.recordkey.fields"] == "a:b"
+    assert props["hoodie.table.precombine.field"] == " u" and props["key with spaces"] == "x"
+
+
+def test_a_name_with_java_special_characters_reopens_unchanged(spark, tmp_path):
+    name = " tä=b:c\\#"
+    lf.Table.create(spark, tmp_path / "t", record_key="k", precombine_field="u", options={"table_name": name})
+    reopened = lf.Table.open(spark, tmp_path / "t")
+    assert reopened.name == name and reopened.record_key == "k"
+    assert (tmp_path / "t" / ".hoodie" / "hoodie.properties").read_bytes().isascii()
+
+
+def test_the_config_of_a_bad_name_is_never_built():
+    with pytest.raises(lf.InvalidInputError, match="record_key"):
+        TableConfig.new(C.resolve({}, [C.Scope.TABLE]), "t", "k\n", "u", None)
+
+
+# (case, Table.create fields, input columns, missing column named)
+FIRST_WRITE_CASES = [
+    ("precombine_not_a_column", {"record_key": "k", "precombine_field": "ts"}, "k string, u long", "ts"),
+    ("partition_not_a_column", {"record_key": "k", "precombine_field": "u", "partition_field": "day"},
+     "k string, u long", "day"),
+    ("record_key_not_a_column", {"record_key": "id", "precombine_field": "u"}, "k string, u long", "id"),
+]
+
+
+@pytest.mark.parametrize("operation", ["bulk_insert", "upsert"])
+@pytest.mark.parametrize("case,fields,ddl,missing", FIRST_WRITE_CASES, ids=[c[0] for c in FIRST_WRITE_CASES])
+def test_the_first_write_must_hold_every_named_field(spark, tmp_path, operation, case, fields, ddl, missing):
+    table = lf.Table.create(spark, tmp_path / "t", **fields)
+    before = tree(tmp_path / "t")
+    with pytest.raises(lf.InvalidInputError, match=missing):
+        getattr(table, operation)(spark.createDataFrame([("a", 1)], ddl))
+    assert tree(tmp_path / "t") == before
