@@ -132,6 +132,12 @@ OPTIONS: tuple[Option, ...] = (
            Scope.TABLE, parse_optional_str),
     Option("hive_style_partitioning", "hoodie.datasource.write.hive_style_partitioning", False,
            "Partition folders named `field=value` instead of `value`.", Scope.TABLE, parse_bool),
+    Option("partitionpath_urlencode", "hoodie.datasource.write.partitionpath.urlencode", False,
+           "URL-encode partition values in folder names. labformat keeps values verbatim, as Hudi does "
+           "by default, and refuses (InvalidInputError, table unchanged) a value whose folder would "
+           "leave the table's folder or enter `.hoodie`: '', '.', '..', '../x', '.hoodie', empty "
+           "segments. Only false is accepted.", Scope.TABLE, parse_bool,
+           lambda value: "is not supported: labformat refuses unsafe partition values instead" if value else None),
     Option("index_type", "hoodie.index.type", IndexType.BLOOM.value,
            "How upserts and deletes find the file group of each record: SIMPLE (join with every key of "
            "the affected partitions), BLOOM (range pruning, bloom filters, exact check) or BUCKET (hash "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -12,12 +13,13 @@ from pyspark.sql import types as T
 from labformat import config as C
 from labformat import properties as P
 from labformat.errors import ConfigError, CorruptTableError, InvalidInputError
+from labformat.fileformat.invalid_input import INVALID_INPUT_MARKER
 from labformat.fs_view import FileSystemView
 from labformat.model.commit import SPARK_SCHEMA_KEY
 from labformat.model.enums import IndexType
 from labformat.schema import check_compatible, check_writable, data_schema_of
 from labformat.storage import Storage
-from labformat.timeline import Timeline
+from labformat.timeline import TIMELINE_DIR, Timeline
 
 # Written to every table labformat creates; fixed for a version-6 copy-on-write table.
 _FIXED_PROPERTIES = {
@@ -32,10 +34,37 @@ _NON_PARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 _STORED_FLAGS = ("metadata_enable", "column_stats_enable", "bloom_filter_enable")
 
 
+# A partition path labformat refuses to write: one that is empty or has an empty, `.` or `..`
+# segment (it would land in the table root, or outside the table's folder), or that starts with
+# the timeline folder. Values are kept verbatim (Hudi's default, with
+# `hoodie.datasource.write.partitionpath.urlencode` off), so these are refused, not encoded.
+UNSAFE_PARTITION_PATH = rf"(^|/)\.{{0,2}}(/|$)|^{re.escape(TIMELINE_DIR)}(/|$)"
+# The value Hudi (before 0.14) and labformat write a null partition value as: its folder holds the
+# nulls, and also the rows whose value is the string itself.
+NULL_PARTITION = "default"
+
+
 def _key(name: str) -> str:
     hudi_key = C.option(name).hudi_key
     assert hudi_key is not None, name  # every table option is stored under its Hudi key
     return hudi_key
+
+
+def check_names(name: str, record_key: str, precombine_field: str, partition_field: str | None) -> None:
+    """A new table's name and field names, as `hoodie.properties` will store them: InvalidInputError
+    for a control character (a newline could otherwise smuggle a key into the file; the file's
+    escaping is the second guard) or, in a field name, a comma (Hudi reads the field keys as
+    comma-separated lists)."""
+    fields = {"record_key": record_key, "precombine_field": precombine_field, "partition_field": partition_field}
+    for label, value in {"table name": name, **fields}.items():
+        if value is None:
+            continue
+        bad = P.control_characters(value)
+        if bad:
+            raise InvalidInputError(f"{label} {value!r} holds control character(s) {', '.join(bad)}; "
+                                    "names are stored in hoodie.properties and must have none")
+        if label in fields and "," in value:
+            raise InvalidInputError(f"{label} {value!r} holds a comma; Hudi reads it as a list of fields")
 
 
 @dataclass(frozen=True)
@@ -57,7 +86,9 @@ class TableConfig:
     @classmethod
     def new(cls, options: C.Config, name: str, record_key: str, precombine_field: str,
             partition_field: str | None) -> "TableConfig":
-        """The config of a table being created from its table-scope options."""
+        """The config of a table being created from its table-scope options; InvalidInputError for a
+        name `check_names` refuses."""
+        check_names(name, record_key, precombine_field, partition_field or None)
         return cls(
             name=name, record_key=record_key, precombine_field=precombine_field,
             partition_field=partition_field or None,
@@ -158,12 +189,25 @@ class TableContext:
         return None
 
     def partition_path_column(self) -> Column:
-        """Each row's partition path, computed in Spark ('' for a non-partitioned table)."""
+        """Each row's partition path, computed in Spark ('' for a non-partitioned table).
+
+        A path matching `UNSAFE_PARTITION_PATH` (`''`, `.`, `..`, `../../x`, `.hoodie`, `a//b`) fails
+        the Spark job that computes it with a bad-input marker, so the write ends in
+        InvalidInputError before a file is written: an upsert computes every path before its
+        instant starts; a bulk insert in its write tasks, and its instant is rolled back.
+        """
         field = self.config.partition_field
         if not field:
             return F.lit("")
-        value = F.coalesce(F.col(field).cast("string"), F.lit("default"))
-        return F.concat(F.lit(f"{field}="), value) if self.config.hive_style_partitioning else value
+        value = F.coalesce(F.col(field).cast("string"), F.lit(NULL_PARTITION))
+        path = F.concat(F.lit(f"{field}="), value) if self.config.hive_style_partitioning else value
+        # The message ends in a newline so that the driver reads it up to there, without Spark's suffix.
+        refused = F.raise_error(F.concat(
+            F.lit(f"{INVALID_INPUT_MARKER} partition column {field!r}: value '"), value,
+            F.lit("' gives the partition path '"), path,
+            F.lit("', which would leave the table's folder or enter .hoodie (empty, '.' and '..' "
+                  "segments and '.hoodie' are refused; values are not URL-encoded)\n")))
+        return F.when(path.rlike(UNSAFE_PARTITION_PATH), refused).otherwise(path)
 
     def schema_for_write(self, df: DataFrame) -> T.StructType:
         """The data schema a write of `df` will have: the table's, if it has one (checked), else df's.
@@ -176,13 +220,16 @@ class TableContext:
         check_compatible(current, incoming)
         return current
 
-    def validate_input(self, df: DataFrame, need_precombine: bool) -> None:
+    def validate_input(self, df: DataFrame, need_precombine: bool, writes_rows: bool = True) -> None:
         """A write's input checks that need no pass over the data: the key, precombine and partition
         columns are there (InvalidInputError names the missing ones). The schema is checked by
         `schema_for_write`; record keys by the write tasks."""
         conf = self.config
-        needed = [conf.record_key] + ([conf.precombine_field] if need_precombine else []) + (
+        # The first write fixes the schema: every field the table names must be one of its columns.
+        first = writes_rows and not self.timeline.completed_writes()
+        needed = [conf.record_key] + ([conf.precombine_field] if need_precombine or first else []) + (
             [conf.partition_field] if conf.partition_field else [])
         missing = [c for c in needed if c not in set(df.columns)]
         if missing:
-            raise InvalidInputError(f"input lacks column(s) {missing}; the table needs {needed}")
+            raise InvalidInputError(f"input lacks column(s) {missing}; the table needs {needed}"
+                                    + (" (this first write fixes the table's columns)" if first else ""))

@@ -19,23 +19,108 @@ HIVE_STYLE = "hoodie.datasource.write.hive_style_partitioning"
 REQUIRED = {TABLE_TYPE: "COPY_ON_WRITE", TABLE_VERSION: "6", TIMELINE_LAYOUT_VERSION: "1"}
 
 
+# Java's escapes for characters that end a key or a line, or that start a comment (Properties.store).
+_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f",
+            "=": "\\=", ":": "\\:", "#": "\\#", "!": "\\!"}
+_UNESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def control_characters(text: str) -> list[str]:
+    """The control characters in `text` (newline, carriage return, tab, NUL, DEL, ...), as reprs;
+    a table's name and field names must have none."""
+    return sorted({repr(c) for c in text if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0})
+
+
+def _escape(text: str, is_key: bool) -> str:
+    """`text` as `java.util.Properties.store` writes it: escapes for `\\`, `=`, `:`, `#`, `!`, tab,
+    newline, CR and form feed, `\\ ` for a key's spaces and a value's leading space, and `\\uXXXX`
+    for every character outside printable ASCII. The file is then ASCII, and no value can start
+    a line of its own."""
+    out = []
+    for i, c in enumerate(text):
+        if c == " " and (is_key or i == 0):
+            out.append("\\ ")
+        elif c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif not " " <= c <= "~":
+            out.extend(f"\\u{unit:04X}" for unit in _utf16_units(c))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _utf16_units(c: str) -> list[int]:
+    data = c.encode("utf-16-be")
+    return [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2)]
+
+
 def format_properties(props: dict[str, str]) -> str:
+    """The file's text: each key and value escaped as Java's `Properties.store` does."""
     lines = ["#Properties saved on labformat", "#labformat copy-on-write table (Apache Hudi table version 6)"]
-    lines += [f"{key}={value}" for key, value in props.items()]
+    lines += [f"{_escape(key, True)}={_escape(value, False)}" for key, value in props.items()]
     return "\n".join(lines) + "\n"
 
 
-def parse_properties(text: str, where: str = PROPERTIES_PATH) -> dict[str, str]:
-    """Parse the file and check it describes a table labformat can work with."""
-    props: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
+def _logical_lines(text: str):
+    """(line number, logical line) pairs as `Properties.load` sees them: comments and blank lines
+    dropped, a line ending in an odd number of backslashes continued on the next one (whose
+    leading whitespace is dropped)."""
+    physical = text.splitlines()
+    i = 0
+    while i < len(physical):
+        number, line = i + 1, physical[i].lstrip(" \t\f")
+        i += 1
         if not line or line[0] in "#!":
             continue
-        if "=" not in line:
-            raise CorruptTableError(f"{where}: line {number} is not key=value: {raw!r}")
-        key, value = line.split("=", 1)
-        props[key.strip()] = value.strip().replace("\\:", ":").replace("\\=", "=")
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:
+            line = line[:-1] + (physical[i].lstrip(" \t\f") if i < len(physical) else "")
+            i += 1
+        yield number, line
+
+
+def _unescape(text: str, where: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\" or i + 1 == len(text):
+            out.append(c)
+            i += 1
+            continue
+        c = text[i + 1]
+        if c == "u":
+            digits = text[i + 2:i + 6]
+            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                raise CorruptTableError(f"{where}: malformed \\uXXXX escape {text[i:i + 6]!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+        else:
+            out.append(_UNESCAPES.get(c, c))
+            i += 2
+    # Surrogate pairs written as two \\u escapes become one character again.
+    return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16")
+
+
+def _split_key_value(line: str) -> tuple[str, str] | None:
+    """(raw key, raw value) of a logical line: the key ends at the first unescaped `=`, `:` or
+    whitespace; None when no `=` or `:` follows the key (labformat never writes such a line)."""
+    i = 0
+    while i < len(line) and line[i] not in "=: \t\f":
+        i += 2 if line[i] == "\\" else 1
+    key, rest = line[:i], line[i:].lstrip(" \t\f")
+    if not rest or rest[0] not in "=:":
+        return None
+    return key, rest[1:].lstrip(" \t\f")
+
+
+def parse_properties(text: str, where: str = PROPERTIES_PATH) -> dict[str, str]:
+    """Parse the file as Java's `Properties.load` does, and check it describes a table labformat can
+    work with."""
+    props: dict[str, str] = {}
+    for number, line in _logical_lines(text):
+        pair = _split_key_value(line)
+        if pair is None:
+            raise CorruptTableError(f"{where}: line {number} is not key=value: {line!r}")
+        props[_unescape(pair[0], where)] = _unescape(pair[1], where)
     for key, expected in REQUIRED.items():
         if key not in props:
             raise CorruptTableError(f"{where}: missing {key}")

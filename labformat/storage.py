@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -10,11 +12,24 @@ import pyarrow.fs as pafs
 
 from labformat.errors import InvalidInputError, LabformatError
 
+# The characters Hadoop's glob syntax (what Spark's file sources expand in every path) gives a meaning.
+_GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
+
 
 @dataclass(frozen=True)
 class FileInfo:
     path: str  # relative to the table's base path, '/'-separated
     size: int
+
+
+def within_table(rel: str) -> str:
+    """`rel` itself, checked to stay inside the table's folder: an absolute path or one whose `..`
+    leads above the table root is a LabformatError (partition paths are checked before they get
+    here; this is the defence in depth)."""
+    normal = posixpath.normpath(rel)
+    if rel.startswith("/") or normal == ".." or normal.startswith("../"):
+        raise LabformatError(f"path {rel!r} leads outside the table's folder")
+    return rel
 
 
 class Storage:
@@ -38,11 +53,19 @@ class Storage:
 
     def full_path(self, rel: str) -> str:
         """The path `self.fs` knows a table-relative path by (what pyarrow readers and writers take)."""
-        return f"{self.root}/{rel}" if rel else self.root
+        return f"{self.root}/{within_table(rel)}" if rel else self.root
 
     def uri(self, rel: str) -> str:
-        """A location Spark and other readers understand (a plain path for local tables)."""
-        return f"{self.base_uri}/{rel}" if rel else self.base_uri
+        """A location other readers understand (a plain path for local tables); Spark takes `spark_path`."""
+        return f"{self.base_uri}/{within_table(rel)}" if rel else self.base_uri
+
+    def spark_path(self, rel: str) -> str:
+        """The location as Spark's file sources take it: `uri(rel)` with Hadoop's glob characters escaped.
+
+        Spark expands globs in every path it reads (`{a,b}`, `[x`, `*`, `?`); a partition value or a
+        table folder holding one would otherwise be read as a pattern, and match nothing.
+        """
+        return _GLOB_CHARS.sub(r"\\\1", self.uri(rel))
 
     def exists(self, rel: str) -> bool:
         return self.fs.get_file_info(self.full_path(rel)).type != pafs.FileType.NotFound

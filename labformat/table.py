@@ -160,7 +160,7 @@ class Table:
         schema = with_meta_columns(ctx.schema(as_of) or T.StructType([]))
         slices = view.latest_file_slices()
         check_base_files(self.storage, slices)  # a missing or truncated file: CorruptTableError naming it
-        paths = [self.storage.uri(s.path) for s in slices]
+        paths = [self.storage.spark_path(s.path) for s in slices]
         if not paths:
             return self.spark.createDataFrame([], schema)
         return self.spark.read.schema(schema).parquet(*paths)

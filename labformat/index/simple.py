@@ -13,7 +13,7 @@ from labformat.storage import Storage
 def existing_keys(ctx: IndexContext, slices: list[FileSlice]) -> DataFrame:
     """(partition path, record key, file id) of every record in these base files, read by Spark tasks."""
     storage = Storage(ctx.base_uri)
-    uris = [storage.uri(s.path) for s in slices]
+    uris = [storage.spark_path(s.path) for s in slices]
     # The file id comes from the file's own name (Spark's hidden _metadata column), not from
     # the _hoodie_file_name meta column, so the lookup trusts only the file system view.
     return ctx.spark.read.parquet(*uris).select(

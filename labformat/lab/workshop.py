@@ -306,7 +306,7 @@ def files_in_key_order(table: lf.Table) -> dict[str, bool]:
     slices = table.file_slices()
     if not slices:
         return {}
-    rows = table.spark.read.parquet(*[table.storage.uri(s.path) for s in slices]).select(
+    rows = table.spark.read.parquet(*[table.storage.spark_path(s.path) for s in slices]).select(
         "_hoodie_file_name", "_hoodie_record_key",
         F.element_at(F.split("_hoodie_commit_seqno", "_"), -1).cast("long").alias("_row"))
     previous = F.lag("_hoodie_record_key").over(Window.partitionBy("_hoodie_file_name").orderBy("_row"))

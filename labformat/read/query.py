@@ -23,6 +23,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from labformat.context import NULL_PARTITION
 from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_ranges
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
@@ -96,15 +97,25 @@ class PruningStage:
     prune: Callable[[ScanContext, tuple[FileSlice, ...]], Pruned]
 
 
-def _partition_value(hive_style: bool, partition_path: str, dtype: T.DataType):
+def _partition_stats(hive_style: bool, partition_path: str, dtype: T.DataType) -> ColumnStats:
+    """The partition column's stats in a file of this partition: its one value, or nulls.
+
+    The folder `NULL_PARTITION` ('default') holds the rows whose value is null, and, for a string
+    column, also those whose value is the string 'default': the stats then say "this value, and
+    maybe nulls", so that neither `p = 'default'` nor `p IS NULL` skips the folder.
+    """
     raw = partition_path.split("=", 1)[1] if hive_style and "=" in partition_path else partition_path
-    if raw == "default":
-        return None
+    if raw == NULL_PARTITION:
+        if isinstance(dtype, T.StringType):
+            return ColumnStats(raw, raw, None, None)
+        return ColumnStats(None, None, 1, 1, 0)
     if isinstance(dtype, (T.IntegerType, T.LongType, T.ShortType, T.ByteType)):
-        return int(raw)
-    if isinstance(dtype, T.DateType):
-        return date.fromisoformat(raw)
-    return raw
+        value = int(raw)
+    elif isinstance(dtype, T.DateType):
+        value = date.fromisoformat(raw)
+    else:
+        value = raw
+    return ColumnStats(value, value, 0, 1, 0)
 
 
 def prune_partitions(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned:
@@ -115,8 +126,7 @@ def prune_partitions(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned
     dtype = {f.name: f.dataType for f in scan.schema.fields}.get(field_name, T.StringType())
     kept = []
     for s in slices:
-        value = _partition_value(scan.ctx.config.hive_style_partitioning, s.partition_path, dtype)
-        stats = {field_name: ColumnStats(value, value, 0 if value is not None else 1, 1, 0)}
+        stats = {field_name: _partition_stats(scan.ctx.config.hive_style_partitioning, s.partition_path, dtype)}
         if might_match(scan.predicate, stats) is not ROWS_CANNOT_MATCH:
             kept.append(s)
     return Pruned(tuple(kept), "partition paths")
@@ -223,7 +233,7 @@ class ScanPlan:
     @cached_property
     def _dataframe(self) -> DataFrame:
         full_schema = with_meta_columns(self.schema)
-        paths = [self.storage.uri(s.path) for s in self.file_slices]
+        paths = [self.storage.spark_path(s.path) for s in self.file_slices]
         source = (self.spark.read.schema(full_schema).parquet(*paths) if paths
                   else self.spark.createDataFrame([], full_schema))
         return source.filter(self.condition)

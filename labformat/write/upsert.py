@@ -409,7 +409,8 @@ def run(ctx: TableContext, df: DataFrame, cfg: Config, operation: Operation):
     # The transaction spans every step: a task's bad-input failure in any of them becomes InvalidInputError.
     with WriteTransaction(ctx, operation) as tx:
         with steps.step("validate"):
-            ctx.validate_input(df, need_precombine=operation == Operation.UPSERT)
+            ctx.validate_input(df, need_precombine=operation == Operation.UPSERT,
+                               writes_rows=operation != Operation.DELETE)
             data_schema = ctx.schema() if operation == Operation.DELETE else ctx.schema_for_write(df)
         if data_schema is None:  # a delete on a table never written to
             return tx.abandon(steps=tuple(steps.steps), options=dict(cfg))
