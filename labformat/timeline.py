@@ -184,15 +184,15 @@ class Timeline:
             self.storage.delete(f"{TIMELINE_DIR}/{instant.to(state).file_name}")
         self.reload()
 
-    def _execute_rollback(self, rollback: Instant, failed_time: str, failed_action: str) -> RollbackResult:
-        started = time.monotonic()
-        inflight = self.to_inflight(rollback) if rollback.state is State.REQUESTED else rollback
+    def delete_files_of(self, instant_time: str) -> list[str]:
+        """Delete the base files (half-written and temp files too) and metadata table files an
+        instant wrote; the paths deleted. Its timeline files are left to the caller."""
         deleted = []
         for info in self.storage.list("", recursive=True):
             leaf = info.path.rsplit("/", 1)[-1]
             if info.path.startswith(METADATA_DIR + "/"):
                 # The metadata table's files of the failed instant go with its base files.
-                if leaf.split(".", 1)[0] == failed_time or (leaf.startswith(".") and failed_time in leaf):
+                if leaf.split(".", 1)[0] == instant_time or (leaf.startswith(".") and instant_time in leaf):
                     self.storage.delete(info.path)
                     deleted.append(info.path)
                 continue
@@ -200,9 +200,15 @@ class Timeline:
                 continue
             base = BaseFile.try_parse(leaf)
             # Half-written files and temp files from the failed instant carry its time too.
-            if (base is not None and base.instant_time == failed_time) or (leaf.startswith(".") and failed_time in leaf):
+            if (base is not None and base.instant_time == instant_time) or (leaf.startswith(".") and instant_time in leaf):
                 self.storage.delete(info.path)
                 deleted.append(info.path)
+        return deleted
+
+    def _execute_rollback(self, rollback: Instant, failed_time: str, failed_action: str) -> RollbackResult:
+        started = time.monotonic()
+        inflight = self.to_inflight(rollback) if rollback.state is State.REQUESTED else rollback
+        deleted = self.delete_files_of(failed_time)
         # Timeline files last: until they are gone, a crash here just means rolling back again.
         for state in (State.INFLIGHT, State.REQUESTED):
             self.storage.delete(f"{TIMELINE_DIR}/{Instant(failed_time, Action(failed_action), state).file_name}")

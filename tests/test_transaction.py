@@ -232,3 +232,25 @@ def test_writer_killed_after_commit_leaves_its_commit_complete(spark, tmp_path):
     assert [i.action.value for i in reopened.timeline()] == ["commit", "commit", "commit"]
     assert all((path / w.path).exists() for w in written)
     assert reopened.read().count() == 370
+
+
+def test_abort_deletes_a_base_file_that_lands_after_the_rollback(bare):
+    """A killed task's Python worker may close its base file just after the rollback ran."""
+    import threading
+    import time
+
+    table, path = bare
+    straggler = path / "p" / f"f1-0_0-1-0_{'0' * 17}.parquet"
+
+    def late_write(instant_time: str):
+        time.sleep(0.3)
+        straggler.parent.mkdir(exist_ok=True)
+        (straggler.parent / straggler.name.replace("0" * 17, instant_time)).write_bytes(b"PAR1")
+
+    with pytest.raises(RuntimeError, match="task failed"):
+        with WriteTransaction(table.context(), "upsert") as tx:
+            instant = tx.start()
+            threading.Thread(target=late_write, args=(instant.time,)).start()
+            raise RuntimeError("task failed")
+    assert [p.name for p in (path / "p").iterdir()] == []
+    assert [i.action for i in table.timeline()] == [Action.ROLLBACK]
