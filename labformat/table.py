@@ -173,7 +173,7 @@ class Table:
         the condition still goes to Spark's parquet reader, which skips row groups inside files.
         """
         cfg = C.resolve(options, [C.Scope.READ])
-        return run_query(self._checked_context(as_of), condition, as_of, cfg.data_skipping)
+        return run_query(self.context(), condition, as_of, cfg.data_skipping)
 
     def scan(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None) -> ScanPlan:
         """The scan plan of `query(condition, as_of, options)`, without running it.
@@ -183,13 +183,7 @@ class Table:
         `plan.measure()` runs the scan once and returns the ScanReport that `query` returns.
         """
         cfg = C.resolve(options, [C.Scope.READ])
-        return plan_scan(self._checked_context(as_of), condition, as_of, cfg.data_skipping)
-
-    def _checked_context(self, as_of: str | None) -> TableContext:
-        """A context whose snapshot's base files are all there, at their committed sizes (CorruptTableError otherwise)."""
-        ctx = self.context()
-        check_base_files(self.storage, ctx.file_system_view(as_of).latest_file_slices())
-        return ctx
+        return plan_scan(self.context(), condition, as_of, cfg.data_skipping)
 
     # ---- writes ---------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 
 from labformat.context import NULL_PARTITION
 from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_ranges
+from labformat.fs_view import check_base_files
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
 from labformat.model.file_group import FileSlice
@@ -271,6 +272,7 @@ def plan_scan(ctx: TableContext, condition: Column | str, as_of: str | None, ski
     latest = ctx.timeline.latest_completed_write()
     instant = as_of or (latest.time if latest else None)
     snapshot = tuple(view.latest_file_slices())
+    check_base_files(ctx.storage, snapshot)  # a missing or truncated file: CorruptTableError naming it
     schema = ctx.schema(as_of) or T.StructType([])
     predicate = to_predicate(ctx.spark, condition, schema)
     scan = ScanContext(ctx, as_of, schema, predicate, snapshot)
