@@ -55,7 +55,9 @@ def rebuild_metadata(ctx: "TableContext") -> RebuildReport:
 
     started = time.perf_counter()
     timeline, conf, spark = ctx.timeline, ctx.config, ctx.spark
-    latest = timeline.latest_completed_write()
+    # The snapshot readers take is the last completed instant's (see MetadataReader), not the latest time's.
+    completed = timeline.completed_writes_by_completion()
+    latest = completed[-1] if completed else None
     if latest is None or not conf.metadata_enable:
         return RebuildReport(None, 0, 0.0)
     slices = ctx.file_system_view().latest_file_slices()
