@@ -230,7 +230,7 @@ class WriteTransaction:
             raise ConcurrentWriteError(
                 f"instant {other.instant_time} of another writer is in flight ({other.describe()}); "
                 "single-writer mode (hoodie.write.concurrency.mode=SINGLE_WRITER) lets one writer at a "
-                "time write the table: set hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL, "
+                "time write the table: set hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL "
                 f"or retry once it has finished (a writer that died counts as dead "
                 f"{other.tolerance_s:g} s after its last heartbeat)")
         results = timeline.rollback_pending(is_dead=lambda i: not status[i.time].alive)
