@@ -237,3 +237,218 @@ def test_an_earlier_instant_completing_last_keeps_the_metadata_tables_latest_sna
     assert source == "metadata table" and len(stats) == 3
     early_path = next(s.path for s in table.file_slices() if s.file_id == "early-0")
     assert stats[early_path]["x"].min == 7
+
+
+# ---- writers in separate processes -------------------------------------------------------------
+
+
+class WriterProcess:
+    """`tests.concurrent_writer` in its own process (its own `local[1]` Spark session), optionally held
+    at a pause point until `go`, or killed at a crash point."""
+
+    def __init__(self, workdir: Path, table_path: Path, operation: str, spec: dict,
+                 pause_at: str | None = None, crash_at: str | None = None):
+        self.pause_dir = workdir / f"pause-{time.time_ns()}"
+        self.pause_dir.mkdir()
+        env = {k: v for k, v in os.environ.items() if k not in ("LABFORMAT_PAUSE_AT", "LABFORMAT_CRASH_AT")}
+        env.update(PYTHONPATH=str(ROOT), LABFORMAT_PAUSE_DIR=str(self.pause_dir))
+        if pause_at:
+            env["LABFORMAT_PAUSE_AT"] = pause_at
+        if crash_at:
+            env["LABFORMAT_CRASH_AT"] = crash_at
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.concurrent_writer", str(table_path), operation,
+                                      json.dumps(spec)], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+
+    def wait_paused(self, point: str, timeout_s: float = 180) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not (self.pause_dir / f"{point}.reached").exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                out, err = self.proc.communicate(timeout=30)
+                pytest.fail(f"writer never reached {point} (exit {self.proc.returncode}):\n{out}\n{err[-3000:]}")
+            time.sleep(0.05)
+
+    def go(self, point: str) -> None:
+        (self.pause_dir / f"{point}.go").touch()
+
+    def outcome(self, timeout_s: float = 240) -> dict:
+        """The writer's printed outcome: its report's fields, or the LabformatError it got."""
+        out, err = self.proc.communicate(timeout=timeout_s)
+        assert self.proc.returncode == 0, f"exit {self.proc.returncode}:\n{out}\n{err[-3000:]}"
+        return json.loads(out.strip().splitlines()[-1])
+
+    def killed(self, timeout_s: float = 240) -> None:
+        out, err = self.proc.communicate(timeout=timeout_s)
+        assert self.proc.returncode == 86, f"exit {self.proc.returncode}:\n{out}\n{err[-3000:]}"
+
+
+def updates(spark, ids: range, battery: float, parity: int | None = None):
+    """Rows `ids` of `telemetry` as updates: battery `battery`, updated a day later (the precombine field)."""
+    from pyspark.sql import functions as F
+
+    from tests.helpers import telemetry
+
+    df = telemetry(spark, len(ids), partitions=1, start=ids.start)
+    if parity is not None:
+        df = df.where(F.col("signal_dbm") % 2 == parity)
+    return df.withColumn("battery_pct", F.lit(battery)).withColumn("updated_at", F.col("updated_at") + F.expr("INTERVAL 1 DAY"))
+
+
+def batteries(table) -> dict[int, float]:
+    """battery_pct per row id (signal_dbm is the id), from our reader."""
+    return {r.signal_dbm: r.battery_pct for r in table.read().select("signal_dbm", "battery_pct").collect()}
+
+
+def hudi_batteries(path) -> dict[int, float]:
+    """battery_pct per row id, from Apache Hudi's own reader (hudi-rs)."""
+    from tests.helpers import hudi_snapshot
+
+    pdf = hudi_snapshot(path)
+    return dict(zip(pdf["signal_dbm"].astype(int), pdf["battery_pct"].astype(float)))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_occ_writers_on_disjoint_file_groups_both_commit_out_of_order(spark, tmp_path):
+    """Writer A (another process) updates day 2024-01-15 and is held after writing its base files;
+    writer B (this process) updates day 2024-01-16 and commits; then A commits: the earlier instant
+    completes last. Every update of both is in the table, for our reader, a skipping query on the
+    metadata table's stats, and hudi-rs."""
+    from tests.helpers import telemetry
+
+    path = tmp_path / "t"
+    t = lf.Table.create(spark, path, partition_field="day")
+    t.bulk_insert(telemetry(spark, 40, partitions=1))
+    assert len(t.file_slices()) == 2  # one file group per day
+
+    a = WriterProcess(tmp_path, path, "upsert", {"n": 40, "parity": 0, "battery": 1000.0, "options": OCC},
+                      pause_at="after_write")
+    a.wait_paused("after_write")
+    b = t.upsert(updates(spark, range(40), 2000.0, parity=1), OCC)
+    a.go("after_write")
+    a_report = a.outcome()
+
+    assert "error" not in a_report and a_report["instant"] < b.instant  # started first, completed last
+    assert (a_report["rows_updated"], b.rows_updated) == (20, 20)
+    expected = {i: 1000.0 if i % 2 == 0 else 2000.0 for i in range(40)}
+    assert batteries(t) == expected
+    assert hudi_batteries(path) == expected
+    rows, scan = t.query("battery_pct = 1000")
+    assert scan.rows_returned == 20 and scan.stats_source == "metadata table"
+    assert scan.funnel["after_column_stats"] == 1  # B's file skipped on the stats A's commit wrote
+    assert not list((path / ".hoodie" / ".heartbeat").iterdir()) and not (path / ".hoodie/.aux/lock").exists()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_occ_writers_on_the_same_file_group_exactly_one_commits(spark, tmp_path):
+    """A (another process) and B (this process) update different rows of the one file group. B commits
+    first; A gets WriteConflictError naming B's commit, and its instant is rolled back: B's updates
+    are all there, A's none, and no file of A's instant is left."""
+    from tests.helpers import telemetry
+
+    path = tmp_path / "t"
+    t = lf.Table.create(spark, path)
+    t.bulk_insert(telemetry(spark, 20, partitions=1))
+    (group,) = t.file_slices()
+
+    a = WriterProcess(tmp_path, path, "upsert", {"n": 10, "battery": 1000.0, "options": OCC}, pause_at="after_write")
+    a.wait_paused("after_write")
+    b = t.upsert(updates(spark, range(10, 20), 2000.0), OCC)
+    a.go("after_write")
+    a_report = a.outcome()
+
+    assert a_report["error"] == "WriteConflictError", a_report
+    assert f"commit {b.instant}" in a_report["message"] and group.file_id in a_report["message"]
+    expected = {i: i * 0.5 if i < 10 else 2000.0 for i in range(20)}
+    assert batteries(t) == expected and hudi_batteries(path) == expected
+    assert [i.action.value for i in t.timeline()] == ["commit", "commit", "rollback"]
+    (rollback,) = [i for i in t.timeline() if i.action is Action.ROLLBACK]
+    target = json.loads((path / ".hoodie" / rollback.file_name).read_text())["commitsRollback"][0]
+    assert not [p for p in path.rglob(f"*{target}*") if ".rollback" not in p.name]
+    assert t.active_timeline.pending() == []
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_single_writer_refuses_a_second_live_writer_and_the_first_commits(spark, tmp_path):
+    from tests.helpers import telemetry
+
+    path = tmp_path / "t"
+    t = lf.Table.create(spark, path)
+    t.bulk_insert(telemetry(spark, 20, partitions=1))
+
+    a = WriterProcess(tmp_path, path, "upsert", {"n": 10, "battery": 1000.0}, pause_at="after_start")
+    a.wait_paused("after_start")
+    before = tree(path)
+    with pytest.raises(ConcurrentWriteError, match=r"of another writer is in flight \(heartbeat \d+\.\d s ago"):
+        t.upsert(updates(spark, range(10, 20), 2000.0))
+    assert tree(path) == before  # refused before anything changed
+    a.go("after_start")
+    a_report = a.outcome()
+
+    assert "error" not in a_report and a_report["rows_updated"] == 10
+    expected = {i: 1000.0 if i < 10 else i * 0.5 for i in range(20)}
+    assert batteries(t) == expected and hudi_batteries(path) == expected
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_writer_killed_holding_the_lock_frees_it_once_it_expires(spark, tmp_path):
+    """A dies inside its commit's lock (before publishing); the next writer waits for the lock's
+    expiry (A's own setting: 3 s after its last refresh), then rolls A's instant back and writes."""
+    from labformat.model.instant import parse_instant_time
+    from tests.helpers import telemetry
+
+    path = tmp_path / "t"
+    t = lf.Table.create(spark, path)
+    t.bulk_insert(telemetry(spark, 20, partitions=1))
+    short = {"lock_expire_minutes": 0.05, "heartbeat_interval_ms": 100, "heartbeat_tolerable_misses": 1}
+    a = WriterProcess(tmp_path, path, "upsert", {"n": 10, "battery": 1000.0, "options": short},
+                      crash_at="before_publish")
+    a.killed()
+    lock = path / ".hoodie" / ".aux" / "lock"
+    assert lock.exists()
+    last_refresh = lock.stat().st_mtime
+    (dead,) = t.active_timeline.pending()
+
+    report = t.upsert(updates(spark, range(10, 20), 2000.0))
+    assert report.rolled_back == (dead.time,)
+    # The instant time is taken under the lock, so only after the expiry (to the millisecond it is cut to).
+    assert parse_instant_time(report.instant).timestamp() >= last_refresh + 3.0 - 0.002
+    expected = {i: i * 0.5 if i < 10 else 2000.0 for i in range(20)}
+    assert batteries(t) == expected and hudi_batteries(path) == expected
+    assert not lock.exists()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_writer_killed_while_inflight_is_rolled_back_once_its_heartbeat_expires(spark, tmp_path):
+    """A dies after writing its base files (not holding the lock). Until its heartbeat is older than
+    its tolerance (1 s x 3) it counts as live: a single-writer start is refused and nothing is rolled
+    back; after that the next writer rolls it back."""
+    from labformat.heartbeat import heartbeat_status
+    from tests.helpers import telemetry
+
+    path = tmp_path / "t"
+    t = lf.Table.create(spark, path)
+    t.bulk_insert(telemetry(spark, 20, partitions=1))
+    a = WriterProcess(tmp_path, path, "upsert", {"n": 10, "battery": 1000.0, "options": {
+        "heartbeat_interval_ms": 1000, "heartbeat_tolerable_misses": 2}}, crash_at="after_write")
+    a.killed()
+    (dead,) = t.active_timeline.pending()
+    assert list(path.glob(f"*{dead.time}.parquet"))  # its base file is there, uncommitted
+
+    with pytest.raises(ConcurrentWriteError, match=f"instant {dead.time} of another writer is in flight"):
+        with WriteTransaction(t.context(), "upsert") as early:
+            early.start()
+    assert t.active_timeline.pending() == [dead]
+
+    deadline = time.monotonic() + 10
+    while heartbeat_status(t.storage, dead.time, 60, 2).alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+    report = t.upsert(updates(spark, range(10, 20), 2000.0))
+    assert report.rolled_back == (dead.time,)
+    assert not list(path.glob(f"*{dead.time}.parquet"))
+    expected = {i: i * 0.5 if i < 10 else 2000.0 for i in range(20)}
+    assert batteries(t) == expected and hudi_batteries(path) == expected
