@@ -67,6 +67,26 @@ def bare(tmp_path):
     return table, tmp_path / "t"
 
 
+# ---- options ----------------------------------------------------------------------------------
+
+
+def test_concurrency_options_take_hudis_keys_and_refuse_bad_values():
+    cfg = options(**{"hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+                     "hoodie.write.lock.wait_time_ms": "1500", "hoodie.write.lock.filesystem.expire": "0.25",
+                     "hoodie.client.heartbeat.interval_in_ms": 500, "hoodie.client.heartbeat.tolerable.misses": 0})
+    assert (cfg.concurrency_mode, cfg.lock_wait_time_ms, cfg.lock_expire_minutes, cfg.heartbeat_interval_ms,
+            cfg.heartbeat_tolerable_misses) == ("OPTIMISTIC_CONCURRENCY_CONTROL", 1500, 0.25, 500, 0)
+    defaults = options()
+    assert (defaults.concurrency_mode, defaults.lock_wait_time_ms, defaults.lock_expire_minutes,
+            defaults.heartbeat_interval_ms, defaults.heartbeat_tolerable_misses) == ("SINGLE_WRITER", 60_000, 0.5, 3000, 2)
+    for key, bad in [("hoodie.write.concurrency.mode", "MULTI_WRITER"), ("hoodie.write.lock.wait_time_ms", -1),
+                     ("hoodie.write.lock.wait_time_ms", "soon"), ("hoodie.write.lock.filesystem.expire", -0.5),
+                     ("hoodie.write.lock.filesystem.expire", "nan"), ("hoodie.client.heartbeat.interval_in_ms", 0),
+                     ("hoodie.client.heartbeat.tolerable.misses", -1), ("heartbeat_tolerable_misses", 1.5)]:
+        with pytest.raises(lf.ConfigError, match=key.replace(".", r"\.")):
+            options(**{key: bad})
+
+
 # ---- live and dead writers --------------------------------------------------------------------
 
 
