@@ -95,8 +95,8 @@ class TableLock:
             raw, modified = held
             holder = LockOwner.parse(raw)
             if self._expired(holder, modified):
-                self._break(raw)
-                self.broken.append(holder)
+                if self._break(raw):
+                    self.broken.append(holder)
                 continue
             if time.monotonic() >= deadline:
                 raise LockTimeoutError(self._timeout_message(holder, modified))
@@ -152,8 +152,8 @@ class TableLock:
         expire_s = holder.expire_s if holder is not None else self.expire_s
         return expire_s > 0 and time.time() - modified > expire_s
 
-    def _break(self, observed: bytes) -> None:
-        """Remove the expired lock whose bytes we read, and only that one.
+    def _break(self, observed: bytes) -> bool:
+        """Remove the expired lock whose bytes we read, and only that one; whether we did.
 
         Two waiters may both find the same lock expired; the first breaks it and takes a new lock,
         which the second must not delete. So the lock is moved aside (a rename: only one waiter
@@ -163,13 +163,15 @@ class TableLock:
         try:
             self.storage.fs.move(self.storage.full_path(LOCK_PATH), self.storage.full_path(aside))
         except FileNotFoundError:
-            return  # someone else broke or released it first
+            return False  # someone else broke or released it first
         try:
             moved = self.storage.read_bytes(aside)
             if moved != observed:
                 # A fresh lock taken after the expired one was broken: give it back. If a third writer
                 # took the lock meanwhile, the fresh lock's holder finds out in `verify`.
                 self.storage.create_exclusive(LOCK_PATH, moved)
+                return False
+            return True
         finally:
             self.storage.delete(aside)
 
