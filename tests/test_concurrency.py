@@ -184,6 +184,27 @@ def test_instant_times_stay_unique_across_writers_starting_at_once(bare):
     assert errors == [] and len(set(times)) == 6
 
 
+def test_an_instant_time_is_requested_once(bare):
+    table, _ = bare
+    timeline = table.active_timeline
+    at = timeline.new_instant_time()
+    timeline.request(Action.COMMIT, {}, at=at)
+    with pytest.raises(ConcurrentWriteError, match=f"another writer requested instant {at}"):
+        table.active_timeline.request(Action.COMMIT, {}, at=at)
+
+
+def test_completion_times_increase_past_every_instant_and_completion(bare):
+    table, _ = bare
+    early = WriteTransaction(table.context(), "upsert", options=options(**OCC))
+    early.start()
+    later = committed(table, **OCC)
+    early.commit([stand_in_file(Path(table.path), early, "p", "e-0")], SCHEMA)
+    timeline = table.active_timeline
+    done = {i.time: timeline.completion_time(i) for i in timeline.completed_writes()}
+    assert done[early.instant.time] > done[later] > later > early.instant.time
+    assert timeline.next_completion_time() > max(done.values())
+
+
 # ---- the conflict check ------------------------------------------------------------------------
 
 
