@@ -184,6 +184,35 @@ def test_instant_times_stay_unique_across_writers_starting_at_once(bare):
     assert errors == [] and len(set(times)) == 6
 
 
+_START_AND_COMMIT = """
+import sys, time
+from pathlib import Path
+import labformat as lf
+from tests.test_concurrency import OCC, SCHEMA, WriteTransaction, options, stand_in_file
+table = lf.Table.open(None, sys.argv[1])
+for n in range(4):
+    with WriteTransaction(table.context(), "bulk_insert", options=options(**OCC)) as tx:
+        tx.start()
+        tx.commit([stand_in_file(Path(sys.argv[1]), tx, "p", f"{sys.argv[2]}x{n}-0")], SCHEMA)
+"""
+
+
+def test_writer_processes_committing_at_once_keep_every_commit(bare):
+    """Three processes (no Spark) each start and commit four new file groups, all at once: twelve
+    commits with twelve distinct instant times, every file group in the table, nothing pending."""
+    table, path = bare
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-c", _START_AND_COMMIT, str(path), f"w{k}"], env=env, cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(3)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-3000:]
+    commits = [i for i in table.timeline() if i.action is Action.COMMIT]
+    assert len(commits) == 13 and len({i.time for i in commits}) == 13
+    assert len(table.file_slices()) == 13 and table.active_timeline.pending() == []
+    assert not (path / ".hoodie" / ".aux" / "lock").exists()
+
+
 def test_an_instant_time_is_requested_once(bare):
     table, _ = bare
     timeline = table.active_timeline
