@@ -4,12 +4,15 @@
 
 spec: `n`, `start`, `prefix` (the rows, as `tests.helpers.telemetry` makes them), `parity` (keep
 rows whose id has it: 0 is day 2024-01-15, 1 is 2024-01-16), `battery` (an update: every row gets
-this battery_pct and a newer updated_at), `options` (the write's options). Pause and crash points
-come from the environment (`labformat/_faults.py`).
+this battery_pct and a newer updated_at), `options` (the write's options), `begin_file` (once its
+Spark session is up, the writer waits for this file before it opens the table: the test prepares
+the table meanwhile). Pause and crash points come from the environment (`labformat/_faults.py`).
 """
 
 import json
+import os
 import sys
+import time
 
 from pyspark.sql import functions as F
 
@@ -30,6 +33,11 @@ if __name__ == "__main__":
     if "battery" in spec:
         df = df.withColumn("battery_pct", F.lit(float(spec["battery"]))).withColumn(
             "updated_at", F.col("updated_at") + F.expr("INTERVAL 1 DAY"))
+    deadline = time.monotonic() + 300
+    while spec.get("begin_file") and not os.path.exists(spec["begin_file"]):
+        if time.monotonic() > deadline:
+            sys.exit("the test never created the begin file")
+        time.sleep(0.02)
     table = lf.Table.open(spark, path)
     try:
         report = getattr(table, operation)(df, spec.get("options"))

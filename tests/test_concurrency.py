@@ -314,12 +314,17 @@ def test_an_earlier_instant_completing_last_keeps_the_metadata_tables_latest_sna
 
 class WriterProcess:
     """`tests.concurrent_writer` in its own process (its own `local[1]` Spark session), optionally held
-    at a pause point until `go`, or killed at a crash point."""
+    at a pause point until `go`, or killed at a crash point.
+
+    Started before the test prepares the table, so that its Spark session starts meanwhile; it
+    opens the table only after `begin`.
+    """
 
     def __init__(self, workdir: Path, table_path: Path, operation: str, spec: dict,
                  pause_at: str | None = None, crash_at: str | None = None):
         self.pause_dir = workdir / f"pause-{time.time_ns()}"
         self.pause_dir.mkdir()
+        spec = {**spec, "begin_file": str(self.pause_dir / "begin")}
         env = {k: v for k, v in os.environ.items() if k not in ("LABFORMAT_PAUSE_AT", "LABFORMAT_CRASH_AT")}
         env.update(PYTHONPATH=str(ROOT), LABFORMAT_PAUSE_DIR=str(self.pause_dir))
         if pause_at:
@@ -329,6 +334,9 @@ class WriterProcess:
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.concurrent_writer", str(table_path), operation,
                                       json.dumps(spec)], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
+
+    def begin(self) -> None:
+        (self.pause_dir / "begin").touch()
 
     def wait_paused(self, point: str, timeout_s: float = 180) -> None:
         deadline = time.monotonic() + timeout_s
@@ -387,12 +395,12 @@ def test_occ_writers_on_disjoint_file_groups_both_commit_out_of_order(spark, tmp
     from tests.helpers import telemetry
 
     path = tmp_path / "t"
+    a = WriterProcess(tmp_path, path, "upsert", {"n": 40, "parity": 0, "battery": 1000.0, "options": OCC},
+                      pause_at="after_write")
     t = lf.Table.create(spark, path, partition_field="day")
     t.bulk_insert(telemetry(spark, 40, partitions=1))
     assert len(t.file_slices()) == 2  # one file group per day
-
-    a = WriterProcess(tmp_path, path, "upsert", {"n": 40, "parity": 0, "battery": 1000.0, "options": OCC},
-                      pause_at="after_write")
+    a.begin()
     a.wait_paused("after_write")
     b = t.upsert(updates(spark, range(40), 2000.0, parity=1), OCC)
     a.go("after_write")
@@ -418,11 +426,11 @@ def test_occ_writers_on_the_same_file_group_exactly_one_commits(spark, tmp_path)
     from tests.helpers import telemetry
 
     path = tmp_path / "t"
+    a = WriterProcess(tmp_path, path, "upsert", {"n": 10, "battery": 1000.0, "options": OCC}, pause_at="after_write")
     t = lf.Table.create(spark, path)
     t.bulk_insert(telemetry(spark, 20, partitions=1))
     (group,) = t.file_slices()
-
-    a = WriterProcess(tmp_path, path, "upsert", {"n": 10, "battery": 1000.0, "options": OCC}, pause_at="after_write")
+    a.begin()
     a.wait_paused("after_write")
     b = t.upsert(updates(spark, range(10, 20), 2000.0), OCC)
     a.go("after_write")
@@ -445,10 +453,10 @@ def test_single_writer_refuses_a_second_live_writer_and_the_first_commits(spark,
     from tests.helpers import telemetry
 
     path = tmp_path / "t"
+    a = WriterProcess(tmp_path, path, "upsert", {"n": 10, "battery": 1000.0}, pause_at="after_start")
     t = lf.Table.create(spark, path)
     t.bulk_insert(telemetry(spark, 20, partitions=1))
-
-    a = WriterProcess(tmp_path, path, "upsert", {"n": 10, "battery": 1000.0}, pause_at="after_start")
+    a.begin()
     a.wait_paused("after_start")
     before = tree(path)
     with pytest.raises(ConcurrentWriteError, match=r"of another writer is in flight \(heartbeat \d+\.\d s ago"):
@@ -471,11 +479,12 @@ def test_a_writer_killed_holding_the_lock_frees_it_once_it_expires(spark, tmp_pa
     from tests.helpers import telemetry
 
     path = tmp_path / "t"
-    t = lf.Table.create(spark, path)
-    t.bulk_insert(telemetry(spark, 20, partitions=1))
     short = {"lock_expire_minutes": 0.05, "heartbeat_interval_ms": 100, "heartbeat_tolerable_misses": 1}
     a = WriterProcess(tmp_path, path, "upsert", {"n": 10, "battery": 1000.0, "options": short},
                       crash_at="before_publish")
+    t = lf.Table.create(spark, path)
+    t.bulk_insert(telemetry(spark, 20, partitions=1))
+    a.begin()
     a.killed()
     lock = path / ".hoodie" / ".aux" / "lock"
     assert lock.exists()
@@ -501,10 +510,11 @@ def test_a_writer_killed_while_inflight_is_rolled_back_once_its_heartbeat_expire
     from tests.helpers import telemetry
 
     path = tmp_path / "t"
-    t = lf.Table.create(spark, path)
-    t.bulk_insert(telemetry(spark, 20, partitions=1))
     a = WriterProcess(tmp_path, path, "upsert", {"n": 10, "battery": 1000.0, "options": {
         "heartbeat_interval_ms": 1000, "heartbeat_tolerable_misses": 2}}, crash_at="after_write")
+    t = lf.Table.create(spark, path)
+    t.bulk_insert(telemetry(spark, 20, partitions=1))
+    a.begin()
     a.killed()
     (dead,) = t.active_timeline.pending()
     assert list(path.glob(f"*{dead.time}.parquet"))  # its base file is there, uncommitted
