@@ -1,15 +1,18 @@
 """labformat: a teaching table format modelled on Apache Hudi copy-on-write tables, on PySpark."""
 
 from labformat.errors import (
+    ConcurrentWriteError,
     ConfigError,
     CorruptTableError,
     InstantNotFoundError,
     InvalidInputError,
     JavaNotFoundError,
     LabformatError,
+    LockTimeoutError,
     SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
+    WriteConflictError,
 )
 from labformat.spark import spark_session
 from labformat.table import Table
@@ -18,15 +21,18 @@ from labformat.model import Instant, WriteReport
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConcurrentWriteError",
     "ConfigError",
     "CorruptTableError",
     "InstantNotFoundError",
     "InvalidInputError",
     "JavaNotFoundError",
     "LabformatError",
+    "LockTimeoutError",
     "SchemaMismatchError",
     "TableExistsError",
     "TableNotFoundError",
+    "WriteConflictError",
     "Instant",
     "Table",
     "WriteReport",

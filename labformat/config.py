@@ -194,6 +194,36 @@ OPTIONS: tuple[Option, ...] = (
     Option("record_size_estimation_threshold", "hoodie.record.size.estimation.threshold", 1.0,
            "A commit's average record size is used once it wrote more than this times "
            "`small_file_limit` bytes.", Scope.WRITE, float, at_least(0)),
+    # concurrency (write scope: each writer says how it takes part; see labformat/lock.py, heartbeat.py)
+    Option("concurrency_mode", "hoodie.write.concurrency.mode", "SINGLE_WRITER",
+           "SINGLE_WRITER refuses to start while another live writer's instant is in flight "
+           "(ConcurrentWriteError); OPTIMISTIC_CONCURRENCY_CONTROL lets writers overlap and checks, at "
+           "commit, that no write completed since this one's snapshot rewrote one of its file groups "
+           "(WriteConflictError, this write rolled back). The check runs in both modes.",
+           Scope.WRITE, one_of("SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL")),
+    Option("lock_wait_time_ms", "hoodie.write.lock.wait_time_ms", 60_000,
+           "How long a writer waits for the table lock (`.hoodie/.aux/lock`) before LockTimeoutError, "
+           "which names the holder. Writers hold it for seconds (starting an instant, committing one), "
+           "so Hudi's default of 60 s is also longer than a lock of a killed writer lives (see "
+           "`lock_expire_minutes`).", Scope.WRITE, parse_int, at_least(0)),
+    Option("lock_expire_minutes", "hoodie.write.lock.filesystem.expire", 0.5,
+           "Minutes after its holder's last refresh that the table lock counts as abandoned and may be "
+           "broken. A live holder refreshes it every quarter of this, so only a killed writer's lock "
+           "expires. Hudi's unit; fractions allowed; 0 never expires (Hudi's default: a killed writer's "
+           "lock then stays until deleted by hand). The holder's own value, stored in the lock, decides.",
+           Scope.WRITE, float, at_least(0)),
+    # Hudi's heartbeat defaults (60 s, 2 misses) take three minutes to declare a killed writer dead;
+    # on a laptop lab that is three minutes of refused writes after every interrupted kernel. A beat
+    # is one file's modification time, so beating every 3 s costs nothing, and 9 s of silence still
+    # means a dead process, not a slow one (the beat runs in its own thread, not in Spark).
+    Option("heartbeat_interval_ms", "hoodie.client.heartbeat.interval_in_ms", 3_000,
+           "A writer refreshes `.hoodie/.heartbeat/<instant>` this often from `start` until its commit, "
+           "abort or abandon. Its instant counts as dead (the next writer rolls it back) once the "
+           "heartbeat is older than interval x (tolerable misses + 1), 9 s by default; the writer's own "
+           "values, stored in the heartbeat, decide.", Scope.WRITE, parse_int, at_least(10)),
+    Option("heartbeat_tolerable_misses", "hoodie.client.heartbeat.tolerable.misses", 2,
+           "Heartbeats a writer may miss before its instant counts as dead (see `heartbeat_interval_ms`).",
+           Scope.WRITE, parse_int, at_least(0)),
     Option("data_skipping", "hoodie.enable.data.skipping", True,
            "Queries skip base files using partition values, column stats and bloom filters.",
            Scope.READ, parse_bool),

@@ -42,3 +42,17 @@ class InstantNotFoundError(LabformatError, LookupError):
 
 class DatasetNotCachedError(LabformatError, FileNotFoundError):
     """A cached dataset was asked for before `generate()` completed it."""
+
+
+class ConcurrentWriteError(LabformatError):
+    """Another writer is in the way: in single-writer mode a live writer's instant is in flight, or
+    this write's own instant was rolled back by a writer that took it for dead."""
+
+
+class LockTimeoutError(ConcurrentWriteError, TimeoutError):
+    """The table's lock stayed held by another writer for longer than `hoodie.write.lock.wait_time_ms`."""
+
+
+class WriteConflictError(ConcurrentWriteError):
+    """A write that completed after this write's snapshot wrote one of the file groups this write
+    rewrote: committing would lose its rows, so this write was rolled back instead."""

@@ -100,6 +100,58 @@ class Storage:
             self.delete(tmp)
             raise
 
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        """Create `rel` holding `data` unless it exists, atomically: False when it already existed.
+
+        What a lock and a requested instant need: of two writers creating the same file, exactly
+        one succeeds, and nobody ever sees it half-written. Local files only for now: the data
+        goes to a temp file that is then hard-linked to `rel` (link never replaces a file);
+        object stores need a conditional put, which pyarrow.fs does not offer.
+        """
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            raise LabformatError(f"{self.base_uri}: creating a file exclusively (the table lock, a new instant) "
+                                 "is implemented for local tables only")
+        folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        self.makedirs(folder)
+        leaf = rel.rsplit("/", 1)[-1]
+        tmp = f"{folder}/.{leaf}.{uuid.uuid4().hex}.tmp" if folder else f".{leaf}.{uuid.uuid4().hex}.tmp"
+        self.write_bytes(tmp, data)
+        try:
+            os.link(self.full_path(tmp), self.full_path(rel))
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            self.delete(tmp)
+
+    def replace(self, rel: str, data: bytes) -> None:
+        """Write `rel` atomically, replacing any file there (a temp file, then a rename over it): for
+        small files a writer rewrites while others may read them (heartbeats)."""
+        folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        leaf = rel.rsplit("/", 1)[-1]
+        tmp = f"{folder}/.{leaf}.{uuid.uuid4().hex}.tmp" if folder else f".{leaf}.{uuid.uuid4().hex}.tmp"
+        self.write_bytes(tmp, data)
+        try:
+            self.fs.move(self.full_path(tmp), self.full_path(rel))
+        except Exception:
+            self.delete(tmp)
+            raise
+
+    def touch(self, rel: str) -> bool:
+        """Set `rel`'s modification time to now without rewriting it; False when it is gone (local files)."""
+        try:
+            os.utime(self.full_path(rel))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def modified_time(self, rel: str) -> float | None:
+        """`rel`'s modification time in seconds since the epoch, or None when it does not exist."""
+        info = self.fs.get_file_info(self.full_path(rel))
+        if info.type == pafs.FileType.NotFound or info.mtime_ns is None:
+            return None
+        return info.mtime_ns / 1e9
+
     def delete(self, rel: str) -> bool:
         try:
             self.fs.delete_file(self.full_path(rel))

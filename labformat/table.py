@@ -37,7 +37,10 @@ class Table:
 
     Writes follow the commit protocol: requested -> inflight -> base files written ->
     completed commit published atomically. A writer that dies leaves the table readable at
-    its last completed commit; the next writer rolls the unfinished instant back.
+    its last completed commit; the next writer rolls the unfinished instant back once the dead
+    writer's heartbeat has expired. Writers in other processes are safe too: a lock around each
+    instant's start and commit, and a conflict check by file group at commit
+    (`hoodie.write.concurrency.mode`; see docs/architecture.md, "Concurrent writers").
 
     A thin facade: each call takes a fresh `TableContext` (the timeline as of that call) and
     hands it to `labformat.write` or `labformat.read`.

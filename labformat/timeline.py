@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import Callable
 
-from labformat.errors import CorruptTableError, InstantNotFoundError
+from labformat.errors import ConcurrentWriteError, CorruptTableError, InstantNotFoundError
 from labformat.model.base_file import BaseFile
-from labformat.model.commit import CommitMetadata
+from labformat.model.commit import COMPLETION_TIME_KEY, CommitMetadata
 from labformat.model.instant import WRITE_ACTIONS, Action, Instant, State, next_instant_time
 from labformat.storage import Storage
 
@@ -68,6 +69,25 @@ class Timeline:
         writes = self.completed_writes()
         return writes[-1] if writes else None
 
+    def completion_time(self, instant: Instant) -> str:
+        """When a completed write completed: its commit's completion time, else (a commit written
+        before labformat recorded one, or by another writer) its instant time."""
+        return self.commit_metadata(instant).extra_metadata.get(COMPLETION_TIME_KEY) or instant.time
+
+    def completed_writes_by_completion(self, as_of: str | None = None) -> list[Instant]:
+        """`completed_writes(as_of)` in the order they completed, the last completed last.
+
+        Not the order of their times once writers overlap: an instant that started earlier may
+        complete after a later one, and what it wrote (the metadata table's snapshots) is newer.
+        """
+        return sorted(self.completed_writes(as_of), key=lambda i: (self.completion_time(i), i.time))
+
+    def next_completion_time(self) -> str:
+        """A completion time for the commit about to be published: later than every instant's time
+        and every completed write's completion time."""
+        latest = max([self.last_time() or ""] + [self.completion_time(i) for i in self.completed_writes()])
+        return next_instant_time(latest or None)
+
     def pending(self) -> list[Instant]:
         return [i for i in self.instants if not i.is_completed]
 
@@ -102,10 +122,14 @@ class Timeline:
 
     # ---- transitions ----------------------------------------------------------------------
 
-    def request(self, action: Action, plan: dict | None = None) -> Instant:
-        """Start an instant: `<time>.<action>.requested`, holding the plan (may be empty)."""
-        instant = Instant(self.new_instant_time(), action, State.REQUESTED)
-        self.storage.write_bytes(f"{TIMELINE_DIR}/{instant.file_name}", json.dumps(plan or {}).encode())
+    def request(self, action: Action, plan: dict | None = None, at: str | None = None) -> Instant:
+        """Start an instant: `<time>.<action>.requested`, holding the plan (may be empty), at time `at`
+        (default: `new_instant_time()`). The file is created exclusively: two writers can never
+        share an instant (they take times under the table lock; this is the second guard)."""
+        instant = Instant(at or self.new_instant_time(), action, State.REQUESTED)
+        rel = f"{TIMELINE_DIR}/{instant.file_name}"
+        if not self.storage.create_exclusive(rel, json.dumps(plan or {}).encode()):
+            raise ConcurrentWriteError(f"{rel} already exists: another writer requested instant {instant.time}")
         self.reload()
         return instant
 
@@ -130,13 +154,13 @@ class Timeline:
 
     # ---- rollback -------------------------------------------------------------------------
 
-    def rollback_pending(self) -> list[RollbackResult]:
-        """Roll back every unfinished write instant (its writer died): delete its base files and
-        its timeline files, and record a completed rollback instant for each.
+    def rollback_pending(self, is_dead: Callable[[Instant], bool] = lambda instant: True) -> list[RollbackResult]:
+        """Roll back every unfinished write instant whose writer died (`is_dead`, by its heartbeat):
+        delete its base files and its timeline files, and record a completed rollback instant for each.
 
-        labformat assumes one writer at a time (Hudi's default too), so an unfinished
-        instant found by a new writer is a failed one. A pending rollback whose plan is empty or
-        unreadable is dropped (see `_rollback_target`).
+        Called under the table lock: rollbacks only ever run under it, so a pending rollback
+        found here is one whose writer died, and is finished. A pending rollback whose plan is
+        empty or unreadable is dropped (see `_rollback_target`).
         """
         results = []
         for rollback in [i for i in self.pending() if i.action is Action.ROLLBACK]:
@@ -145,7 +169,7 @@ class Timeline:
                 self.abandon(rollback)
             else:
                 results.append(self._execute_rollback(rollback, *target))
-        for failed in [i for i in self.pending() if i.action in WRITE_ACTIONS]:
+        for failed in [i for i in self.pending() if i.action in WRITE_ACTIONS and is_dead(i)]:
             results.append(self.rollback(failed))
         return results
 

@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def timeline_files(path):
-    return sorted(n for n in os.listdir(path / ".hoodie") if n != "hoodie.properties" and n != "metadata")
+    # `.aux` (the lock) and `.heartbeat` are folders every reader skips, not timeline files.
+    return sorted(n for n in os.listdir(path / ".hoodie")
+                  if n != "hoodie.properties" and n != "metadata" and not n.startswith("."))
 
 
 # ---- the transaction on its own (timeline only, no Spark) ------------------------------------
@@ -44,7 +46,9 @@ def test_start_requests_then_marks_inflight(bare):
 
 def test_start_rolls_back_a_dead_writers_instant_first(bare):
     table, path = bare
-    dead = WriteTransaction(table.context(), "upsert").start()  # never committed: its writer "died"
+    dying = WriteTransaction(table.context(), "upsert")
+    dead = dying.start()  # never committed: its writer "died", so its heartbeat stopped
+    dying._heartbeat.stop()
     tx = WriteTransaction(table.context(), "bulk_insert")
     instant = tx.start()
     assert tx.rolled_back == (dead.time,) and instant.time > dead.time

@@ -8,8 +8,11 @@ from typing import TYPE_CHECKING, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from labformat import config as C
+from labformat.errors import ConcurrentWriteError
 from labformat.fileformat.column_stats import ColumnStatsCollector
 from labformat.fileformat.footers import KeyFooter
+from labformat.lock import TableLock
 from labformat.metadata.table import BLOOM_FILTERS, COLUMN_STATS, FILES, write_metadata
 from labformat.storage import Storage
 from labformat.timeline import METADATA_DIR
@@ -55,7 +58,9 @@ def rebuild_metadata(ctx: "TableContext") -> RebuildReport:
 
     started = time.perf_counter()
     timeline, conf, spark = ctx.timeline, ctx.config, ctx.spark
-    latest = timeline.latest_completed_write()
+    # The snapshot readers take is the last completed instant's (see MetadataReader), not the latest time's.
+    completed = timeline.completed_writes_by_completion()
+    latest = completed[-1] if completed else None
     if latest is None or not conf.metadata_enable:
         return RebuildReport(None, 0, 0.0)
     slices = ctx.file_system_view().latest_file_slices()
@@ -66,8 +71,15 @@ def rebuild_metadata(ctx: "TableContext") -> RebuildReport:
     paths = paths.repartition(max(1, min(len(slices), 2 * spark.sparkContext.defaultParallelism)))
     # Spark Rows: their fields read as attributes, as write_metadata reads a write task's BaseFileStat.
     stats = paths.mapInArrow(lambda batches: _stats_of_files(batches, base_uri, columns), _STATS_DDL).collect()
-    for partition in (FILES, COLUMN_STATS, BLOOM_FILTERS):
-        ctx.storage.delete(f"{METADATA_DIR}/{partition}/{latest.time}.parquet")
-    write_metadata(ctx.storage, timeline, latest.time, slices, stats, conf.column_stats_enable,
-                   conf.bloom_filter_enable, carry_over=False, columns=conf.column_stats_columns)
+    # Replaced under the table lock: a commit meanwhile would carry stats over from a half-replaced snapshot.
+    with TableLock(ctx.storage, wait_s=C.option("lock_wait_time_ms").default / 1000,
+                   expire_s=C.option("lock_expire_minutes").default * 60):
+        now = timeline.fresh().completed_writes_by_completion()
+        if now[-1] != latest:
+            raise ConcurrentWriteError(f"commit {now[-1].time} completed while the metadata table was being "
+                                       f"rebuilt for {latest.time}; nothing was replaced, run the rebuild again")
+        for partition in (FILES, COLUMN_STATS, BLOOM_FILTERS):
+            ctx.storage.delete(f"{METADATA_DIR}/{partition}/{latest.time}.parquet")
+        write_metadata(ctx.storage, timeline, latest.time, slices, stats, conf.column_stats_enable,
+                       conf.bloom_filter_enable, carry_over=False, columns=conf.column_stats_columns)
     return RebuildReport(latest.time, len(slices), time.perf_counter() - started)

@@ -118,20 +118,28 @@ def write_metadata(storage: Storage, timeline: Timeline, instant: str, slices_af
 # ---- reading ----------------------------------------------------------------------------------
 
 class MetadataReader:
-    """Reads the metadata of completed instants only, up to `as_of`."""
+    """Reads the metadata of completed instants only, up to `as_of`.
+
+    The latest snapshot is that of the instant that completed last, not of the latest instant
+    time: with concurrent writers an earlier instant may complete after a later one, and its
+    snapshot, written at its commit, is the one that includes the other's files.
+    """
 
     def __init__(self, storage: Storage, timeline: Timeline, as_of: str | None = None):
         self.storage = storage
-        self.completed = {i.time for i in timeline.completed_writes(as_of)}
-        self.latest_instant = max(self.completed) if self.completed else None
+        order = [i.time for i in timeline.completed_writes_by_completion(as_of)]
+        self.completed = set(order)
+        self._rank = {time: n for n, time in enumerate(order)}
+        self.latest_instant = order[-1] if order else None
 
     def _instants(self, partition: str) -> list[str]:
+        """The completed instants with an entry in `partition`, in the order they completed."""
         out = []
         for info in self.storage.list(f"{METADATA_DIR}/{partition}"):
             leaf = info.path.rsplit("/", 1)[-1]
             if leaf.endswith(".parquet") and leaf[:-8] in self.completed:
                 out.append(leaf[:-8])
-        return sorted(out)
+        return sorted(out, key=self._rank.__getitem__)
 
     def latest(self, partition: str) -> str | None:
         instants = self._instants(partition)

@@ -11,6 +11,10 @@ NULL_COMMIT = "null"  # Hudi writes the string "null" as prevCommit of a new fil
 # wrote (sized by bloom_num_entries, not by the rows: per-file overhead the record size excludes).
 BLOOM_FILTER_BYTES_KEY = "labformat.bloomFilterBytes"
 SPARK_SCHEMA_KEY = "labformat.sparkSchema"  # extraMetadata key: the exact Spark schema of the data columns
+# extraMetadata key: when the commit completed, as an instant-style time later than every instant
+# and completion before it. With concurrent writers an instant may complete after a later one;
+# version-6 timeline file names hold no completion time (Hudi 1.x added one), so it lives here.
+COMPLETION_TIME_KEY = "labformat.completionTime"
 
 
 @dataclass(frozen=True)

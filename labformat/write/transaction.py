@@ -6,20 +6,32 @@ from typing import Any
 
 from pyspark.sql import types as T
 
+from labformat import config as C
 from labformat._faults import crash_point
 from labformat.context import TableContext
-from labformat.errors import LabformatError
+from labformat.errors import ConcurrentWriteError, LabformatError, LockTimeoutError
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.invalid_input import raise_invalid_input_from
 from labformat.fs_view import FileSystemView
+from labformat.heartbeat import Heartbeat, delete_heartbeats, heartbeat_status
+from labformat.lock import TableLock
 from labformat.metadata import write_metadata
 from labformat.model.base_file import BaseFile
-from labformat.model.commit import BLOOM_FILTER_BYTES_KEY, SPARK_SCHEMA_KEY, CommitMetadata, WriteStat
+from labformat.model.commit import (
+    BLOOM_FILTER_BYTES_KEY,
+    COMPLETION_TIME_KEY,
+    SPARK_SCHEMA_KEY,
+    CommitMetadata,
+    WriteStat,
+)
 from labformat.model.file_group import FileSlice
-from labformat.model.instant import Action, Instant
+from labformat.model.instant import WRITE_ACTIONS, Action, Instant
 from labformat.model.report import WriteReport
 from labformat.schema import avro_schema_json
 from labformat.timeline import Timeline
+from labformat.write.conflict import check_conflicts
+
+OCC = "OPTIMISTIC_CONCURRENCY_CONTROL"
 
 
 class WriteTransaction:
@@ -39,8 +51,17 @@ class WriteTransaction:
 
     The rules every write path shares:
 
-    - `start` first rolls back the instants of writers that died (one writer at a time, so a
-      pending instant is a failed one), then requests this write's instant and marks it inflight.
+    - The table lock (`labformat/lock.py`) is held only around timeline changes: in `start`
+      (roll back dead writers, take an instant time, request, inflight) and in `commit` (conflict
+      check, reconcile, metadata table, publish), as in Hudi's optimistic concurrency control;
+      never while Spark writes base files.
+    - From `start` to its end the writer's heartbeat (`labformat/heartbeat.py`) says it is alive.
+      `start` rolls back only instants whose heartbeat expired (their writers died). A live
+      writer's instant is left alone; in SINGLE_WRITER mode (the default) it refuses this write
+      with ConcurrentWriteError, in OPTIMISTIC_CONCURRENCY_CONTROL mode both go on.
+    - `commit` fails with WriteConflictError when a write completed after this write's snapshot
+      (the timeline pinned in `ctx` when it was planned) wrote one of its file groups; in both
+      modes, since a plan made on a stale snapshot loses rows whoever wrote in between.
     - An exception inside the block aborts: a started instant is rolled back at once (its base
       files and metadata table files deleted, a rollback instant recorded), so the table is as it
       was before the write; a write task's bad-input failure is re-raised as InvalidInputError.
@@ -53,8 +74,11 @@ class WriteTransaction:
       path; the instant is rolled back as if the write had failed.
     """
 
-    def __init__(self, ctx: TableContext, operation: str, action: Action = Action.COMMIT):
+    def __init__(self, ctx: TableContext, operation: str, action: Action = Action.COMMIT,
+                 options: C.Config | None = None):
         self.ctx = ctx
+        # The write's options (concurrency mode, lock and heartbeat settings); defaults when None.
+        self.options = options if options is not None else C.resolve(None, [C.Scope.WRITE])
         # The transaction's own timeline: its transitions reload it, so it follows this write's
         # instant, while the plan keeps reading the snapshot in `ctx`.
         self.timeline: Timeline | None = None
@@ -64,6 +88,7 @@ class WriteTransaction:
         self.rolled_back: tuple[str, ...] = ()  # instants of dead writers that `start` rolled back
         self.completed: Instant | None = None
         self._abandoned = False
+        self._heartbeat: Heartbeat | None = None
 
     @property
     def operation_type(self) -> str:
@@ -73,37 +98,59 @@ class WriteTransaction:
     # ---- the protocol -----------------------------------------------------------------------
 
     def start(self) -> Instant:
-        """Roll back the instants dead writers left, request this write's instant, mark it inflight."""
-        timeline = self.timeline = self.ctx.timeline.fresh()
-        self.rolled_back = tuple(r.rolled_back for r in timeline.rollback_pending())
-        self.instant = timeline.request(self.action, {"operationType": self.operation_type})
-        crash_point("after_requested")
-        self.instant = timeline.to_inflight(self.instant)
+        """Under the table lock: roll back the instants dead writers left, take an instant time,
+        start this writer's heartbeat, request the instant and mark it inflight."""
+        with self._lock():
+            timeline = self.timeline = self.ctx.timeline.fresh()
+            self.rolled_back = self._roll_back_dead_writers(timeline)
+            at = timeline.new_instant_time()
+            # The heartbeat first: no moment exists in which the instant is pending without one.
+            self._heartbeat = Heartbeat(self.ctx.storage, at, self.options.heartbeat_interval_ms / 1000,
+                                        self.options.heartbeat_tolerable_misses).start()
+            try:
+                self.instant = timeline.request(self.action, {"operationType": self.operation_type}, at=at)
+            except BaseException:
+                self._stop_heartbeat()
+                raise
+            crash_point("after_requested")
+            self.instant = timeline.to_inflight(self.instant)
+        crash_point("after_start")
         return self.instant
 
     def commit(self, stats: list[BaseFileStat], data_schema: T.StructType,
                extra: dict[str, str] | None = None) -> Instant:
-        """Complete the instant from its write tasks' stats: delete files of failed task attempts,
-        write the metadata table, then publish `<instant>.commit` atomically."""
+        """Complete the instant from its write tasks' stats, under the table lock: check for
+        conflicts, delete files of failed task attempts, write the metadata table, then publish
+        `<instant>.commit` atomically."""
         if self.instant is None:
             raise RuntimeError("commit() before start(): no instant to complete")
         crash_point("after_write")
         write_stats = tuple(s.to_write_stat() for s in sorted(stats, key=lambda s: s.path))
-        metadata = CommitMetadata(
-            operation_type=self.operation_type,
-            write_stats=write_stats,
-            extra_metadata={
-                "schema": avro_schema_json(data_schema, self.ctx.config.name),
-                SPARK_SCHEMA_KEY: data_schema.json(),
-                BLOOM_FILTER_BYTES_KEY: str(sum(s.bloom_bytes for s in stats)),
-                **(extra or {}),
-            },
-        )
-        self._reconcile({s.path for s in write_stats}, {s.partition_path for s in write_stats})
-        if self.ctx.config.metadata_enable:
-            self._write_metadata(write_stats, stats)
-        self.completed = self.timeline.complete(
-            self.instant, metadata.to_json(), before_publish=lambda: crash_point("before_publish"))
+        with self._lock() as lock:
+            timeline = self.timeline.reload()
+            self._check_still_pending(timeline)
+            check_conflicts(self.ctx.timeline, timeline, self.instant, write_stats)
+            metadata = CommitMetadata(
+                operation_type=self.operation_type,
+                write_stats=write_stats,
+                extra_metadata={
+                    "schema": avro_schema_json(data_schema, self.ctx.config.name),
+                    SPARK_SCHEMA_KEY: data_schema.json(),
+                    BLOOM_FILTER_BYTES_KEY: str(sum(s.bloom_bytes for s in stats)),
+                    COMPLETION_TIME_KEY: timeline.next_completion_time(),
+                    **(extra or {}),
+                },
+            )
+            self._reconcile({s.path for s in write_stats}, {s.partition_path for s in write_stats})
+            if self.ctx.config.metadata_enable:
+                self._write_metadata(write_stats, stats)
+
+            def before_publish() -> None:
+                crash_point("before_publish")
+                lock.verify()  # the last moment a lost lock can still stop the publish
+
+            self.completed = timeline.complete(self.instant, metadata.to_json(), before_publish=before_publish)
+        self._stop_heartbeat()
         crash_point("after_commit")
         return self.completed
 
@@ -113,15 +160,24 @@ class WriteTransaction:
         # A failed write rolls itself back rather than leaving it to the next writer: its files
         # go at once, and the rollback instant records that it happened. Only while the instant
         # is pending: a failure just after publishing must not undo a completed commit.
-        if self.instant is not None and self.completed is None and not self._abandoned:
-            # A failed task fails the job at once, but its sibling tasks run on and may still write
-            # their base files: rolled back before they finish, such a file would outlive the
-            # rollback, and readers (hudi-rs among them) take an uncommitted base file for data.
-            _wait_for_running_tasks(self.ctx.spark)
-            timeline = self.timeline.reload()
-            if any((i.time, i.action) == (self.instant.time, self.action) for i in timeline.pending()):
-                timeline.rollback(self.instant)
-                _sweep_stragglers(timeline, self.instant.time)
+        try:
+            if self.instant is not None and self.completed is None and not self._abandoned:
+                # A failed task fails the job at once, but its sibling tasks run on and may still write
+                # their base files: rolled back before they finish, such a file would outlive the
+                # rollback, and readers (hudi-rs among them) take an uncommitted base file for data.
+                _wait_for_running_tasks(self.ctx.spark)
+                try:
+                    self._roll_back_own_instant()
+                except LockTimeoutError as lock_exc:
+                    # Left pending, with its heartbeat gone (below): the next writer rolls it back.
+                    if exc is None:
+                        raise
+                    exc.add_note(f"labformat: instant {self.instant.time} was not rolled back ({lock_exc}); "
+                                 "the next writer rolls it back")
+                else:
+                    _sweep_stragglers(self.timeline, self.instant.time)
+        finally:
+            self._stop_heartbeat()
         if isinstance(exc, Exception) and not isinstance(exc, LabformatError):
             raise_invalid_input_from(exc)
 
@@ -131,8 +187,10 @@ class WriteTransaction:
         if self.completed is not None:
             raise RuntimeError(f"instant {self.completed.time} is already committed")
         if self.instant is not None and not self._abandoned:
+            # Markers first, heartbeat last: a pending instant without a heartbeat looks dead.
             self.timeline.abandon(self.instant)
         self._abandoned = True
+        self._stop_heartbeat()
         return WriteReport(self.operation, None, **{"rows_in": 0, **report, "rows_written": 0, "rows_inserted": 0,
                                                     "rolled_back": self.rolled_back})
 
@@ -140,11 +198,63 @@ class WriteTransaction:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc is not None:
-            self.abort(exc)
-        elif self.instant is not None and self.completed is None and not self._abandoned:
-            self.abort()
+        try:
+            if exc is not None:
+                self.abort(exc)
+            elif self.instant is not None and self.completed is None and not self._abandoned:
+                self.abort()
+        finally:
+            self._stop_heartbeat()
         return False  # the exception, if any, goes on (abort may have replaced it)
+
+    # ---- concurrency ------------------------------------------------------------------------
+
+    def _lock(self) -> TableLock:
+        return TableLock(self.ctx.storage, wait_s=self.options.lock_wait_time_ms / 1000,
+                         expire_s=self.options.lock_expire_minutes * 60)
+
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
+
+    def _roll_back_dead_writers(self, timeline: Timeline) -> tuple[str, ...]:
+        """Under the lock: roll back the pending write instants whose heartbeat expired; refuse to
+        start (single-writer mode) while a live writer's instant is in flight."""
+        interval_s, misses = self.options.heartbeat_interval_ms / 1000, self.options.heartbeat_tolerable_misses
+        pending = [i for i in timeline.pending() if i.action in WRITE_ACTIONS]
+        status = {i.time: heartbeat_status(self.ctx.storage, i.time, interval_s, misses) for i in pending}
+        live = [s for s in status.values() if s.alive]
+        if live and self.options.concurrency_mode != OCC:
+            other = live[0]
+            raise ConcurrentWriteError(
+                f"instant {other.instant_time} of another writer is in flight ({other.describe()}); "
+                "single-writer mode (hoodie.write.concurrency.mode=SINGLE_WRITER) lets one writer at a "
+                "time write the table: set hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL "
+                f"or retry once it has finished (a writer that died counts as dead "
+                f"{other.tolerance_s:g} s after its last heartbeat)")
+        results = timeline.rollback_pending(is_dead=lambda i: not status[i.time].alive)
+        delete_heartbeats(self.ctx.storage, keep={i.time for i in timeline.pending()})
+        return tuple(r.rolled_back for r in results)
+
+    def _check_still_pending(self, timeline: Timeline) -> None:
+        """ConcurrentWriteError when this write's instant is no longer pending: a writer that found
+        its heartbeat expired (this driver stalled) rolled it back."""
+        if not any((i.time, i.action) == (self.instant.time, self.action) for i in timeline.pending()):
+            raise ConcurrentWriteError(
+                f"instant {self.instant.time} of this write was rolled back by another writer, which found "
+                "its heartbeat expired (this writer stalled for longer than hoodie.client.heartbeat."
+                "interval_in_ms x (tolerable misses + 1)); nothing was committed")
+
+    def _roll_back_own_instant(self) -> None:
+        """Under the lock: roll back this write's instant if still pending; if another writer rolled it
+        back already, delete whatever this write wrote after that."""
+        with self._lock():
+            timeline = self.timeline.reload()
+            if any((i.time, i.action) == (self.instant.time, self.action) for i in timeline.pending()):
+                timeline.rollback(self.instant)
+            else:
+                timeline.delete_files_of(self.instant.time)
 
     # ---- inside commit ----------------------------------------------------------------------
 

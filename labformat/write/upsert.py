@@ -407,7 +407,7 @@ def run(ctx: TableContext, df: DataFrame, cfg: Config, operation: Operation):
                           "a BUCKET table's layout is fixed, so neither switch to nor from BUCKET")
     steps = StepRecorder(ctx.spark)
     # The transaction spans every step: a task's bad-input failure in any of them becomes InvalidInputError.
-    with WriteTransaction(ctx, operation) as tx:
+    with WriteTransaction(ctx, operation, options=cfg) as tx:
         with steps.step("validate"):
             ctx.validate_input(df, need_precombine=operation == Operation.UPSERT,
                                writes_rows=operation != Operation.DELETE)

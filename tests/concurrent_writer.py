@@ -1,0 +1,48 @@
+"""A writer process for the concurrency tests: one write of telemetry rows, its outcome printed as one JSON line.
+
+    python -m tests.concurrent_writer <table path> <upsert|bulk_insert> '<spec JSON>'
+
+spec: `n`, `start`, `prefix` (the rows, as `tests.helpers.telemetry` makes them), `parity` (keep
+rows whose id has it: 0 is day 2024-01-15, 1 is 2024-01-16), `battery` (an update: every row gets
+this battery_pct and a newer updated_at), `options` (the write's options), `begin_file` (once its
+Spark session is up, the writer waits for this file before it opens the table: the test prepares
+the table meanwhile). Pause and crash points come from the environment (`labformat/_faults.py`).
+"""
+
+import json
+import os
+import sys
+import time
+
+from pyspark.sql import functions as F
+
+import labformat as lf
+from tests.helpers import telemetry
+
+if __name__ == "__main__":
+    path, operation, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    spark = lf.spark_session(master="local[1]", **{
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "1",
+        "spark.default.parallelism": "1",
+    })
+    df = telemetry(spark, spec["n"], partitions=1, start=spec.get("start", 0), prefix=spec.get("prefix", "2024011509"))
+    if "parity" in spec:
+        df = df.where(F.col("signal_dbm") % 2 == spec["parity"])
+    if "battery" in spec:
+        df = df.withColumn("battery_pct", F.lit(float(spec["battery"]))).withColumn(
+            "updated_at", F.col("updated_at") + F.expr("INTERVAL 1 DAY"))
+    deadline = time.monotonic() + 300
+    while spec.get("begin_file") and not os.path.exists(spec["begin_file"]):
+        if time.monotonic() > deadline:
+            sys.exit("the test never created the begin file")
+        time.sleep(0.02)
+    table = lf.Table.open(spark, path)
+    try:
+        report = getattr(table, operation)(df, spec.get("options"))
+        outcome = {"instant": report.instant, "rows_written": report.rows_written,
+                   "rows_updated": report.rows_updated, "rolled_back": list(report.rolled_back)}
+    except lf.LabformatError as exc:
+        outcome = {"error": type(exc).__name__, "message": str(exc)}
+    print(json.dumps(outcome), flush=True)
