@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from pyspark.sql import types as T
 
@@ -31,10 +32,16 @@ def data_schema_of(schema: T.StructType) -> T.StructType:
     return T.StructType([f for f in schema.fields if f.name not in META_COLUMNS])
 
 
+# A name Avro accepts for a record or a field; the commit's schema is Avro, read by every Hudi reader.
+AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def check_writable(schema: T.StructType) -> None:
     """Raise InvalidInputError unless every column of a write's input can be written: a flat column
     of a supported type, under a name that is neither a Hudi meta column, nor a labformat helper
-    column (`_lf_...`), nor a dotted name (Spark would read `a.b` as field b of a column a).
+    column (`_lf_...`), nor a dotted name (Spark would read `a.b` as field b of a column a), nor
+    any other name Avro does not allow (the commit's schema is Avro: Hudi's readers, hudi-rs
+    among them, fail on a table with a column `drone-id`, `my col` or `tëst`).
 
     Checked on the input's own schema, before any pass over the data and before an instant starts.
     """
@@ -46,6 +53,9 @@ def check_writable(schema: T.StructType) -> None:
             problems.append(f"column {f.name!r} starts with {INTERNAL_PREFIX!r}, the prefix of labformat's helper columns")
         elif "." in f.name:
             problems.append(f"column name {f.name!r} contains a dot")
+        elif not AVRO_NAME.fullmatch(f.name):
+            problems.append(f"column name {f.name!r} is no Avro name (ASCII letters, digits and '_', not starting "
+                            "with a digit), which Hudi's readers need; rename it, e.g. with withColumnRenamed")
         elif isinstance(f.dataType, NESTED_TYPES):
             problems.append(f"column {f.name!r} is {f.dataType.simpleString()}: nested columns (array, map, "
                             "struct) are not supported")
@@ -103,7 +113,11 @@ def avro_record(schema: T.StructType, name: str) -> dict:
 
 def avro_schema_json(data_schema: T.StructType, table_name: str) -> str:
     """The Avro schema Hudi keeps in a commit's extraMetadata.schema (data columns only)."""
-    safe = "".join(ch if ch.isalnum() else "_" for ch in table_name) or "table"
+    # Avro names are [A-Za-z_][A-Za-z0-9_]*, ASCII only: hudi-rs's Avro parser panics on a record
+    # named after a table called "tä" (str.isalnum() would keep the "ä").
+    safe = re.sub(r"[^A-Za-z0-9_]", "_", table_name) or "table"  # AVRO_NAME, once a leading digit is prefixed
+    if safe[0].isdigit():
+        safe = f"_{safe}"
     record = avro_record(data_schema, f"{safe}_record")
     record["namespace"] = f"hoodie.{safe}"
     return json.dumps(record)

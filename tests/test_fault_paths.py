@@ -13,7 +13,7 @@ from labformat import config as C
 from labformat import properties as P
 from labformat.context import TableConfig
 from labformat.storage import Storage
-from tests.helpers import tree
+from tests.helpers import hudi_snapshot, tree
 
 REFUSED = "refused"  # InvalidInputError, no file outside the table's folder, the table's rows and data files unchanged
 KEPT = "kept"  # committed inside the table's folder, read back row for row
@@ -129,6 +129,9 @@ def test_glob_characters_in_paths_read_back_every_row(spark, tmp_path, case, fol
     assert _read_back(lf.Table.open(spark, tmp_path / folder)) == expected
     df, report = table.query(F.col("p") == value)
     assert sorted(r.k for r in df.collect()) == ["k0", "k2"] and report.rows_returned == 2
+    # Apache Hudi's own reader (hudi-rs) finds the same rows under the same folders.
+    theirs = hudi_snapshot(tmp_path / folder, key="k")
+    assert list(zip(theirs.k, theirs.p, theirs.u)) == expected
 
 
 # ---- case 4: the string 'default' and null share a folder; pruning keeps both -------------------
@@ -230,6 +233,10 @@ def test_a_name_with_java_special_characters_reopens_unchanged(spark, tmp_path):
     reopened = lf.Table.open(spark, tmp_path / "t")
     assert reopened.name == name and reopened.record_key == "k"
     assert (tmp_path / "t" / ".hoodie" / "hoodie.properties").read_bytes().isascii()
+    # hudi-rs parses the escaped properties too: it finds the record key field and reads the rows.
+    reopened.bulk_insert(spark.createDataFrame([("k1", 1)], "k string, u int"))
+    theirs = hudi_snapshot(tmp_path / "t", key="k")
+    assert list(theirs.k) == ["k1"] and list(theirs._hoodie_record_key) == ["k1"]
 
 
 def test_the_config_of_a_bad_name_is_never_built():

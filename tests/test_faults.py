@@ -134,6 +134,11 @@ FAULTS = [
     Fault("null-typed column on a new table", bulk_insert(with_column("nothing", lambda: F.lit(None))), InvalidInputError, table="new", match="nothing"),
     Fault("map column on upsert", upsert(with_column("m", lambda: F.create_map(F.lit("k"), F.lit(1)))), InvalidInputError, table="new", match="'m'"),
     Fault("dotted column name", bulk_insert(with_column("a.b", lambda: F.lit(1))), InvalidInputError, table="new", match="a.b"),
+    # Found beyond the list: hudi-rs cannot read a table whose schema has a name Avro refuses.
+    Fault("dashed column name", bulk_insert(with_column("drone-id", lambda: F.lit(1))), InvalidInputError, table="new", match="drone-id"),
+    Fault("column name with a space on upsert", upsert(with_column("my col", lambda: F.lit(1))), InvalidInputError, match="my col"),
+    Fault("non-ASCII column name", bulk_insert(with_column("tëst", lambda: F.lit(1))), InvalidInputError, table="new", match="tëst"),
+    Fault("column name starting with a digit", bulk_insert(with_column("1st", lambda: F.lit(1))), InvalidInputError, table="new", match="1st"),
     Fault("column named _lf_key on upsert", upsert(with_column("_lf_key", lambda: F.lit("x"))), InvalidInputError, table="new", match="_lf_key"),
     Fault("column with the helper prefix", bulk_insert(with_column("_lf_mine", lambda: F.lit(1))), InvalidInputError, table="new", match="_lf_mine"),
     Fault("missing base file on read", lambda t, s: t.read().count(), CorruptTableError, remove_base_file, match=".parquet"),

@@ -29,6 +29,8 @@ REQUIRED_CHARTS = {
     "key-level bloom funnel": "key-funnel-clean",
     "bloom filter sizes": "bloom-filter-sizes",
     "bulk insert timeline and its 16-core projection": "task-timeline-bulk-insert",
+    # The concurrency issue's: two writers on one file group, one commit and one conflict.
+    "two writers' race": "race-conflict",
 }
 
 
@@ -36,10 +38,10 @@ def read(path):
     return nbformat.read(path, as_version=4)
 
 
-def test_the_workshop_is_four_staged_notebooks_with_solutions_beside_them():
+def test_the_workshop_is_five_staged_notebooks_with_solutions_beside_them():
     names = [p.name for p in LEARNER]
     assert names == ["00-setup-and-dataset.ipynb", "01-bulk-insert.ipynb", "02-daily-upserts.ipynb",
-                     "03-query-skipping.ipynb"]
+                     "03-query-skipping.ipynb", "05-concurrent-writers.ipynb"]
     assert [p.name for p in SOLUTIONS] == names
 
 

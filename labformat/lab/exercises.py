@@ -207,3 +207,17 @@ def skipped_share(exercise: str, answer, timings: pd.DataFrame, query: str) -> C
                  f"Skipping dropped {files - read} of {files} base files.",
                  "a file can be skipped only when its [min, max] of the filtered column excludes the value; "
                  "what are the min and max drone_id of a file that holds a few minutes of every drone?")
+
+
+# ------------------------------------------------------------------ 05: concurrent writers
+
+def writers_conflict(exercise: str, answer, runs) -> Check:
+    """Whether the race `runs` (lab.concurrency.race) ended in a WriteConflictError: True or False."""
+    expected = any(r.outcome == "WriteConflictError" for r in runs)
+    shared = "the two writers' hours lie in one base file's key range: both rewrite that file group"
+    apart = "the two writers' hours lie in different base files: each rewrites its own file group"
+    explanation = f"{shared}, so the one that commits second conflicts" if expected else f"{apart}, so both commit"
+    hint = "compare each hour with the key ranges of the files above: a conflict is a shared file group, not a shared key."
+    if answer is not None and not isinstance(answer, bool):
+        return Check(exercise, answer, expected, False, explanation, f"answer True or False. {hint}")
+    return check(exercise, answer, expected, explanation, hint)

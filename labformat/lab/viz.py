@@ -615,3 +615,44 @@ def plot_bloom_sweep(frame: pd.DataFrame, axes=None):
         ax.set_xlim(-0.5, len(filters) - 0.5)
         ax.tick_params(labelleft=True)
     return [ax_pairs, ax_fp, ax_read]
+
+
+# ---------------------------------------------------------------- concurrent writers
+
+_OUTCOME_MARK = {"committed": ("o", "tab:green")}  # anything else (a conflict, a refusal): a red cross
+
+
+def plot_race(runs, ax=None, title: str | None = None):
+    """Two writers' race (`lab.concurrency.race`), one lane each on a time axis: planning and writing
+    as bars, the time writer A was held as a hatched gap, where each instant started (its instant
+    time) as a tick and how each writer ended as a mark at its end."""
+    ax = _new_ax(ax)
+    lanes = {r.writer: i for i, r in enumerate(sorted(runs, key=lambda r: r.writer, reverse=True))}
+    for r in runs:
+        y = lanes[r.writer]
+        held_from = r.inflight_s if r.released_s is not None and r.inflight_s is not None else None
+        if held_from is not None:
+            ax.barh(y, held_from - r.began_s, left=r.began_s, height=0.45, color="tab:blue", alpha=0.6)
+            ax.barh(y, r.released_s - held_from, left=held_from, height=0.45, color="none", edgecolor="grey",
+                    hatch="//", label="held (instant inflight, nothing written)")
+            ax.barh(y, r.ended_s - r.released_s, left=r.released_s, height=0.45, color="tab:blue", alpha=0.6)
+        else:
+            ax.barh(y, r.ended_s - r.began_s, left=r.began_s, height=0.45, color="tab:blue", alpha=0.6)
+        if r.inflight_s is not None:
+            ax.plot([r.inflight_s] * 2, [y - 0.3, y + 0.3], color="black", lw=1.5)
+            ax.annotate("instant inflight", (r.inflight_s, y + 0.3), xytext=(2, 2),
+                        textcoords="offset points", fontsize="small")
+        marker, color = _OUTCOME_MARK.get(r.outcome, ("X", "tab:red"))
+        ax.plot(r.ended_s, y, marker=marker, color=color, markersize=11, zorder=3)
+        ax.annotate(r.outcome, (r.ended_s, y), xytext=(10, -4), textcoords="offset points")
+    ax.set_yticks(list(lanes.values()))
+    ax.set_yticklabels([f"writer {w}" for w in lanes])
+    ax.set_ylim(-0.7, len(lanes) - 0.3)
+    right = max(r.ended_s for r in runs)
+    ax.set_xlim(0, right * 1.25 + 0.1)  # room for the outcome's name
+    ax.set_xlabel("seconds since the race began")
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles[:1], labels[:1], loc="lower right", fontsize="small")
+    ax.set_title(title or "Two writers, one table")
+    return ax
