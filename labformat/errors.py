@@ -56,3 +56,10 @@ class LockTimeoutError(ConcurrentWriteError, TimeoutError):
 class WriteConflictError(ConcurrentWriteError):
     """A write that completed after this write's snapshot wrote one of the file groups this write
     rewrote: committing would lose its rows, so this write was rolled back instead."""
+
+    def __init__(self, message: str, instant: str | None = None, other: str | None = None,
+                 file_groups: tuple[tuple[str, str], ...] = ()):
+        super().__init__(message)
+        self.instant = instant  # this write's instant, rolled back
+        self.other = other  # the commit it lost to
+        self.file_groups = file_groups  # (partition path, file id) both wrote

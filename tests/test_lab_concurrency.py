@@ -78,6 +78,7 @@ def test_occ_race_on_one_file_group_commits_b_and_fails_a(two_file_table):
     b = _corrected(t, first_hour & (F.col("drone_id") >= "drone0030"), 102.0)  # other keys, the same file group
     runs = cc.race(t, a, b, cc.OCC)
     assert [r.outcome for r in runs] == ["WriteConflictError", "committed"]
+    assert runs[1].instant in runs[0].message and runs[0].instant and runs[0].instant < runs[1].instant
     assert runs[0].began_s == 0 and runs[0].inflight_s <= runs[1].began_s <= runs[1].ended_s <= runs[0].released_s
     assert _battery(t, 101.0) == 0 and _battery(t, 102.0) == runs[1].rows_updated == 30
     assert ex.writers_conflict("x", True, runs).right and not ex.writers_conflict("x", False, runs).right

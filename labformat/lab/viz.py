@@ -640,7 +640,8 @@ def plot_race(runs, ax=None, title: str | None = None):
             ax.barh(y, r.ended_s - r.began_s, left=r.began_s, height=0.45, color="tab:blue", alpha=0.6)
         if r.inflight_s is not None:
             ax.plot([r.inflight_s] * 2, [y - 0.3, y + 0.3], color="black", lw=1.5)
-            ax.annotate("instant inflight", (r.inflight_s, y + 0.3), xytext=(2, 2),
+            ax.annotate("instant inflight" if r.released_s is None else "instant inflight, held",
+                        (r.inflight_s, y + 0.3), xytext=(2, 2),
                         textcoords="offset points", fontsize="small")
         marker, color = _OUTCOME_MARK.get(r.outcome, ("X", "tab:red"))
         ax.plot(r.ended_s, y, marker=marker, color=color, markersize=11, zorder=3)

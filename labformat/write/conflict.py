@@ -45,4 +45,5 @@ def check_conflicts(snapshot: Timeline, current: Timeline, own: Instant, written
             raise WriteConflictError(
                 f"write conflict: commit {other.time}, completed after this write read the table, also "
                 f"wrote file group(s) {named}{more}. This write (instant {own.time}) was rolled back and "
-                "the table is as it was before it; run it again to plan it on the new snapshot")
+                "the table is as it was before it; run it again to plan it on the new snapshot",
+                instant=own.time, other=other.time, file_groups=tuple(shared))
