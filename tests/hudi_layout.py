@@ -176,9 +176,12 @@ class _FileGroup:
     instant: str | None = None
 
 
-def write_table(root: str, layout: Layout, commits: list[list[dict]], schema: pa.Schema = SCHEMA) -> str:
+def write_table(root: str, layout: Layout, commits: list[list[dict]], schema: pa.Schema = SCHEMA,
+                extra_properties: dict[str, str] | None = None, file_id_prefix=None) -> str:
     """Write `commits` (each a batch of records, upserted in turn) as Hudi would: one file group per
-    partition, rewritten whole when a later commit updates or adds records to it. Returns `root`."""
+    partition, rewritten whole when a later commit updates or adds records to it. Returns `root`.
+    `file_id_prefix(partition)`: the first 8 characters of the partition's file id (a bucket table's
+    `0000000b` bucket number), else random."""
     os.makedirs(os.path.join(root, ".hoodie"), exist_ok=True)
     for folder in (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", "archived"):
         os.makedirs(os.path.join(root, ".hoodie", folder), exist_ok=True)
@@ -201,6 +204,7 @@ def write_table(root: str, layout: Layout, commits: list[list[dict]], schema: pa
         "hoodie.datasource.write.hive_style_partitioning": str(layout.hive_style).lower(),
         "hoodie.table.create.schema": avro,
         "hoodie.table.checksum": "1",
+        **(extra_properties or {}),
     }
     text = "#Properties saved on 2024-04-18T22:32:13.522Z\n#Thu Apr 18 17:32:13 CDT 2024\n" + "".join(
         f"{k}={_java_escape(v)}\n" for k, v in props.items())
@@ -213,7 +217,12 @@ def write_table(root: str, layout: Layout, commits: list[list[dict]], schema: pa
         touched: dict[str, tuple[_FileGroup, int, int, str]] = {}
         for r in batch:
             part = layout.partition_of(r)
-            group = groups.setdefault(part, _FileGroup(part, f"{uuid.uuid4()}-0", {}))
+            if part not in groups:
+                file_id = f"{uuid.uuid4()}-0"
+                if file_id_prefix is not None:
+                    file_id = f"{file_id_prefix(part)}{file_id[8:]}"
+                groups[part] = _FileGroup(part, file_id, {})
+            group = groups[part]
             key = layout.record_key_of(r)
             before = touched.get(part, (group, 0, 0, group.instant or "null"))
             updated = key in group.rows
