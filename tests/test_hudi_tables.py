@@ -273,6 +273,16 @@ def test_timestamp_based_partition_paths_follow_hudis_rules(spark):
                            K.OUTPUT_DATE_FORMAT: "yyyyMMdd"}) == "20230401"
     assert path("text", **{K.INPUT_DATE_FORMAT: "yyyy-MM-dd'T'HH:mm:ss.SSSZ", K.OUTPUT_DATE_FORMAT: "yyyy/MM/dd/HH",
                            K.TIMEZONE: "Asia/Kolkata"}) == "2023/04/01/17"
+    # Text without an offset is read in the input zone; micro-seconds and timestamps by their instant.
+    assert path("text", **{K.INPUT_DATE_FORMAT: "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'", K.TIMESTAMP_TYPE: "DATE_STRING",
+                           K.INPUT_TIMEZONE: "Asia/Tokyo", K.OUTPUT_TIMEZONE: "UTC",
+                           K.OUTPUT_DATE_FORMAT: "yyyy-MM-dd HH"}) == "2023-04-01 03"
+    micros = df.withColumn("us", F.col("ms") * 1000).withColumn("ts", F.timestamp_millis("ms"))
+    for field, ttype in (("us", "EPOCHMICROSECONDS"), ("ts", "EPOCHMILLISECONDS")):
+        gen = K.KeyGenerator.from_properties({K.KEYGEN_CLASS: K.TIMESTAMP_BASED, K.TIMESTAMP_TYPE: ttype,
+                                              K.OUTPUT_DATE_FORMAT: "yyyy/MM/dd/HH:mm"}, "ms", field, True)
+        assert micros.select(gen.partition_path_column("default", micros.schema).alias("p")).first().p \
+            == f"{field}=2023/04/01/12:01"
     # A null value is epoch 1 in the type's unit, as in Hudi.
     assert path("missing", **{K.TIMESTAMP_TYPE: "UNIX_TIMESTAMP", K.OUTPUT_DATE_FORMAT: "yyyy-MM-dd'T'HH:mm:ss"}) \
         == "1970-01-01T00:00:01"
@@ -418,3 +428,29 @@ def test_queries_on_hudi_tables_return_the_matching_rows(spark, tmp_path, case, 
     expected = sorted(r.id for r in table.read().filter(condition).collect())
     assert sorted(r.id for r in rows.collect()) == expected and expected
     assert (report.funnel["after_partition_pruning"], report.funnel["files_read"]) == (after_partitions, files_read)
+
+
+@pytest.mark.spark
+def test_bulk_insert_into_a_complex_key_table_writes_hudis_keys(spark, tmp_path):
+    path, layout = _build(tmp_path, "complex_hive")
+    table = lf.Table.open(spark, path)
+    new = [H.row(7, "Gus", 10, 300, 700), H.row(8, "Hal", 50, 100, 800)]
+    table.bulk_insert(_spark_rows(spark, table, new))
+    got = ours(table)
+    assert _data(got) == _model([SECOND[0], FIRST[1], FIRST[2], SECOND[1]] + new)
+    assert {r["_hoodie_record_key"]: r["_hoodie_partition_path"] for r in got if r["id"] >= 7} == {
+        "id:7,name:Gus": "byteField=10/shortField=300", "id:8,name:Hal": "byteField=50/shortField=100"}
+    assert_same_as_hudi_rs(got, path, layout)
+
+
+@pytest.mark.spark
+def test_a_time_the_input_formats_cannot_parse_is_bad_input_and_leaves_the_table_as_it_was(spark, tmp_path):
+    from tests.helpers import tree
+
+    path, _ = _build(tmp_path, "timestamp_date_string")
+    table = lf.Table.open(spark, path)
+    before = {k: v for k, v in tree(path).items() if not k.startswith(".hoodie")}
+    with pytest.raises(lf.InvalidInputError, match="not a date"):
+        table.upsert(_spark_rows(spark, table, [H.row(9, "Ivy", 10, 300, 900) | {"ts_str": "not a date"}]))
+    assert {k: v for k, v in tree(path).items() if not k.startswith(".hoodie")} == before
+    assert len(ours(table)) == 4
