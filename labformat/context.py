@@ -298,3 +298,5 @@ class TableContext:
         if missing:
             raise InvalidInputError(f"input lacks column(s) {missing}; the table needs {needed}"
                                     + (" (this first write fixes the table's columns)" if first else ""))
+        if not conf.populate_meta_fields:
+            keygen.check_key_types(df.schema)

@@ -226,6 +226,19 @@ class KeyGenerator:
             folders.append(F.concat(F.lit(f"{name}="), value) if self.hive_style else value)
         return folders[0] if len(folders) == 1 else F.concat_ws("/", *folders)
 
+    def check_key_types(self, schema) -> None:
+        """InvalidInputError unless each record-key field of `schema` (Spark) is a type whose string form
+        pyarrow and Spark agree on: what a table without meta fields needs, since its stored keys are
+        computed by the write tasks in pyarrow and the incoming ones in Spark."""
+        from pyspark.sql import types as T
+
+        allowed = (T.StringType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.BooleanType, T.DateType)
+        bad = [f"{f.name} ({f.dataType.simpleString()})" for f in schema.fields
+               if f.name in self.record_key_fields and not isinstance(f.dataType, allowed)]
+        if bad:
+            raise InvalidInputError(f"record key field(s) {', '.join(bad)}: a table without meta fields needs "
+                                    "string, integer, boolean or date key fields; table unchanged")
+
     def record_keys_arrow(self, table: pa.Table) -> pa.Array:
         """The record keys of a base file's rows, from their key fields (tables without meta fields):
         the same strings `record_key_column` gives for the same values."""
@@ -233,8 +246,9 @@ class KeyGenerator:
         for name in self.record_key_fields:
             column = table.column(name).combine_chunks()
             if not any(check(column.type) for check in _ARROW_KEY_TYPES):
-                raise InvalidInputError(f"record key field {name!r} is {column.type}: a table without meta fields "
-                                        "needs string, integer, boolean or date key fields")
+                # Checked on the driver first (`check_key_types`); this marker reaches it from a task.
+                raise ValueError(f"{INVALID_INPUT_MARKER} record key field {name!r} is {column.type}: a table "
+                                 "without meta fields needs string, integer, boolean or date key fields")
             columns.append(pc.cast(column, pa.string()))
         if self.single_field_key:
             return columns[0]

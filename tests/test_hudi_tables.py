@@ -454,3 +454,12 @@ def test_a_time_the_input_formats_cannot_parse_is_bad_input_and_leaves_the_table
         table.upsert(_spark_rows(spark, table, [H.row(9, "Ivy", 10, 300, 900) | {"ts_str": "not a date"}]))
     assert {k: v for k, v in tree(path).items() if not k.startswith(".hoodie")} == before
     assert len(ours(table)) == 4
+
+
+def test_a_table_without_meta_fields_refuses_key_fields_whose_string_form_is_ambiguous():
+    gen = K.KeyGenerator(K.COMPLEX, ("id", "score"), (), False)
+    gen.check_key_types(T.StructType([T.StructField("id", T.IntegerType()), T.StructField("score", T.StringType())]))
+    with pytest.raises(lf.InvalidInputError, match="score"):
+        gen.check_key_types(T.StructType([T.StructField("id", T.IntegerType()), T.StructField("score", T.DoubleType())]))
+    with pytest.raises(ValueError, match="score"):
+        gen.record_keys_arrow(pa.table({"id": [1], "score": [1.5]}))
