@@ -145,3 +145,25 @@ def test_hudi_rs_and_labformat_merge_a_hand_built_merge_on_read_table_alike(tmp_
     assert dict(zip(theirs.column("k").to_pylist(), theirs.column("v").to_pylist())) == expected
     ours = merge_file_slice(storage, f"p1/{base}", [f"p1/{n}" for n in logs], "u")
     assert dict(zip(ours.column("k").to_pylist(), ours.column("v").to_pylist())) == expected
+
+
+def test_bloom_exact_check_finds_keys_only_a_slices_log_files_hold(tmp_path):
+    """The BLOOM index's per-file check on a merge-on-read slice: the base file's filter, and the keys its
+    log files hold (k9 is in a log only; k7 nowhere); a key in a rolled-back block does not count."""
+    from labformat.fileformat.bloom_filter import BloomFilter
+    from labformat.index.base import FILE_ID, KEY, PART
+    from labformat.index.bloom import check_file
+
+    expected, storage, base, logs = build_table(tmp_path / "t")
+    storage.write_bytes(f"p1/{LogFile('fg-0', I1, 5, '0-9-0').name}", L.avro_data_block(
+        rows(("k9", "20240101000000006", 1, 9.0)), WRITER_SCHEMA, "20240101000000006").to_bytes())
+    logs = [f"p1/{n}" for n in logs] + [f"p1/{LogFile('fg-0', I1, 5, '0-9-0').name}"]
+    bloom = BloomFilter.for_keys(pa.array(["k0", "k1", "k2", "k3"]), 1e-9, num_entries=100).to_base64()
+    probe = ["k1", "k9", "k7", "k0"]
+    candidates = pa.table({PART: ["p1"] * 4, KEY: probe, FILE_ID: ["fg-0"] * 4, "path": [f"p1/{base}"] * 4})
+    out = check_file(candidates, str(tmp_path / "t"), {f"p1/{base}": bloom}, {f"p1/{base}": logs})
+    found = sorted(k for k in out.column(KEY).to_pylist() if k is not None)
+    assert found == ["k0", "k1", "k9"]
+    # Without its logs the slice's base file alone knows k0 and k1 only.
+    out = check_file(candidates, str(tmp_path / "t"), {f"p1/{base}": bloom})
+    assert sorted(k for k in out.column(KEY).to_pylist() if k is not None) == ["k0", "k1"]
