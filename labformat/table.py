@@ -29,6 +29,7 @@ from labformat.read.query import ScanPlan, plan_scan, run_query
 from labformat.storage import Storage
 from labformat.timeline import TIMELINE_DIR, Timeline
 from labformat.write import bulk_insert as _bulk_insert
+from labformat.write import compaction as _compaction
 from labformat.write import upsert as _upsert
 
 
@@ -230,6 +231,15 @@ class Table:
         """
         _require_spark_dataframe(keys_df, "delete")
         return _upsert.run(self.context(), keys_df, C.resolve(options, [C.Scope.WRITE]), Operation.DELETE)
+
+    def compact(self, options: Mapping[str, Any] | None = None) -> WriteReport:
+        """Merge-on-read: merge every file slice that has log files into a new base file (Hudi's
+        compaction: `<instant>.compaction.requested` holds the plan, `<instant>.commit` completes it).
+
+        The report's details give the strategy, the plan (file slices, their log files and bytes) and
+        the bytes read; its files are the new base files. No slice with logs: instant None.
+        """
+        return _compaction.run(self.context(), C.resolve(options, [C.Scope.WRITE]))
 
     def rebuild_metadata(self) -> RebuildReport:
         """Recompute the metadata table for the latest commit from the base files (see labformat.metadata)."""

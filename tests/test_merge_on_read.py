@@ -256,3 +256,67 @@ def test_writer_killed_during_a_delta_commit_is_rolled_back_with_its_log_files(s
     assert not list((path / ".hoodie/.temp").rglob("*.marker.APPEND"))
     assert [i.action.value for i in reopened.timeline()] == ["deltacommit", "rollback", "deltacommit"]
     assert_agrees_with_hudi(reopened, path, {**before, key: 55.0})
+
+
+@pytest.mark.slow
+def test_writer_killed_during_a_compaction_is_rolled_back(spark, mor):
+    """v6 MOR 1 bulk insert, 1 upsert, 1 compaction killed after writing its base files, 1 upsert by the next
+    writer: the compaction's base files and instant files go, the slices keep their logs, hudi-rs agrees."""
+    t, path, first = mor
+    key = sorted(values(snapshot(t.read())))[0]
+    t.upsert(corrections(spark, [key], 66.0))
+    before = values(snapshot(t.read()))
+    parquet_before = set(path.rglob("*.parquet"))
+    crash(path, "compact", "after_write")
+    leftovers = set(path.rglob("*.parquet")) - parquet_before
+    assert leftovers and list(path.glob(".hoodie/*.compaction.inflight"))
+    reopened = lf.Table.open(spark, path)
+    assert_agrees_with_hudi(reopened, path, before)
+    report = reopened.upsert(corrections(spark, [key], 67.0, seconds=10_001))
+    assert len(report.rolled_back) == 1 and all(not p.exists() for p in leftovers)
+    assert not list(path.glob(".hoodie/*.compaction.*"))
+    assert [i.action.value for i in reopened.timeline()] == ["deltacommit", "deltacommit", "rollback", "deltacommit"]
+    assert_agrees_with_hudi(reopened, path, {**before, key: 67.0})
+
+
+def test_compaction_merges_each_slice_with_logs_into_a_new_base_file(spark, mor):
+    """v6 MOR 1 bulk insert, 2 upserts, 1 delete, 1 compaction, 1 upsert: the compaction's new slices have no
+    logs, the later upsert appends to them, and labformat and hudi-rs agree at every step and as of each."""
+    t, path, first = mor
+    expected = values(snapshot(t.read()))
+    keys = sorted(expected)[:3]
+    t.upsert(corrections(spark, keys[:2], 11.0))
+    t.upsert(corrections(spark, keys[1:], 12.0, seconds=10_001))
+    t.delete(telemetry(spark, 40).where(F.col("record_key") == keys[0]).select("record_key", "day"))
+    expected.update({keys[1]: 12.0, keys[2]: 12.0})
+    del expected[keys[0]]
+    before = t.timeline()[-1].time
+    with_logs = [s for s in t.file_slices() if s.has_logs]
+    assert with_logs
+    report = t.compact()
+    assert report.details["file_slices_compacted"] == len(with_logs) == report.files_rewritten
+    assert report.details["log_files_compacted"] == sum(len(s.log_paths) for s in with_logs) >= 3
+    plan = json.loads((path / f".hoodie/{report.instant}.compaction.requested").read_text())
+    assert sorted(o["fileId"] for o in plan["operations"]) == sorted(s.file_id for s in with_logs)
+    assert (path / f".hoodie/{report.instant}.commit").exists()
+    assert [i.action.value for i in t.timeline()][-1] == "commit"
+    assert not t.context().timeline.pending()
+    assert not any(s.has_logs for s in t.file_slices())
+    assert_agrees_with_hudi(t, path, expected)
+    # Read-optimized reads the compacted base files: now the same as the snapshot.
+    assert values(snapshot(t.read(options={"query_type": "READ_OPTIMIZED"}))) == expected
+    assert values(hudi_read(path, read_optimized=True)) == expected
+    # Time travel before the compaction reads the old slices with their logs.
+    assert_agrees_with_hudi(t, path, expected, as_of=before)
+    assert_agrees_with_hudi(t, path, values(snapshot(t.read(as_of=first.instant))), as_of=first.instant)
+    # A later update appends the first log file of the compacted slice.
+    later = t.upsert(corrections(spark, [keys[2]], 13.0, seconds=10_002))
+    log = LogFile.parse(later.files[0].path)
+    assert later.log_files_written == 1 and log.base_instant_time == report.instant and log.version == 1
+    expected[keys[2]] = 13.0
+    assert_agrees_with_hudi(t, path, expected)
+    assert t.compact().instant is not None and t.compact().instant is None  # nothing left to compact
+    assert_agrees_with_hudi(t, path, expected)
+    cow = lf.Table.create(spark, path.parent / "cow")
+    with pytest.raises(ConfigError, match="COPY_ON_WRITE"):
+        cow.compact()
