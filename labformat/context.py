@@ -31,6 +31,8 @@ _FIXED_PROPERTIES = {
 }
 POPULATE_META_FIELDS = "hoodie.populate.meta.fields"
 CREATE_SCHEMA = "hoodie.table.create.schema"
+COPY_ON_WRITE = "COPY_ON_WRITE"
+MERGE_ON_READ = "MERGE_ON_READ"
 # A table's metadata flags as hoodie.properties stores them; absent means off, as in a table Hudi
 # wrote without them (the registry's defaults are what `Table.create` writes for a new table).
 _STORED_FLAGS = ("metadata_enable", "column_stats_enable", "bloom_filter_enable")
@@ -90,6 +92,11 @@ class TableConfig:
     # record keys or partition paths, so every lookup computes keys from the key fields.
     populate_meta_fields: bool = True
     create_schema: str | None = None  # hoodie.table.create.schema: the Avro schema Hudi created the table with
+    table_type: str = COPY_ON_WRITE  # or MERGE_ON_READ (`hoodie.table.type`)
+
+    @property
+    def merge_on_read(self) -> bool:
+        return self.table_type == MERGE_ON_READ
 
     @classmethod
     def new(cls, options: C.Config, name: str, record_key: str, precombine_field: str,
@@ -97,6 +104,9 @@ class TableConfig:
         """The config of a table being created from its table-scope options; InvalidInputError for a
         name `check_names` refuses."""
         check_names(name, record_key, precombine_field, partition_field or None)
+        if options.table_type == MERGE_ON_READ and options.index_type == IndexType.BUCKET.value:
+            raise ConfigError("hoodie.table.type=MERGE_ON_READ with hoodie.index.type=BUCKET is not supported "
+                              "yet: a merge-on-read table takes the BLOOM or SIMPLE index")
         return cls(
             name=name, record_key=record_key, precombine_field=precombine_field,
             partition_field=partition_field or None,
@@ -108,6 +118,7 @@ class TableConfig:
             column_stats_columns=tuple(options.column_stats_columns.split(",")) if options.column_stats_columns else None,
             bloom_filter_enable=options.metadata_enable and options.bloom_filter_enable,
             keygen=KeyGenerator.for_fields(record_key, partition_field or None, options.hive_style_partitioning),
+            table_type=options.table_type,
         )
 
     @classmethod
@@ -141,6 +152,7 @@ class TableConfig:
                                                 hive_style),
             populate_meta_fields=(props.get(POPULATE_META_FIELDS) or "true").strip().lower() != "false",
             create_schema=props.get(CREATE_SCHEMA) or None,
+            table_type=value("table_type"),
         )
 
     def to_properties(self) -> dict[str, str]:
@@ -148,6 +160,7 @@ class TableConfig:
         props = {
             P.TABLE_NAME: self.name,
             **P.REQUIRED,
+            P.TABLE_TYPE: self.table_type,
             P.RECORD_KEY_FIELDS: self.record_key,
             P.PRECOMBINE_FIELD: self.precombine_field,
             **_FIXED_PROPERTIES,

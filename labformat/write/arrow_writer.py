@@ -59,6 +59,7 @@ class WriteSpec:
     # footer, as Apache Hudi 0.14 writes such a table (checked on hudi-rs's v6 test table).
     meta_fields: bool = True
     keygen: object = None  # the table's KeyGenerator: record keys of stored rows when meta_fields is False
+    log_schema: str | None = None  # merge-on-read: the Avro writer schema (meta + data columns) of log data blocks
 
 
 def task_identity() -> tuple[int, int, int]:
