@@ -14,10 +14,12 @@ from labformat import config as C
 from labformat import properties as P
 from labformat.errors import ConfigError, CorruptTableError, InvalidInputError
 from labformat.fileformat.invalid_input import INVALID_INPUT_MARKER
+from labformat.fileformat.footers import base_file_schema
 from labformat.fs_view import FileSystemView
+from labformat.keygen import KeyGenerator
 from labformat.model.commit import SPARK_SCHEMA_KEY
 from labformat.model.enums import IndexType
-from labformat.schema import check_compatible, check_writable, data_schema_of
+from labformat.schema import check_compatible, check_writable, data_schema_of, same_type, spark_schema_from_avro
 from labformat.storage import Storage
 from labformat.timeline import TIMELINE_DIR, Timeline
 
@@ -27,10 +29,10 @@ _FIXED_PROPERTIES = {
     "hoodie.populate.meta.fields": "true",
     "hoodie.archivelog.folder": "archived",
 }
+POPULATE_META_FIELDS = "hoodie.populate.meta.fields"
+CREATE_SCHEMA = "hoodie.table.create.schema"
 COPY_ON_WRITE = "COPY_ON_WRITE"
 MERGE_ON_READ = "MERGE_ON_READ"
-_SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
-_NON_PARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 # A table's metadata flags as hoodie.properties stores them; absent means off, as in a table Hudi
 # wrote without them (the registry's defaults are what `Table.create` writes for a new table).
 _STORED_FLAGS = ("metadata_enable", "column_stats_enable", "bloom_filter_enable")
@@ -84,6 +86,12 @@ class TableConfig:
     column_stats_enable: bool  # only ever true with metadata_enable: the stats live in the metadata table
     column_stats_columns: tuple[str, ...] | None  # None: every column of a supported type
     bloom_filter_enable: bool  # base files' bloom filters copied into the metadata table
+    # How record keys and partition paths are computed (Hudi's key generator, from hoodie.properties).
+    keygen: KeyGenerator = None  # type: ignore[assignment]  # set by `new` and `from_properties`
+    # False for a table Hudi wrote with hoodie.populate.meta.fields=false: its base files hold no
+    # record keys or partition paths, so every lookup computes keys from the key fields.
+    populate_meta_fields: bool = True
+    create_schema: str | None = None  # hoodie.table.create.schema: the Avro schema Hudi created the table with
     table_type: str = COPY_ON_WRITE  # or MERGE_ON_READ (`hoodie.table.type`)
 
     @property
@@ -109,6 +117,7 @@ class TableConfig:
             column_stats_enable=options.metadata_enable and options.column_stats_enable,
             column_stats_columns=tuple(options.column_stats_columns.split(",")) if options.column_stats_columns else None,
             bloom_filter_enable=options.metadata_enable and options.bloom_filter_enable,
+            keygen=KeyGenerator.for_fields(record_key, partition_field or None, options.hive_style_partitioning),
             table_type=options.table_type,
         )
 
@@ -128,16 +137,21 @@ class TableConfig:
                 raise CorruptTableError(f"{P.PROPERTIES_PATH}: {exc}") from None
 
         columns = value("column_stats_columns")
+        hive_style = value("hive_style_partitioning")
         return cls(
             name=props[P.TABLE_NAME], record_key=props[P.RECORD_KEY_FIELDS],
             precombine_field=props[P.PRECOMBINE_FIELD], partition_field=props.get(P.PARTITION_FIELDS) or None,
-            hive_style_partitioning=value("hive_style_partitioning"),
+            hive_style_partitioning=hive_style,
             index_type=IndexType(value("index_type")),
             bucket_num=value("bucket_num"),
             metadata_enable=value("metadata_enable"),
             column_stats_enable=value("column_stats_enable"),
             column_stats_columns=tuple(columns.split(",")) if columns else None,
             bloom_filter_enable=value("bloom_filter_enable"),
+            keygen=KeyGenerator.from_properties(props, props[P.RECORD_KEY_FIELDS], props.get(P.PARTITION_FIELDS),
+                                                hive_style),
+            populate_meta_fields=(props.get(POPULATE_META_FIELDS) or "true").strip().lower() != "false",
+            create_schema=props.get(CREATE_SCHEMA) or None,
             table_type=value("table_type"),
         )
 
@@ -151,7 +165,7 @@ class TableConfig:
             P.PRECOMBINE_FIELD: self.precombine_field,
             **_FIXED_PROPERTIES,
             P.HIVE_STYLE: str(self.hive_style_partitioning).lower(),
-            "hoodie.table.keygenerator.class": _SIMPLE_KEYGEN if self.partition_field else _NON_PARTITIONED_KEYGEN,
+            "hoodie.table.keygenerator.class": self.keygen.class_name,
         }
         if self.partition_field:
             props[P.PARTITION_FIELDS] = self.partition_field
@@ -189,19 +203,64 @@ class TableContext:
         return FileSystemView(self.timeline, as_of)
 
     def schema(self, as_of: str | None = None) -> T.StructType | None:
-        """The data columns' Spark schema as of a commit (latest by default); None before any write."""
+        """The data columns' Spark schema as of a commit (latest by default); None before any write.
+
+        From what Hudi writes, newest first: the latest commit's Avro schema (`extraMetadata.schema`),
+        where labformat's exact Spark schema beside it (`labformat.sparkSchema`) refines it (a short
+        column stays short); else `hoodie.table.create.schema`; else the parquet schema of one
+        latest base file (its footer only). A table with commits and none of these is a
+        CorruptTableError: a read without its data columns would be silently wrong.
+        """
         if as_of is not None:
             self.timeline.resolve_as_of(as_of)  # InstantNotFoundError for a time that is no completed commit
-        for instant in reversed(self.timeline.completed_writes(as_of)):
-            raw = self.timeline.commit_metadata(instant).extra_metadata.get(SPARK_SCHEMA_KEY)
-            if raw:
-                try:
-                    return T.StructType.fromJson(json.loads(raw))
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise CorruptTableError(f"commit {instant.time}: unreadable schema ({exc})") from None
+        writes = self.timeline.completed_writes(as_of)
+        for instant in reversed(writes):
+            extra = self.timeline.commit_metadata(instant).extra_metadata
+            for key, parse in ((SPARK_SCHEMA_KEY, lambda raw: T.StructType.fromJson(json.loads(raw))),
+                               ("schema", spark_schema_from_avro)):
+                raw = extra.get(key)
+                if raw:
+                    try:
+                        return parse(raw)
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise CorruptTableError(f"commit {instant.time}: unreadable schema {key!r} ({exc})") from None
+        if not writes:
+            return None
+        created = self.config.create_schema
+        if created:
+            try:
+                return spark_schema_from_avro(created)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CorruptTableError(f"{P.PROPERTIES_PATH}: unreadable {CREATE_SCHEMA} ({exc})") from None
+        slices = self.file_system_view(as_of).latest_file_slices()
+        if slices:
+            return data_schema_of(base_file_schema(self.storage.base_uri, slices[0].path))
+        raise CorruptTableError(f"{self.storage.base_uri}: no schema found (no schema in its commits, no "
+                                f"{CREATE_SCHEMA}, no base file); the table cannot be read")
+
+    def avro_schema_text(self, data_schema: T.StructType) -> str | None:
+        """The Avro schema text the table already records (latest commit, else the create schema) when it
+        describes `data_schema`: a write keeps it as it is (Hudi's record names, fixed sizes, ...)."""
+        writes = self.timeline.completed_writes()
+        candidates = [self.timeline.commit_metadata(writes[-1]).schema] if writes else []
+        candidates.append(self.config.create_schema)
+        for text in candidates:
+            if not text:
+                continue
+            try:
+                found = spark_schema_from_avro(text)
+            except (ValueError, KeyError, TypeError):
+                continue
+            if [f.name for f in found.fields] == data_schema.names and all(
+                    same_type(a.dataType, b.dataType) for a, b in zip(found.fields, data_schema.fields)):
+                return text
         return None
 
-    def partition_path_column(self) -> Column:
+    def record_key_column(self) -> Column:
+        """Each row's record key, computed in Spark by the table's key generator."""
+        return self.config.keygen.record_key_column()
+
+    def partition_path_column(self, schema: T.StructType | None = None) -> Column:
         """Each row's partition path, computed in Spark ('' for a non-partitioned table).
 
         A path matching `UNSAFE_PARTITION_PATH` (`''`, `.`, `..`, `../../x`, `.hoodie`, `a//b`) fails
@@ -210,10 +269,14 @@ class TableContext:
         instant starts; a bulk insert in its write tasks, and its instant is rolled back.
         """
         field = self.config.partition_field
-        if not field:
+        keygen = self.config.keygen
+        if not field or not keygen.partition_fields:  # a non-partitioned key generator ignores the fields
             return F.lit("")
-        value = F.coalesce(F.col(field).cast("string"), F.lit(NULL_PARTITION))
-        path = F.concat(F.lit(f"{field}="), value) if self.config.hive_style_partitioning else value
+        if keygen.value_partitions:
+            value = F.coalesce(F.col(field).cast("string"), F.lit(NULL_PARTITION))
+            path = F.concat(F.lit(f"{field}="), value) if self.config.hive_style_partitioning else value
+        else:  # several fields or a formatted time: the key generator's path
+            value = path = keygen.partition_path_column(NULL_PARTITION, schema)
         # The message ends in a newline so that the driver reads it up to there, without Spark's suffix.
         refused = F.raise_error(F.concat(
             F.lit(f"{INVALID_INPUT_MARKER} partition column {field!r}: value '"), value,
@@ -225,9 +288,9 @@ class TableContext:
     def schema_for_write(self, df: DataFrame) -> T.StructType:
         """The data schema a write of `df` will have: the table's, if it has one (checked), else df's.
         Columns no write can take (nested, meta or helper names) are refused first (`check_writable`)."""
-        check_writable(df.schema)
-        incoming = data_schema_of(df.schema)
         current = self.schema()
+        check_writable(df.schema, current)
+        incoming = data_schema_of(df.schema)
         if current is None:
             return incoming
         check_compatible(current, incoming)
@@ -238,11 +301,15 @@ class TableContext:
         columns are there (InvalidInputError names the missing ones). The schema is checked by
         `schema_for_write`; record keys by the write tasks."""
         conf = self.config
+        conf.keygen.check()  # ConfigError for a key generator labformat cannot compute keys with
         # The first write fixes the schema: every field the table names must be one of its columns.
         first = writes_rows and not self.timeline.completed_writes()
-        needed = [conf.record_key] + ([conf.precombine_field] if need_precombine or first else []) + (
-            [conf.partition_field] if conf.partition_field else [])
+        keygen = conf.keygen
+        needed = list(keygen.record_key_fields) + ([conf.precombine_field] if need_precombine or first else []) + [
+            f for f in keygen.partition_fields if f not in keygen.record_key_fields]
         missing = [c for c in needed if c not in set(df.columns)]
         if missing:
             raise InvalidInputError(f"input lacks column(s) {missing}; the table needs {needed}"
                                     + (" (this first write fixes the table's columns)" if first else ""))
+        if not conf.populate_meta_fields:
+            keygen.check_key_types(df.schema)

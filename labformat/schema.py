@@ -36,17 +36,25 @@ def data_schema_of(schema: T.StructType) -> T.StructType:
 AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def check_writable(schema: T.StructType) -> None:
+def check_writable(schema: T.StructType, table_schema: T.StructType | None = None) -> None:
     """Raise InvalidInputError unless every column of a write's input can be written: a flat column
     of a supported type, under a name that is neither a Hudi meta column, nor a labformat helper
     column (`_lf_...`), nor a dotted name (Spark would read `a.b` as field b of a column a), nor
     any other name Avro does not allow (the commit's schema is Avro: Hudi's readers, hudi-rs
     among them, fail on a table with a column `drone-id`, `my col` or `tëst`).
 
+    A nested column (array, map, struct) is taken only where `table_schema` (the table's) already
+    has it with the same type: labformat carries the nested columns of a table Apache Hudi wrote
+    through its writes, but never starts one.
+
     Checked on the input's own schema, before any pass over the data and before an instant starts.
     """
     problems = []
+    existing = {f.name: f.dataType for f in table_schema.fields} if table_schema is not None else {}
     for f in schema.fields:
+        if isinstance(f.dataType, NESTED_TYPES) and f.name in existing and \
+                same_type(existing[f.name], f.dataType) and AVRO_NAME.fullmatch(f.name):
+            continue
         if f.name in META_COLUMNS:
             problems.append(f"column {f.name!r} is a Hudi meta column, which labformat fills itself")
         elif f.name.startswith(INTERNAL_PREFIX):
@@ -124,6 +132,22 @@ def avro_schema_json(data_schema: T.StructType, table_name: str, meta_columns: b
     return json.dumps(record)
 
 
+def _nullable_everywhere(dtype: T.DataType) -> T.DataType:
+    if isinstance(dtype, T.StructType):
+        return T.StructType([T.StructField(f.name, _nullable_everywhere(f.dataType), True) for f in dtype.fields])
+    if isinstance(dtype, T.ArrayType):
+        return T.ArrayType(_nullable_everywhere(dtype.elementType), True)
+    if isinstance(dtype, T.MapType):
+        return T.MapType(_nullable_everywhere(dtype.keyType), _nullable_everywhere(dtype.valueType), True)
+    return dtype
+
+
+def same_type(a: T.DataType, b: T.DataType) -> bool:
+    """Equal types once nullability is set aside, inside nested types too (Spark marks arrays built
+    from literals as holding no nulls; Hudi's Avro schemas allow nulls everywhere)."""
+    return _nullable_everywhere(a) == _nullable_everywhere(b)
+
+
 def check_compatible(table_schema: T.StructType, incoming: T.StructType) -> None:
     """Raise SchemaMismatchError unless `incoming` has exactly the table's columns and types.
 
@@ -140,7 +164,87 @@ def check_compatible(table_schema: T.StructType, incoming: T.StructType) -> None
     if extra:
         problems.append(f"columns not in the table {extra}")
     for name in want.keys() & got.keys():
-        if want[name] != got[name]:
+        if not same_type(want[name], got[name]):
             problems.append(f"column {name!r} is {got[name].simpleString()}, the table has {want[name].simpleString()}")
     if problems:
         raise SchemaMismatchError("input does not match the table schema: " + "; ".join(sorted(problems)))
+
+
+# ---- Avro -> Spark: the schema of a table Apache Hudi wrote -------------------------------------
+
+_AVRO_PRIMITIVES = {
+    "boolean": T.BooleanType(), "int": T.IntegerType(), "long": T.LongType(), "float": T.FloatType(),
+    "double": T.DoubleType(), "bytes": T.BinaryType(), "string": T.StringType(),
+}
+_AVRO_LOGICAL = {
+    "date": T.DateType(), "timestamp-millis": T.TimestampType(), "timestamp-micros": T.TimestampType(),
+    "local-timestamp-millis": T.TimestampNTZType(), "local-timestamp-micros": T.TimestampNTZType(),
+    "uuid": T.StringType(),
+}
+
+
+def spark_schema_from_avro(text: str) -> T.StructType:
+    """The data columns' Spark schema from an Avro record schema (a commit's `extraMetadata.schema`
+    or `hoodie.table.create.schema`), as Spark's Avro reader maps it: nullable unions, nested
+    records, arrays and maps, decimals (bytes or fixed), dates and timestamps. Meta columns are
+    dropped. ValueError (with the reason) when it is no record schema labformat can map."""
+    try:
+        avro = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    dtype, _ = _spark_type(avro, {}, "schema")
+    if not isinstance(dtype, T.StructType):
+        raise ValueError("the schema is no Avro record")
+    return data_schema_of(dtype)
+
+
+def _spark_type(avro, named: dict, where: str) -> tuple[T.DataType, bool]:
+    """(Spark type, nullable) of one Avro type; `named` collects named types for later references."""
+    if isinstance(avro, list):  # a union: Spark maps [null, X] (either order) to a nullable X
+        branches = [b for b in avro if b != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"{where}: union {avro} is not [null, type]")
+        return _spark_type(branches[0], named, where)[0], len(branches) < len(avro)
+    if isinstance(avro, str):
+        if avro in _AVRO_PRIMITIVES:
+            return _AVRO_PRIMITIVES[avro], False
+        if avro in named:
+            return named[avro], False
+        short = avro.rsplit(".", 1)[-1]
+        if short in named:
+            return named[short], False
+        raise ValueError(f"{where}: unknown Avro type {avro!r}")
+    if not isinstance(avro, dict) or "type" not in avro:
+        raise ValueError(f"{where}: unreadable Avro type {avro!r}")
+    kind, logical = avro["type"], avro.get("logicalType")
+    if logical == "decimal" and kind in ("bytes", "fixed"):
+        dtype = T.DecimalType(int(avro["precision"]), int(avro.get("scale", 0)))
+    elif logical in _AVRO_LOGICAL and kind in ("int", "long", "string"):
+        dtype = _AVRO_LOGICAL[logical]
+    elif kind == "record":
+        fields = []
+        placeholder = T.StructType([])
+        named[avro.get("name", "")] = placeholder  # recursive records are not supported; a reference fails below
+        for f in avro.get("fields", []):
+            ftype, nullable = _spark_type(f["type"], named, f"{where}.{f['name']}")
+            fields.append(T.StructField(f["name"], ftype, nullable))
+        dtype = T.StructType(fields)
+    elif kind == "array":
+        element, nullable = _spark_type(avro["items"], named, f"{where}[]")
+        dtype = T.ArrayType(element, nullable)
+    elif kind == "map":
+        value, nullable = _spark_type(avro["values"], named, f"{where}{{}}")
+        dtype = T.MapType(T.StringType(), value, nullable)
+    elif kind == "enum":
+        dtype = T.StringType()
+    elif kind == "fixed":
+        dtype = T.BinaryType()
+    elif isinstance(kind, (dict, list, str)) and kind not in ("record", "array", "map", "enum", "fixed"):
+        return _spark_type(kind, named, where)  # {"type": "int"} and {"type": {...}}: a wrapped type
+    else:
+        raise ValueError(f"{where}: unsupported Avro type {kind!r}")
+    if isinstance(avro.get("name"), str):
+        named[avro["name"]] = dtype
+        if avro.get("namespace"):
+            named[f"{avro['namespace']}.{avro['name']}"] = dtype
+    return dtype, False

@@ -76,12 +76,31 @@ def key_ranges(base_uri: str, paths: list[str]) -> dict[str, FooterInfo]:
 
 
 def bloom_filter(base_uri: str, path: str) -> BloomFilter:
+    found = bloom_filter_if_any(base_uri, path)
+    if found is None:
+        raise CorruptTableError(f"base file {path} has no labformat bloom filter in its footer")
+    return found
+
+
+def bloom_filter_if_any(base_uri: str, path: str) -> BloomFilter | None:
+    """The file's labformat bloom filter, or None for a file written without one (by Apache Hudi:
+    its own filter is another format), which every key then passes."""
     storage = Storage(base_uri)
     meta = pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
     raw = KeyFooter.parse(meta.metadata).bloom
-    if raw is None:
-        raise CorruptTableError(f"base file {path} has no labformat bloom filter in its footer")
-    return BloomFilter.from_base64(raw)
+    return BloomFilter.from_base64(raw) if raw is not None else None
+
+
+def base_file_schema(base_uri: str, path: str):
+    """A base file's Spark schema, from its parquet footer alone (no row is read)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    storage = Storage(base_uri)
+    try:
+        schema = pq.read_schema(storage.full_path(path), filesystem=storage.fs)
+    except (OSError, ValueError) as exc:
+        raise CorruptTableError(f"cannot read the footer of base file {path}: {exc}") from None
+    return from_arrow_schema(schema)
 
 
 @lru_cache(maxsize=65536)

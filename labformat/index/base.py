@@ -29,6 +29,9 @@ class IndexContext:
     # Whether the table has a partition field. Without one, records are keyed by KEY alone, and
     # joins on KEY alone keep the deduplicated records where step 1's shuffle put them.
     partitioned: bool = True
+    # False for a table without meta fields: stored keys are computed from the key fields (keygen).
+    meta_fields: bool = True
+    keygen: Any = None
 
     @property
     def join_keys(self) -> list[str]:

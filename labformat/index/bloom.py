@@ -13,9 +13,10 @@ from pyspark.sql import functions as F
 
 from labformat.fileformat.arrow_columns import constant
 from labformat.fileformat.bloom_filter import BloomFilter
-from labformat.fileformat.footers import FooterInfo, bloom_filter, key_ranges
+from labformat.fileformat.footers import FooterInfo, bloom_filter_if_any, key_ranges
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.fileformat.log_file import block_keys, live_blocks, read_blocks
+from labformat.index import simple
 from labformat.index.base import FILE_ID, KEY, PART, IndexContext, TagResult
 from labformat.model.file_group import FileSlice
 from labformat.spark.jobs import describe
@@ -91,8 +92,11 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, str] | None = N
     path = table.column("path")[0].as_py()
     keys = table.column(KEY)
     storage = Storage(base_uri)
-    bloom = BloomFilter.from_base64(blooms[path]) if blooms is not None else bloom_filter(base_uri, path)
-    maybe = bloom.might_contain(keys.to_numpy(zero_copy_only=False))
+    bloom = BloomFilter.from_base64(blooms[path]) if blooms is not None else bloom_filter_if_any(base_uri, path)
+    if bloom is None:  # a file Apache Hudi wrote: no labformat filter, every key goes on to the exact check
+        maybe = np.ones(len(keys), dtype=bool)
+    else:
+        maybe = bloom.might_contain(keys.to_numpy(zero_copy_only=False))
     log_keys = pa.array([], pa.string())
     if logs and path in logs:
         blocks = [b for log in logs[path] for b in read_blocks(storage.read_bytes(log))]
@@ -138,6 +142,14 @@ def _ranges_from_metadata(ctx: IndexContext, slices: list[FileSlice]):
 
 
 def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_in_table: int) -> TagResult:
+    if not ctx.meta_fields:
+        # Files without meta fields have no key range or bloom filter (Hudi writes none), and Hudi's
+        # bloom index refuses such tables; their keys are looked up as the SIMPLE index does.
+        result = simple.tag(ctx, incoming, slices, files_in_table)
+        result.funnel["note"] = ("BLOOM on a table without meta fields: no key ranges or bloom filters in its "
+                                 "files, so every key of the affected partitions was read (as SIMPLE does)")
+        result.lookup_source = "base files (no meta fields)"
+        return result
     ranges, blooms, source = None, None, "footers"
     if ctx.use_metadata:
         ranges, why = _ranges_from_metadata(ctx, slices)

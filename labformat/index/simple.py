@@ -14,12 +14,27 @@ def existing_keys(ctx: IndexContext, slices: list[FileSlice]) -> DataFrame:
     """(partition path, record key, file id) of every record in these base files, read by Spark tasks."""
     storage = Storage(ctx.base_uri)
     uris = [storage.spark_path(s.path) for s in slices]
+    if not ctx.meta_fields:
+        return _computed_keys(ctx, slices, uris)
     # The file id comes from the file's own name (Spark's hidden _metadata column), not from
     # the _hoodie_file_name meta column, so the lookup trusts only the file system view.
     return ctx.spark.read.parquet(*uris).select(
         F.col("_hoodie_partition_path").alias(PART),
         F.col("_hoodie_record_key").alias(KEY),
         F.regexp_extract(F.col("_metadata.file_name"), r"^([^_]+)_", 1).alias(FILE_ID),
+    )
+
+
+def _computed_keys(ctx: IndexContext, slices: list[FileSlice], uris: list[str]) -> DataFrame:
+    """(partition path, record key, file id) of a table without meta fields: the key computed from
+    the key fields by the table's key generator, the partition path that of the file's folder."""
+    names = [s.path.rsplit("/", 1)[-1] for s in slices]
+    entries = [F.lit(v) for name, s in zip(names, slices) for v in (name, s.partition_path)]
+    file_name = F.col("_metadata.file_name")
+    return ctx.spark.read.parquet(*uris).select(
+        F.element_at(F.create_map(*entries), file_name).alias(PART),
+        ctx.keygen.record_key_column().alias(KEY),
+        F.regexp_extract(file_name, r"^([^_]+)_", 1).alias(FILE_ID),
     )
 
 

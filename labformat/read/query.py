@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from labformat.context import NULL_PARTITION
-from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_ranges
+from labformat.fileformat.footers import bloom_filter_if_any, footer_column_stats, key_ranges
 from labformat.fs_view import check_base_files
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
@@ -124,6 +124,9 @@ def prune_partitions(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned
     field_name = scan.ctx.config.partition_field
     if not field_name:
         return Pruned(slices, "not used (the table is not partitioned)")
+    if not scan.ctx.config.keygen.value_partitions:
+        return Pruned(slices, "not used (partition folders are not one field's values: "
+                              f"{scan.ctx.config.keygen.class_name.rsplit('.', 1)[-1]})")
     dtype = {f.name: f.dataType for f in scan.schema.fields}.get(field_name, T.StringType())
     kept = []
     for s in slices:
@@ -160,6 +163,8 @@ def _unpruned_logs(slices: tuple[FileSlice, ...]) -> str:
 def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned:
     """Record-key point lookups (`key = v`, `key IN (...)`) against each base file's bloom filter."""
     ctx = scan.ctx
+    if not ctx.config.keygen.single_field_key or not ctx.config.populate_meta_fields:
+        return Pruned(slices, "not used (record keys are not one column's values)")
     keys = key_equality_values(scan.predicate, ctx.config.record_key)
     if keys is None or not slices:
         # With no file left this message is not quite right, but ScanReport.bloom_source has always said it.
@@ -171,10 +176,12 @@ def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> 
             [s.path for s in slices])
     if blooms is None:
         source = f"footers ({source})"
-        blooms = {s.path: bloom_filter(ctx.storage.base_uri, s.path) for s in slices if not s.has_logs}
+        blooms = {s.path: bloom_filter_if_any(ctx.storage.base_uri, s.path) for s in slices if not s.has_logs}
     # An empty key set means the condition is never TRUE: no file can hold a match. A slice with log
-    # files is kept: its base file's filter knows nothing of the keys its logs hold.
-    kept = tuple(s for s in slices if probe and (s.has_logs or blooms[s.path].might_contain(probe).any()))
+    # files is kept: its base file's filter knows nothing of the keys its logs hold; so is a base
+    # file without a labformat filter (Apache Hudi wrote it).
+    kept = tuple(s for s in slices if probe and (s.has_logs or blooms[s.path] is None
+                                                 or blooms[s.path].might_contain(probe).any()))
     return Pruned(kept, source + _unpruned_logs(slices))
 
 

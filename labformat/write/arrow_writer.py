@@ -38,7 +38,7 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     sample = table.slice(0, DICTIONARY_SAMPLE_ROWS)
     limit = DICTIONARY_MAX_DISTINCT_SHARE * sample.num_rows
     return [name for name, column in zip(sample.column_names, sample.columns)
-            if pc.count_distinct(column, mode="all").as_py() <= limit]
+            if not pa.types.is_nested(column.type) and pc.count_distinct(column, mode="all").as_py() <= limit]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,11 @@ class WriteSpec:
     bloom_fpp: float
     bloom_num_entries: int  # every new filter is sized for this many keys at bloom_fpp (Hudi's num_entries)
     collect_bloom: bool = False  # return each file's bloom filter for the metadata table
+    # False for a table without meta fields (hoodie.populate.meta.fields=false): its files keep the
+    # five meta columns, null but for the file name, and no key range or bloom filter in the
+    # footer, as Apache Hudi 0.14 writes such a table (checked on hudi-rs's v6 test table).
+    meta_fields: bool = True
+    keygen: object = None  # the table's KeyGenerator: record keys of stored rows when meta_fields is False
     log_schema: str | None = None  # merge-on-read: the Avro writer schema (meta + data columns) of log data blocks
 
 
@@ -112,10 +117,12 @@ class BaseFileWriter:
         file's keys (an update-only rewrite of one base file), used as it is when it is sized as
         this write's would be, for (bloom_num_entries, bloom_fpp): the same keys, sizing and
         hashes give the same bits. A filter written under other settings is rebuilt."""
-        keys = pa.concat_arrays(self.keys) if self.keys else pa.array([], pa.string())
+        keys = pa.concat_arrays(self.keys) if self.keys and self.spec.meta_fields else pa.array([], pa.string())
         bloom_started = time.monotonic()
         entries, fpp = self.spec.bloom_num_entries, self.spec.bloom_fpp
-        if same_keys_bloom is not None and BloomFilter.sized_as(same_keys_bloom, entries, fpp):
+        if not self.spec.meta_fields:
+            encoded = None  # no keys in the file to range or filter by
+        elif same_keys_bloom is not None and BloomFilter.sized_as(same_keys_bloom, entries, fpp):
             encoded = same_keys_bloom
         else:
             encoded = BloomFilter.for_keys(keys, fpp, num_entries=entries).to_base64()
@@ -138,8 +145,31 @@ class BaseFileWriter:
             task_partition=task_partition, task_attempt=attempt,
             prev_min_key=None, prev_max_key=None, prev_size=0, incoming_bytes=0,
             column_stats=self.stats.to_json(), bloom=encoded if self.spec.collect_bloom else None,
-            bloom_bytes=len(encoded),
+            bloom_bytes=len(encoded) if encoded is not None else 0,
         )
+
+
+def _nullable_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _nullable_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_type, _nullable_type(t.item_type))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(_nullable_type(t.value_type))
+    return t
+
+
+def nullable_field(field: pa.Field) -> pa.Field:
+    """`field` nullable, and everything inside it too when nested, with Arrow's standard child names:
+    base files Spark, Hudi and labformat wrote then cast to one another's nested types."""
+    if pa.types.is_nested(field.type):
+        return pa.field(field.name, _nullable_type(field.type))
+    return field.with_nullable(True)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table`'s columns as `schema` types them; free when they already agree (flat columns)."""
+    return table if table.schema == schema else table.cast(schema)
 
 
 def add_meta_columns(table: pa.Table, spec: WriteSpec, schema: pa.Schema, partition_path: str, file_name: str,
@@ -156,7 +186,14 @@ def add_meta_columns(table: pa.Table, spec: WriteSpec, schema: pa.Schema, partit
         PARTITION_PATH: constant(partition_path, n),
         FILE_NAME: constant(file_name, n),
     }
+    if not spec.meta_fields:
+        for name in (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH):
+            meta[name] = pa.nulls(n, pa.string())
     columns = [meta[c] for c in META_COLUMNS] + [table.column(c) for c in spec.data_columns]
+    if any(pa.types.is_nested(schema.field(c).type) for c in spec.data_columns):
+        data = conform(pa.Table.from_arrays([table.column(c) for c in spec.data_columns], names=list(spec.data_columns)),
+                       pa.schema([schema.field(c) for c in spec.data_columns]))
+        columns = [meta[c] for c in META_COLUMNS] + data.columns
     return pa.Table.from_arrays(columns, schema=schema)
 
 
@@ -177,7 +214,7 @@ class RollingFileWriter:
         # not-null flags would otherwise make two batches of one file disagree.
         self.schema = pa.schema(
             [pa.field(c, pa.string()) for c in META_COLUMNS]
-            + [data_schema.field(c).with_nullable(True) for c in spec.data_columns]
+            + [nullable_field(data_schema.field(c)) for c in spec.data_columns]
         )
         self.open: dict[str, BaseFileWriter] = {}
         self.stats: list[BaseFileStat] = []

@@ -9,7 +9,7 @@ from pyspark.sql import types as T
 from labformat.config import Config
 from labformat.context import TableContext
 from labformat.fileformat.base_file_stat import BaseFileStat
-from labformat.index.base import PART
+from labformat.index.base import KEY, PART
 from labformat.model.enums import IndexType, Operation
 from labformat.model.report import WriteReport
 from labformat.spark.jobs import WRITE_BASE_FILES, StepRecorder, describe, input_partitions
@@ -67,7 +67,7 @@ def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructTyp
                       instant_time: str) -> list[BaseFileStat]:
     """Run the write tasks; returns the write-stat rows (one per base file), collected as metadata."""
     data_columns = tuple(f.name for f in data_schema.fields)
-    record_key = ctx.config.record_key
+    record_key = upsert.key_column(ctx)
     spec = WriteSpec(
         base_uri=ctx.storage.base_uri,
         instant_time=instant_time,
@@ -78,8 +78,13 @@ def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructTyp
         bloom_fpp=cfg.bloom_fpp,
         bloom_num_entries=cfg.bloom_num_entries,
         collect_bloom=ctx.config.bloom_filter_enable,
+        meta_fields=ctx.config.populate_meta_fields,
+        keygen=ctx.config.keygen,
     )
-    prepared = df.select(*[F.col(c) for c in data_columns], ctx.partition_path_column().alias(PART))
+    # A computed key (complex keys) travels beside the data columns; a one-field key is read from its field.
+    computed = [ctx.record_key_column().alias(KEY)] if record_key == KEY else []
+    prepared = df.select(*[F.col(c) for c in data_columns], ctx.partition_path_column(df.schema).alias(PART),
+                         *computed)
     ordered = order_for_sort_mode(prepared, cfg.bulk_insert_sort_mode, record_key, cfg.bulk_insert_parallelism)
     with describe(df.sparkSession, "read input", WRITE_BASE_FILES, before="sample key ranges"):
         rows = ordered.mapInArrow(lambda batches: write_new_file_groups(batches, spec),

@@ -24,6 +24,8 @@ from labformat.write.arrow_writer import (
     RollingFileWriter,
     WriteSpec,
     add_meta_columns,
+    conform,
+    nullable_field,
     task_identity,
 )
 
@@ -75,9 +77,12 @@ def _create_file_groups(incoming: pa.Table, incoming_keys: pa.Array, spec: Write
                         target: Target) -> list[BaseFileStat]:
     """Inserts into a new file group, sorted by record key: the first file takes the target's
     file id, and the rows past max_file_size go on in further new file groups."""
-    fresh = incoming.select(list(spec.data_columns)).take(pc.sort_indices(incoming_keys))
+    # A computed key (not a data column) travels with the rows to the writer, which reads it.
+    columns = list(spec.data_columns) + ([spec.record_key] if spec.record_key not in spec.data_columns else [])
+    rows = incoming.select(columns).take(pc.sort_indices(incoming_keys))
+    fresh = rows.select(list(spec.data_columns))
     writer = RollingFileWriter(spec, fresh.schema, first_file_id=target.file_id)
-    writer.write(target.partition_path, fresh)
+    writer.write(target.partition_path, rows)
     stats = writer.close()
     stats[0] = replace(stats[0], incoming_bytes=_incoming_parquet_bytes(fresh, spec.compression))
     return stats
@@ -136,7 +141,12 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         footer = KeyFooter.parse(kv)
         prev_min, prev_max, old_bloom = footer.min_key, footer.max_key, footer.bloom
 
-    old_keys = old.column(RECORD_KEY).combine_chunks() if old is not None else pa.array([], pa.string())
+    if old is None:
+        old_keys = pa.array([], pa.string())
+    elif spec.meta_fields:
+        old_keys = old.column(RECORD_KEY).combine_chunks()
+    else:  # no keys stored: computed from the key fields, as the incoming ones were in Spark
+        old_keys = spec.keygen.record_keys_arrow(old)
     if operation == Operation.DELETE:
         if old is None:
             raise RuntimeError(f"delete routed to file group {target.file_id} that has no base file")
@@ -149,8 +159,8 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         fresh = incoming.select(list(spec.data_columns))
         # Carried-over rows keep their meta columns; new rows get this instant's.
         file_schema = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS]
-                                + [fresh.schema.field(c).with_nullable(True) for c in spec.data_columns])
-        new_rows = add_meta_columns(fresh, spec, file_schema, target.partition_path, "",
+                                + [nullable_field(fresh.schema.field(c)) for c in spec.data_columns])
+        new_rows = add_meta_columns(incoming, spec, file_schema, target.partition_path, "",
                                     f"{spec.instant_time}_{task_partition}_", 0)
     # An update-only merge (every incoming key is already in the old base file, the common
     # case for the file groups a day of corrections touches) into a base file sorted by key
@@ -158,7 +168,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     position = pc.index_in(old_keys, value_set=incoming_keys) if old is not None and fresh is not None else None
     update_only = position is not None and len(position) - position.null_count == incoming.num_rows
     if update_only and _sorted(old_keys):
-        merged = _replace_in_place(old.select(file_schema.names).cast(file_schema), new_rows, position)
+        merged = _replace_in_place(conform(old.select(file_schema.names), file_schema), new_rows, position)
         updates = incoming.num_rows
     else:
         if old is None:
@@ -166,7 +176,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         else:  # the rows whose key is not incoming; `position` already says which those are
             kept = old.filter(position.is_null() if position is not None
                               else pc.invert(pc.is_in(old_keys, value_set=incoming_keys)))
-        merged = new_rows if kept is None else pa.concat_tables([kept.select(file_schema.names).cast(file_schema), new_rows])
+        merged = new_rows if kept is None else pa.concat_tables([conform(kept.select(file_schema.names), file_schema), new_rows])
         merged = merged.sort_by(RECORD_KEY)
         updates = 0 if fresh is None or old is None else int(
             pc.sum(pc.is_in(incoming_keys, value_set=old_keys)).as_py() or 0)

@@ -33,6 +33,7 @@ from labformat.timeline import Timeline
 from labformat.write.conflict import check_conflicts
 
 OCC = "OPTIMISTIC_CONCURRENCY_CONTROL"
+PARTITION_METADATA = ".hoodie_partition_metadata"
 
 
 class WriteTransaction:
@@ -142,7 +143,8 @@ class WriteTransaction:
                 operation_type=self.operation_type,
                 write_stats=write_stats,
                 extra_metadata={
-                    "schema": avro_schema_json(data_schema, self.ctx.config.name),
+                    # A table Hudi wrote keeps its own Avro schema text (record names, fixed sizes).
+                    "schema": self.ctx.avro_schema_text(data_schema) or avro_schema_json(data_schema, self.ctx.config.name),
                     SPARK_SCHEMA_KEY: data_schema.json(),
                     BLOOM_FILTER_BYTES_KEY: str(sum(s.bloom_bytes for s in stats)),
                     COMPLETION_TIME_KEY: timeline.next_completion_time(),
@@ -150,6 +152,7 @@ class WriteTransaction:
                 },
             )
             self._reconcile({s.path for s in write_stats}, {s.partition_path for s in write_stats})
+            self._mark_new_partitions(write_stats)
             if self.ctx.config.metadata_enable:
                 # The metadata table lists base files and their stats; log files are not in it.
                 self._write_metadata(tuple(w for w in write_stats if not w.is_log_file),
@@ -281,6 +284,22 @@ class WriteTransaction:
                 base = BaseFile.try_parse(info.path)
                 if base is not None and base.instant_time == self.instant.time and info.path not in written_paths:
                     storage.delete(info.path)
+
+    def _mark_new_partitions(self, write_stats: tuple[WriteStat, ...]) -> None:
+        """In a table whose partition folders carry Hudi's `.hoodie_partition_metadata` (one Apache Hudi
+        wrote: Hudi's own file listing finds partitions by it), a folder this write created gets one
+        too. labformat's own tables have none, and get none."""
+        storage = self.ctx.storage
+        known = next((s.partition_path for s in FileSystemView(self.ctx.timeline).latest_file_slices()
+                      if s.partition_path), None)
+        if known is None or not storage.exists(f"{known}/{PARTITION_METADATA}"):
+            return
+        for partition in sorted({w.partition_path for w in write_stats if w.partition_path}):
+            marker = f"{partition}/{PARTITION_METADATA}"
+            if not storage.exists(marker):
+                text = (f"#partition metadata\ncommitTime={self.instant.time}\n"
+                        f"partitionDepth={partition.count('/') + 1}\n")
+                storage.publish(marker, text.encode("utf-8"))
 
     def _write_metadata(self, write_stats: tuple[WriteStat, ...], task_stats: list[BaseFileStat]) -> None:
         """The metadata table's entries for this instant, written before the commit is published."""

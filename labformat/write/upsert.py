@@ -110,27 +110,53 @@ def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int,
     # An empty input can have zero partitions; a shuffle needs at least one.
     parallelism = max(1, shuffle_parallelism(input_count, cfg))
     conf = ctx.config
-    keyed = df.withColumn(KEY, F.col(conf.record_key).cast("string"))
+    keyed = df.withColumn(KEY, ctx.record_key_column())
     # Group by the key alone when the table has no partition field: a constant partition column
     # would be folded away by the optimizer, the grouping would stop matching the explicit
     # repartition below, and Spark would shuffle a second time (at spark.sql.shuffle.partitions).
     group = [PART, KEY] if conf.partition_field else [KEY]
     if conf.partition_field:
-        keyed = keyed.withColumn(PART, ctx.partition_path_column())
+        keyed = keyed.withColumn(PART, ctx.partition_path_column(df.schema))
     if not dedupe:  # bulk insert into a BUCKET table: route rows to buckets, keep every row
         out = keyed.withColumn(COUNT, F.lit(1).cast("long"))
         return _with_partition(ctx, out), input_count
     shuffled = keyed.repartition(parallelism, *group)
     if keys_only:
-        deduped = shuffled.groupBy(*group).agg(F.count(F.lit(1)).alias(COUNT))
-        return _with_partition(ctx, deduped).withColumn(conf.record_key, F.col(KEY)), parallelism
+        deduped = _with_partition(ctx, shuffled.groupBy(*group).agg(F.count(F.lit(1)).alias(COUNT)))
+        if conf.keygen.single_field_key:  # the write tasks read the key from the key field's name
+            deduped = deduped.withColumn(conf.record_key, F.col(KEY))
+        return deduped, parallelism
     data_columns = list(df.columns)
     ordering = [conf.precombine_field] + [c for c in data_columns if c != conf.precombine_field]
+    orderable = [c for c in ordering if _orderable(df.schema[c].dataType)]
+    if len(orderable) == len(ordering):
+        newest = F.max(F.struct(*[F.col(c) for c in ordering]))
+    else:  # maps cannot be compared: order by the other columns, carry the maps along
+        newest = F.max_by(F.struct(*[F.col(c) for c in ordering]), F.struct(*[F.col(c) for c in orderable]))
     deduped = shuffled.groupBy(*group).agg(
-        F.max(F.struct(*[F.col(c) for c in ordering])).alias("_lf_row"), F.count(F.lit(1)).alias(COUNT),
+        newest.alias("_lf_row"), F.count(F.lit(1)).alias(COUNT),
         F.sum(F.col(conf.precombine_field).isNull().cast("long")).alias(NULL_ORDERING))
     deduped = deduped.select(*group, COUNT, NULL_ORDERING, *[F.col(f"_lf_row.{c}").alias(c) for c in data_columns])
     return _with_partition(ctx, deduped), parallelism
+
+
+def _orderable(dtype) -> bool:
+    """Whether Spark can compare values of this type (a map, or anything holding one, cannot)."""
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, T.MapType):
+        return False
+    if isinstance(dtype, T.ArrayType):
+        return _orderable(dtype.elementType)
+    if isinstance(dtype, T.StructType):
+        return all(_orderable(f.dataType) for f in dtype.fields)
+    return True
+
+
+def key_column(ctx: TableContext) -> str:
+    """The column write tasks read record keys from: the key field itself when a key is its value,
+    else the key the key generator computed in Spark (KEY)."""
+    return ctx.config.record_key if ctx.config.keygen.single_field_key else KEY
 
 
 def _with_partition(ctx: TableContext, df: DataFrame) -> DataFrame:
@@ -374,7 +400,10 @@ def write_file_groups(ctx: TableContext, routed: DataFrame, plan: WritePlan, spe
     """Step 7: one task per target file group merges and writes; returns the tasks' write stats."""
     n = len(plan.targets)
     targets = dict(enumerate(plan.targets))
-    columns = list(spec.data_columns) if operation != Operation.DELETE else [ctx.config.record_key]
+    key = key_column(ctx)
+    columns = list(spec.data_columns) if operation != Operation.DELETE else [key]
+    if key not in columns:
+        columns.append(key)
     with describe(routed.sparkSession, "route records to file groups", WRITE_BASE_FILES, before="move matched keys"):
         rows = (
             routed.repartition(n, TASK_KEY)
@@ -437,7 +466,8 @@ def run(ctx: TableContext, df: DataFrame, cfg: Config, operation: Operation):
         lookup = IndexContext(ctx.spark, ctx.storage.base_uri, conf.record_key, index_type, conf.bucket_num,
                               cfg.bloom_prune_by_ranges, use_metadata=cfg.bloom_use_metadata,
                               metadata=MetadataReader(ctx.storage, ctx.timeline) if cfg.bloom_use_metadata else None,
-                              schema=data_schema, partitioned=bool(conf.partition_field))
+                              schema=data_schema, partitioned=bool(conf.partition_field),
+                              meta_fields=conf.populate_meta_fields, keygen=conf.keygen)
         cleanup: list = []
         input_count = input_partitions(df)
         shuffles = max(shuffle_parallelism(input_count, cfg), ctx.spark.sparkContext.defaultParallelism, 1)
@@ -486,11 +516,12 @@ def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_cou
     with steps.step("start_instant"):
         instant = tx.start()
     with steps.step("write"):
-        spec = WriteSpec(ctx.storage.base_uri, instant.time, ctx.config.record_key,
+        spec = WriteSpec(ctx.storage.base_uri, instant.time, key_column(ctx),
                          tuple(f.name for f in data_schema.fields), cfg.max_file_size,
                          cfg.compression_codec, bloom_fpp=cfg.bloom_fpp,
                          bloom_num_entries=cfg.bloom_num_entries,
                          collect_bloom=ctx.config.bloom_filter_enable,
+                         meta_fields=ctx.config.populate_meta_fields, keygen=ctx.config.keygen,
                          log_schema=avro_schema_json(data_schema, ctx.config.name, meta_columns=True)
                          if ctx.config.merge_on_read else None)
         keys = task_keys(ctx.spark, len(plan.targets))
