@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -16,8 +16,8 @@ _ARROW_TYPE = "arrow_type"
 _SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.int32(): "int"}
 
 
-def _column(arrow_type: pa.DataType) -> Any:
-    return field(metadata={_ARROW_TYPE: arrow_type})
+def _column(arrow_type: pa.DataType, default: Any = MISSING) -> Any:
+    return field(default=default, metadata={_ARROW_TYPE: arrow_type})
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class BaseFileStat:
     column_stats: str = _column(pa.string())  # JSON, per column: [min, max, nulls, values, NaNs]
     bloom: str | None = _column(pa.string())  # the encoded filter, only when the metadata table keeps them
     bloom_bytes: int = _column(pa.int64())  # the filter's bytes in the footer: per-file overhead, not per-record
+    bloom_type: str = _column(pa.string(), "SIMPLE")  # the filter's type code (hoodie.bloom.index.filter.type)
 
     @classmethod
     def arrow_schema(cls) -> pa.Schema:

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from labformat.fileformat.arrow_columns import constant
-from labformat.fileformat.bloom_filter import BloomFilter
+from labformat.fileformat.bloom_filter import decode
 from labformat.fileformat.footers import FooterInfo, bloom_filter, key_ranges
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.index.base import FILE_ID, KEY, PART, IndexContext, TagResult
@@ -69,8 +69,11 @@ def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
             )
 
 
-def check_file(table: pa.Table, base_uri: str, blooms: dict[str, str] | None = None) -> pa.Table:
+def check_file(table: pa.Table, base_uri: str, blooms: dict[str, tuple[str, str]] | None = None) -> pa.Table:
     """Tasks (b)+(c), one file group at a time: its bloom filter, then its real keys.
+
+    `blooms`: (type code, encoded filter) per path, from the metadata table; else the footer's.
+    A file without a filter (Hudi writes none without meta fields) passes every candidate on.
 
     Returns the keys really found in the file, plus one stats row (KEY null) counting
     candidates, keys that passed the bloom filter, keys really present, and the keys the exact
@@ -80,8 +83,8 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, str] | None = N
     part = table.column(PART)[0].as_py()
     path = table.column("path")[0].as_py()
     keys = table.column(KEY)
-    bloom = BloomFilter.from_base64(blooms[path]) if blooms is not None else bloom_filter(base_uri, path)
-    maybe = bloom.might_contain(keys.to_numpy(zero_copy_only=False))
+    bloom = decode(blooms[path][1], blooms[path][0]) if blooms is not None else bloom_filter(base_uri, path)
+    maybe = bloom.might_contain(keys) if bloom is not None else np.ones(len(keys), dtype=bool)
     survivors = pc.filter(keys, pa.array(maybe))
     matched = pa.array([], pa.string())
     keys_read = 0
@@ -152,7 +155,8 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
         partial(prune_by_ranges, files=files, prune=ctx.prune_by_ranges), CANDIDATE_DDL)
     base_uri = ctx.base_uri
     # Filters from the metadata table travel to the tasks as a broadcast (read once per executor).
-    shipped = ctx.spark.sparkContext.broadcast({p: b.to_base64() for p, b in blooms.items()}) if blooms else None
+    shipped = ctx.spark.sparkContext.broadcast(
+        {p: (b.type_code, b.to_base64()) for p, b in blooms.items()}) if blooms else None
 
     # A plain typed function: pyspark 4.3 cannot infer the eval type of a functools.partial here.
     def check(table: pa.Table) -> pa.Table:

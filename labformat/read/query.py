@@ -164,7 +164,9 @@ def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> 
         source = f"footers ({source})"
         blooms = {s.path: bloom_filter(ctx.storage.base_uri, s.path) for s in slices}
     # An empty key set means the condition is never TRUE: no file can hold a match.
-    return Pruned(tuple(s for s in slices if probe and blooms[s.path].might_contain(probe).any()), source)
+    # A file without a filter (Hudi writes none without meta fields) cannot be ruled out.
+    return Pruned(tuple(s for s in slices if probe and (blooms[s.path] is None or blooms[s.path].might_contain(probe).any())),
+                  source)
 
 
 PARTITION_PRUNING = PruningStage("partition_pruning", prune_partitions)

@@ -78,6 +78,8 @@ def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructTyp
         bloom_fpp=cfg.bloom_fpp,
         bloom_num_entries=cfg.bloom_num_entries,
         collect_bloom=ctx.config.bloom_filter_enable,
+        bloom_type=cfg.bloom_filter_type,
+        bloom_max_entries=cfg.bloom_dynamic_max_entries,
     )
     prepared = df.select(*[F.col(c) for c in data_columns], ctx.partition_path_column().alias(PART))
     ordered = order_for_sort_mode(prepared, cfg.bulk_insert_sort_mode, record_key, cfg.bulk_insert_parallelism)

@@ -469,7 +469,8 @@ def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_cou
                          tuple(f.name for f in data_schema.fields), cfg.max_file_size,
                          cfg.compression_codec, bloom_fpp=cfg.bloom_fpp,
                          bloom_num_entries=cfg.bloom_num_entries,
-                         collect_bloom=ctx.config.bloom_filter_enable)
+                         collect_bloom=ctx.config.bloom_filter_enable, bloom_type=cfg.bloom_filter_type,
+                         bloom_max_entries=cfg.bloom_dynamic_max_entries)
         keys = task_keys(ctx.spark, len(plan.targets))
         routed = route_records(tag, plan, keys)
         stats = write_file_groups(ctx, routed, plan, spec,
