@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labformat.errors import CorruptTableError
-from labformat.fileformat.bloom_filter import (DynamicBloomFilter, BloomSpec, SimpleBloomFilter, decode,
+from labformat.fileformat.bloom_filter import (BloomSpec, DynamicBloomFilter, SimpleBloomFilter, decode,
                                                dynamic_rows, sizing)
 from labformat.fileformat.footers import BLOOM_FOOTER, BLOOM_TYPE_FOOTER, KeyFooter, bloom_filter
 from labformat.fileformat.murmur import bit_positions, murmur_hash
@@ -357,3 +357,35 @@ def test_the_exact_check_counts_the_keys_it_reads(tmp_path):
     assert (row["after_bloom"], row["matched"], row["keys_read"]) == (1, 1, 300)
     row = stats(None, absent + ["k007"])  # the file's footer has no filter
     assert (row["after_bloom"], row["matched"], row["keys_read"]) == (21, 1, 300)
+
+
+@pytest.mark.spark
+def test_a_dynamic_v0_table_writes_hudis_footers_and_upserts_through_them(spark, tmp_path):
+    """hoodie.bloom.index.filter.type=DYNAMIC_V0, 10 keys per row up to 25: a GLOBAL_SORT bulk
+    insert of 60 keys into 2 files gives each a filter of several rows, laid out as Hudi lays out
+    that many keys; an upsert of 5 of them and 2 new keys finds exactly the 5 through them."""
+    import labformat as lf
+
+    opts = {"hoodie.bloom.index.filter.type": "DYNAMIC_V0", "hoodie.index.bloom.num_entries": 10,
+            "hoodie.bloom.index.filter.dynamic.max.entries": 25}
+    t = lf.Table.create(spark, tmp_path / "t", record_key="id", precombine_field="ts", partition_field=None,
+                        options={"index_type": "BLOOM"})
+    rows = [(f"k{i:03d}", i, 1) for i in range(60)]
+    t.bulk_insert(spark.createDataFrame(rows, "id string, value long, ts long"),
+                  {**opts, "bulk_insert_sort_mode": "GLOBAL_SORT", "bulk_insert_parallelism": 2})
+    sizes = []
+    for s in t.file_slices():
+        meta = pq.read_metadata(tmp_path / "t" / s.path)
+        footer = KeyFooter.parse(meta.metadata)
+        assert footer.bloom_type == "DYNAMIC_V0"
+        bloom = footer.bloom_filter()
+        rows, last = dynamic_rows(meta.num_rows, 10, 25)[1:]
+        assert (len(bloom.rows), bloom.per_row, bloom.last_row_keys) == (rows, 10, last)
+        sizes.append(len(bloom.rows))
+    assert max(sizes) >= 2 and sum(pq.read_metadata(tmp_path / "t" / s.path).num_rows for s in t.file_slices()) == 60
+    batch = [(f"k{i:03d}", -i, 2) for i in (1, 17, 30, 44, 59)] + [("k999", 0, 2), ("j000", 0, 2)]
+    report = t.upsert(spark.createDataFrame(batch, "id string, value long, ts long"), opts)
+    assert (report.rows_updated, report.rows_inserted) == (5, 2)
+    assert report.funnel["keys_matched"] == 5 and report.funnel["keys_false_positives"] == 0
+    values = {r.id: r.value for r in t.read().collect()}
+    assert len(values) == 62 and values["k017"] == -17 and values["k016"] == 16

@@ -98,6 +98,8 @@ def bit_positions(keys, num_hashes: int, num_bits: int) -> Iterator[tuple[np.nda
     Empty keys are left out: Hadoop refuses them ("key length must be > 0"), and Hudi never
     stores one (an empty record key is an error there, as in labformat).
     """
+    if not len(keys):
+        return
     data, offsets = utf8_buffers(keys)
     lengths = np.diff(offsets)
     order = np.argsort(lengths, kind="stable")

@@ -83,8 +83,9 @@ def _utc(seconds: float | None) -> pd.Timestamp | None:
 
 def timeline_frame(storage: Storage, timeline: Timeline) -> pd.DataFrame:
     """One row per instant in its furthest state: instant, action, state, started (the instant
-    time, UTC), reached (when its furthest state's file was written), and for completed writes
-    the operation, base files and rows written."""
+    time, UTC), file_time (the modification time of its furthest state's file: when it got there,
+    unless the table was copied since), and for completed writes the operation, base files and
+    rows written."""
     furthest: dict[tuple[str, str], tuple[str, str]] = {}
     for time, action, state, path in _instant_files(storage):
         seen = furthest.get((time, action))
@@ -94,14 +95,14 @@ def timeline_frame(storage: Storage, timeline: Timeline) -> pd.DataFrame:
     rows = []
     for (time, action), (state, path) in sorted(furthest.items()):
         row = {"instant": time, "action": action, "state": state,
-               "started": pd.Timestamp(parse_instant_time(time)), "reached": _utc(storage.modified_time(path)),
+               "started": pd.Timestamp(parse_instant_time(time)), "file_time": _utc(storage.modified_time(path)),
                "operation": None, "files_written": None, "rows_written": None}
         if state == State.COMPLETED.value and action in {a.value for a in WRITE_ACTIONS} and time in writes:
             metadata = timeline.commit_metadata(writes[time])
             row.update(operation=metadata.operation_type, files_written=len(metadata.write_stats),
                        rows_written=sum(s.num_writes for s in metadata.write_stats))
         rows.append(row)
-    return pd.DataFrame(rows, columns=["instant", "action", "state", "started", "reached", "operation",
+    return pd.DataFrame(rows, columns=["instant", "action", "state", "started", "file_time", "operation",
                                        "files_written", "rows_written"])
 
 
@@ -245,7 +246,7 @@ def render_text(ins: Inspection, max_rows: int = 20) -> str:
            f"{props.get('hoodie.table.keygenerator.class', '(not recorded)').rsplit('.', 1)[-1]}"]
     stamp = lambda t, fmt: "" if pd.isna(t) else pd.Timestamp(t).strftime(fmt)  # noqa: E731
     timeline = ins.timeline.assign(started=ins.timeline["started"].map(lambda t: stamp(t, "%Y-%m-%d %H:%M:%S.%f")[:-3]),
-                                   reached=ins.timeline["reached"].map(lambda t: stamp(t, "%Y-%m-%d %H:%M:%S")))
+                                   file_time=ins.timeline["file_time"].map(lambda t: stamp(t, "%Y-%m-%d %H:%M:%S")))
     out += ["", f"Timeline: {len(timeline)} instants "
                 f"({(timeline['state'] == 'completed').sum()} completed)", _table(timeline, max_rows)]
     groups = ins.file_groups
@@ -257,7 +258,9 @@ def render_text(ins: Inspection, max_rows: int = 20) -> str:
     out += ["", f"Base files (latest slices): {len(files)}, "
                 + (f"{_mb(sizes.sum())} in all, {_mb(sizes.min())} to {_mb(sizes.max())}, median {_mb(sizes.median())}"
                    if len(files) else "none"), _table(shown, max_rows)]
-    out += ["", f"Row groups: {len(ins.row_groups)}", _table(ins.row_groups, max_rows)]
+    groups_shown = ins.row_groups.assign(file_id=ins.row_groups["path"].str.rsplit("/", n=1).str[-1].str.split("_").str[0])
+    out += ["", f"Row groups: {len(ins.row_groups)}",
+            _table(groups_shown[["file_id", "row_group", "rows", "compressed_bytes", "min_key", "max_key"]], max_rows)]
     if pruning.empty:
         out += ["", "Range pruning: no keys to try (no record keys in the footers)"]
     else:

@@ -165,8 +165,8 @@ def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> 
         blooms = {s.path: bloom_filter(ctx.storage.base_uri, s.path) for s in slices}
     # An empty key set means the condition is never TRUE: no file can hold a match.
     # A file without a filter (Hudi writes none without meta fields) cannot be ruled out.
-    return Pruned(tuple(s for s in slices if probe and (blooms[s.path] is None or blooms[s.path].might_contain(probe).any())),
-                  source)
+    kept = [s for s in slices if probe and (blooms[s.path] is None or blooms[s.path].might_contain(probe).any())]
+    return Pruned(tuple(kept), source)
 
 
 PARTITION_PRUNING = PruningStage("partition_pruning", prune_partitions)
