@@ -164,17 +164,20 @@ def footers(storage: Storage, slices: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
 
 def sample_keys(storage: Storage, files: pd.DataFrame, groups: pd.DataFrame, count: int,
                 seed: int = 0) -> list[tuple[str, str]]:
-    """`count` (partition path, record key) pairs of the table: each from a random row group of a
-    random non-empty base file (seeded, so a rerun samples the same keys). Reads the record-key
-    column of those row groups only; a table without `_hoodie_record_key` gives none."""
+    """`count` distinct (partition path, record key) pairs of the table (fewer when it holds fewer):
+    each from a random row group of a random non-empty base file, seeded, so a rerun samples the
+    same keys. Reads the record-key column of those row groups only; a table without
+    `_hoodie_record_key` gives none."""
     # In key order, not listing order: file ids are random, and the same table must give the same sample.
     live = files[files["footer_rows"] > 0].sort_values(["partition_path", "min_key", "max_key"], ignore_index=True)
     if live.empty or count <= 0 or groups.empty or groups["min_key"].isna().all():
         return []
     rng = np.random.default_rng(seed)
     cache: dict[tuple[str, int], list[str]] = {}
-    out = []
-    for _ in range(count):
+    out: dict[tuple[str, str], None] = {}
+    for _ in range(20 * count):  # draws, so a table of fewer keys than asked for ends too
+        if len(out) == count:
+            break
         row = live.iloc[int(rng.integers(len(live)))]
         group = int(rng.integers(int(row["row_groups"])))
         if (row["path"], group) not in cache:
@@ -182,8 +185,8 @@ def sample_keys(storage: Storage, files: pd.DataFrame, groups: pd.DataFrame, cou
             cache[(row["path"], group)] = parquet.read_row_group(group, columns=[RECORD_KEY]).column(0).to_pylist()
         keys = cache[(row["path"], group)]
         if keys:
-            out.append((row["partition_path"], keys[int(rng.integers(len(keys)))]))
-    return out
+            out[(row["partition_path"], keys[int(rng.integers(len(keys)))])] = None
+    return list(out)
 
 
 def range_pruning(files: pd.DataFrame, keys: list[tuple[str | None, str]]) -> pd.DataFrame:
