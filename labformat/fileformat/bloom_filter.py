@@ -189,7 +189,7 @@ class SimpleBloomFilter:
         can rule it out (and no table holds one)."""
         out = np.ones(len(keys), dtype=bool)
         for idx, positions in bit_positions(keys, self.num_hashes, self.num_bits):
-            out[idx] = self.bits[positions].all(axis=1)
+            out[idx] = self.bits[positions].all(axis=0)
         return out
 
     def to_bytes(self) -> bytes:
@@ -237,7 +237,7 @@ class DynamicBloomFilter:
                 continue
             owner = row_of[idx]
             for r, row in enumerate(out.rows):
-                row.bits[positions[owner == r].ravel()] = True
+                row.bits[positions[:, owner == r].ravel()] = True
         return out
 
     def might_contain(self, keys) -> np.ndarray:
@@ -246,7 +246,7 @@ class DynamicBloomFilter:
         for idx, positions in bit_positions(keys, first.num_hashes, first.num_bits):
             hit = np.zeros(len(idx), dtype=bool)
             for row in self.rows:
-                hit |= row.bits[positions].all(axis=1)
+                hit |= row.bits[positions].all(axis=0)
             out[idx] = hit
         return out
 

@@ -78,22 +78,25 @@ def _murmur(h: np.ndarray, length: int, blocks: np.ndarray, tail: np.ndarray | N
 
 
 def _chained(rows: np.ndarray, length: int, num_hashes: int, modulus: int) -> np.ndarray:
-    """(keys, num_hashes) bit positions of keys that all have `length` bytes (> 0)."""
+    """(num_hashes, keys) bit positions of keys that all have `length` bytes (> 0): one row per
+    hash, so each step writes one contiguous row."""
     blocks = _mixed_blocks(rows, length // 4)
     tail = _tail(rows, length)
-    out = np.empty((len(rows), num_hashes), dtype=np.uint32)
+    out = np.empty((num_hashes, len(rows)), dtype=np.uint32)
     h = np.zeros(len(rows), dtype=np.uint32)  # Hadoop's first seed is 0
     scratch = np.empty_like(h)
     for i in range(num_hashes):
         _murmur(h, length, blocks, tail, scratch)  # seeded with the previous hash
         # Java: Math.abs(h % bits) == |h| % bits. np.abs of int32 -2**31 stays -2**31, whose
         # unsigned view is 2**31, its true magnitude.
-        np.remainder(np.abs(h.view(np.int32)).view(np.uint32), np.uint32(modulus), out=out[:, i])
+        np.abs(h.view(np.int32), out=scratch.view(np.int32))
+        np.remainder(scratch, np.uint32(modulus), out=out[i])
     return out
 
 
 def bit_positions(keys, num_hashes: int, num_bits: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Hadoop's k bit positions of each key, in chunks: (indices of the keys, their positions).
+    """Hadoop's k bit positions of each key, in chunks: (indices of the keys, their positions,
+    shaped (k, keys)).
 
     Empty keys are left out: Hadoop refuses them ("key length must be > 0"), and Hudi never
     stores one (an empty record key is an error there, as in labformat).
