@@ -26,7 +26,7 @@ from typing import ClassVar, Protocol
 import numpy as np
 
 from labformat.fileformat.legacy_bloom import LEGACY_TYPE, LegacyBloomFilter
-from labformat.fileformat.murmur import bit_positions
+from labformat.fileformat.murmur import bit_positions, probe
 from labformat.model.enums import BloomFilterTypeCode
 
 SIMPLE = BloomFilterTypeCode.SIMPLE
@@ -187,10 +187,7 @@ class SimpleBloomFilter:
     def might_contain(self, keys) -> np.ndarray:
         """One bool per key. An empty key answers True: Hadoop cannot hash one, so no filter
         can rule it out (and no table holds one)."""
-        out = np.ones(len(keys), dtype=bool)
-        for idx, positions in bit_positions(keys, self.num_hashes, self.num_bits):
-            out[idx] = self.bits[positions].all(axis=0)
-        return out
+        return probe(keys, self.num_hashes, self.num_bits, [self.bits])
 
     def to_bytes(self) -> bytes:
         return (_HEADER.pack(_VERSION, self.num_hashes, MURMUR_HASH, self.num_bits)
@@ -241,14 +238,8 @@ class DynamicBloomFilter:
         return out
 
     def might_contain(self, keys) -> np.ndarray:
-        out = np.ones(len(keys), dtype=bool)
         first = self.rows[0]
-        for idx, positions in bit_positions(keys, first.num_hashes, first.num_bits):
-            hit = np.zeros(len(idx), dtype=bool)
-            for row in self.rows:
-                hit |= row.bits[positions].all(axis=0)
-            out[idx] = hit
-        return out
+        return probe(keys, first.num_hashes, first.num_bits, [row.bits for row in self.rows])
 
     def to_bytes(self) -> bytes:
         first = self.rows[0]
