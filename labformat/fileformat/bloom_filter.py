@@ -72,8 +72,7 @@ class BloomSpec:
         """Keys per row once the filter holds `keys` keys: one row for SIMPLE."""
         if self.type_code == SIMPLE:
             return [keys]
-        return list(np.bincount(dynamic_rows(keys, self.num_entries, self.max_entries)[0],
-                                minlength=1).tolist()) if keys else [0]
+        return np.bincount(dynamic_rows(keys, self.num_entries, self.max_entries)[0], minlength=1).tolist()
 
     def predicted_fpp(self, keys: int) -> float:
         """The false-positive rate once the filter holds `keys` keys: (1 - e^(-hashes x keys / bits))
@@ -103,7 +102,10 @@ class BloomSpec:
         if _type(type_code) != self.type_code:
             return False
         bits, hashes = self.bits_and_hashes
-        head = _head(encoded, _HEADER.size + _DYNAMIC.size)
+        try:
+            head = _head(encoded, _HEADER.size + _DYNAMIC.size)
+        except ValueError:  # not base64: certainly not a filter to keep
+            return False
         if len(head) < _HEADER.size or _HEADER.unpack_from(head) != (_VERSION, hashes, MURMUR_HASH, bits):
             return False
         if self.type_code == SIMPLE:
