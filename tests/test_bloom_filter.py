@@ -389,3 +389,21 @@ def test_a_dynamic_v0_table_writes_hudis_footers_and_upserts_through_them(spark,
     assert report.funnel["keys_matched"] == 5 and report.funnel["keys_false_positives"] == 0
     values = {r.id: r.value for r in t.read().collect()}
     assert len(values) == 62 and values["k017"] == -17 and values["k016"] == 16
+
+
+def test_the_bloom_index_still_reads_a_base_file_of_a_table_written_before(tmp_path):
+    """A base file with labformat's first filter in its footer (tables written before Hudi's
+    filter) is checked through that filter: the legacy answers recorded above."""
+    from labformat.index.base import FILE_ID, KEY, PART
+    from labformat.index.bloom import check_file
+
+    table = pa.table({"_hoodie_record_key": ["k1", "k2", "k3"]})
+    writer = pq.ParquetWriter(tmp_path / "old.parquet", table.schema)
+    writer.write_table(table)
+    writer.add_key_value_metadata({k.decode(): v.decode() for k, v in LEGACY_FOOTER.items()})
+    writer.close()
+    candidates = ["k1", "k3", "x1", "x2"]
+    batch = pa.table({PART: ["p"] * 4, KEY: candidates, FILE_ID: ["old"] * 4, "path": ["old.parquet"] * 4})
+    out = check_file(batch, tmp_path.as_uri()).to_pylist()
+    [stats] = [r for r in out if r[KEY] is None]
+    assert (stats["after_bloom"], stats["matched"]) == (2, 2)  # x1, x2 ruled out by the old filter
