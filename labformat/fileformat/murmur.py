@@ -149,12 +149,15 @@ def probe(keys, num_hashes: int, num_bits: int, rows_of_bits: list[np.ndarray]) 
             for r, bits in enumerate(rows_of_bits):
                 ok[r] &= bits[position]
             alive = ok.any(axis=0)
-            if not alive.all():  # keep hashing the keys still in question only
+            # Keep hashing only the keys still in question, once copying them pays: in an
+            # overfull filter nearly every key survives every hash, and copying after each one
+            # made probing 3x slower than hashing them all.
+            if alive.sum() < 0.75 * len(alive):
                 idx, h, ok, blocks = idx[alive], h[alive], ok[:, alive], blocks[:, alive]
                 tail = tail[alive] if tail is not None else None
                 if not len(idx):
                     break
-        out[idx] = True
+        out[idx[ok.any(axis=0)]] = True
     out[~hashed] = True
     return out
 
