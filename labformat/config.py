@@ -130,6 +130,11 @@ OPTIONS: tuple[Option, ...] = (
     # table scope: written to hoodie.properties at create time
     Option("table_name", "hoodie.table.name", None, "Table name; defaults to the folder name.",
            Scope.TABLE, parse_optional_str),
+    Option("table_type", "hoodie.table.type", "COPY_ON_WRITE",
+           "COPY_ON_WRITE rewrites a file group's base file on every update (a `commit`); MERGE_ON_READ "
+           "appends updates and deletes to log files of the file slice (a `deltacommit`) and merges them "
+           "when reading. Fixed when the table is created; the BUCKET index needs COPY_ON_WRITE.",
+           Scope.TABLE, one_of("COPY_ON_WRITE", "MERGE_ON_READ")),
     Option("hive_style_partitioning", "hoodie.datasource.write.hive_style_partitioning", False,
            "Partition folders named `field=value` instead of `value`.", Scope.TABLE, parse_bool),
     Option("partitionpath_urlencode", "hoodie.datasource.write.partitionpath.urlencode", False,
@@ -224,6 +229,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("heartbeat_tolerable_misses", "hoodie.client.heartbeat.tolerable.misses", 2,
            "Heartbeats a writer may miss before its instant counts as dead (see `heartbeat_interval_ms`).",
            Scope.WRITE, parse_int, at_least(0)),
+    Option("query_type", "hoodie.datasource.query.type", "SNAPSHOT",
+           "SNAPSHOT reads each file slice's base file merged with its log files (merge-on-read); "
+           "READ_OPTIMIZED reads the base files only: faster, without the updates and deletes still in "
+           "log files. The same on a copy-on-write table, which has no log files.",
+           Scope.READ, one_of("SNAPSHOT", "READ_OPTIMIZED")),
     Option("data_skipping", "hoodie.enable.data.skipping", True,
            "Queries skip base files using partition values, column stats and bloom filters.",
            Scope.READ, parse_bool),

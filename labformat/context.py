@@ -27,6 +27,8 @@ _FIXED_PROPERTIES = {
     "hoodie.populate.meta.fields": "true",
     "hoodie.archivelog.folder": "archived",
 }
+COPY_ON_WRITE = "COPY_ON_WRITE"
+MERGE_ON_READ = "MERGE_ON_READ"
 _SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
 _NON_PARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 # A table's metadata flags as hoodie.properties stores them; absent means off, as in a table Hudi
@@ -82,6 +84,11 @@ class TableConfig:
     column_stats_enable: bool  # only ever true with metadata_enable: the stats live in the metadata table
     column_stats_columns: tuple[str, ...] | None  # None: every column of a supported type
     bloom_filter_enable: bool  # base files' bloom filters copied into the metadata table
+    table_type: str = COPY_ON_WRITE  # or MERGE_ON_READ (`hoodie.table.type`)
+
+    @property
+    def merge_on_read(self) -> bool:
+        return self.table_type == MERGE_ON_READ
 
     @classmethod
     def new(cls, options: C.Config, name: str, record_key: str, precombine_field: str,
@@ -89,6 +96,9 @@ class TableConfig:
         """The config of a table being created from its table-scope options; InvalidInputError for a
         name `check_names` refuses."""
         check_names(name, record_key, precombine_field, partition_field or None)
+        if options.table_type == MERGE_ON_READ and options.index_type == IndexType.BUCKET.value:
+            raise ConfigError("hoodie.table.type=MERGE_ON_READ with hoodie.index.type=BUCKET is not supported "
+                              "yet: a merge-on-read table takes the BLOOM or SIMPLE index")
         return cls(
             name=name, record_key=record_key, precombine_field=precombine_field,
             partition_field=partition_field or None,
@@ -99,6 +109,7 @@ class TableConfig:
             column_stats_enable=options.metadata_enable and options.column_stats_enable,
             column_stats_columns=tuple(options.column_stats_columns.split(",")) if options.column_stats_columns else None,
             bloom_filter_enable=options.metadata_enable and options.bloom_filter_enable,
+            table_type=options.table_type,
         )
 
     @classmethod
@@ -127,6 +138,7 @@ class TableConfig:
             column_stats_enable=value("column_stats_enable"),
             column_stats_columns=tuple(columns.split(",")) if columns else None,
             bloom_filter_enable=value("bloom_filter_enable"),
+            table_type=value("table_type"),
         )
 
     def to_properties(self) -> dict[str, str]:
@@ -134,6 +146,7 @@ class TableConfig:
         props = {
             P.TABLE_NAME: self.name,
             **P.REQUIRED,
+            P.TABLE_TYPE: self.table_type,
             P.RECORD_KEY_FIELDS: self.record_key,
             P.PRECOMBINE_FIELD: self.precombine_field,
             **_FIXED_PROPERTIES,

@@ -12,7 +12,9 @@ class FileSystemView:
     """Every file group the completed commits up to `as_of` wrote, and each one's latest slice.
 
     Built from the commits' write stats rather than by listing folders: a listing would
-    also see files of failed or in-flight instants, which are not part of the table.
+    also see files of failed or in-flight instants, which are not part of the table. So a
+    file slice's log files are those of completed delta commits only (up to `as_of`); a log
+    file of a rolled-back or in-flight instant is never in a slice.
     """
 
     def __init__(self, timeline: Timeline, as_of: str | None = None):
@@ -24,6 +26,9 @@ class FileSystemView:
             for stat in metadata.write_stats:
                 key = (stat.partition_path, stat.file_id)
                 group = self._groups.setdefault(key, FileGroup(stat.partition_path, stat.file_id))
+                if stat.is_log_file:
+                    group.add_log(stat.path, stat.file_size_bytes)
+                    continue
                 group.add(FileSlice(stat.partition_path, stat.file_id, instant.time, stat.path,
                                     stat.file_size_bytes, stat.num_writes))
             for partition, file_ids in metadata.replaced_file_ids.items():
@@ -51,6 +56,10 @@ def check_base_files(storage: Storage, slices: list[FileSlice]) -> None:
     for partition in sorted({s.partition_path for s in slices}):
         sizes.update((info.path, info.size) for info in storage.list(partition))
     for s in slices:
+        for log in s.log_paths:
+            if log not in sizes:
+                raise CorruptTableError(f"log file {log} of file slice {s.path} is missing from {storage.base_uri}; "
+                                        "the table cannot be read")
         if s.path not in sizes:
             raise CorruptTableError(f"base file {s.path} of commit {s.base_instant_time} is missing from "
                                     f"{storage.base_uri}; the table cannot be read")

@@ -15,8 +15,9 @@ PRECOMBINE_FIELD = "hoodie.table.precombine.field"
 PARTITION_FIELDS = "hoodie.table.partition.fields"
 HIVE_STYLE = "hoodie.datasource.write.hive_style_partitioning"
 
-# What a version-6 copy-on-write table must say about itself.
+# What a version-6 table must say about itself (its type is one of TABLE_TYPES).
 REQUIRED = {TABLE_TYPE: "COPY_ON_WRITE", TABLE_VERSION: "6", TIMELINE_LAYOUT_VERSION: "1"}
+TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
 
 
 # Java's escapes for characters that end a key or a line, or that start a comment (Properties.store).
@@ -130,6 +131,8 @@ def parse_properties(text: str, where: str = PROPERTIES_PATH) -> dict[str, str]:
     for key, expected in REQUIRED.items():
         if key not in props:
             raise CorruptTableError(f"{where}: missing {key}")
+        if key == TABLE_TYPE and props[key] in TABLE_TYPES:
+            continue
         if props[key] != expected:
             raise CorruptTableError(f"{where}: {key}={props[key]!r}, labformat reads only {expected!r}")
     for key in (TABLE_NAME, RECORD_KEY_FIELDS, PRECOMBINE_FIELD):

@@ -111,14 +111,15 @@ def avro_record(schema: T.StructType, name: str) -> dict:
     return {"type": "record", "name": name, "fields": fields}
 
 
-def avro_schema_json(data_schema: T.StructType, table_name: str) -> str:
-    """The Avro schema Hudi keeps in a commit's extraMetadata.schema (data columns only)."""
+def avro_schema_json(data_schema: T.StructType, table_name: str, meta_columns: bool = False) -> str:
+    """The Avro schema Hudi keeps in a commit's extraMetadata.schema (data columns only); with
+    `meta_columns`, the writer schema of a log file's data blocks (the five meta columns first)."""
     # Avro names are [A-Za-z_][A-Za-z0-9_]*, ASCII only: hudi-rs's Avro parser panics on a record
     # named after a table called "tä" (str.isalnum() would keep the "ä").
     safe = re.sub(r"[^A-Za-z0-9_]", "_", table_name) or "table"  # AVRO_NAME, once a leading digit is prefixed
     if safe[0].isdigit():
         safe = f"_{safe}"
-    record = avro_record(data_schema, f"{safe}_record")
+    record = avro_record(with_meta_columns(data_schema) if meta_columns else data_schema, f"{safe}_record")
     record["namespace"] = f"hoodie.{safe}"
     return json.dumps(record)
 

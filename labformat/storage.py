@@ -159,6 +159,14 @@ class Storage:
         except FileNotFoundError:
             return False
 
+    def delete_dir(self, rel: str) -> bool:
+        """Delete the folder `rel` and whatever is left in it; False when it did not exist."""
+        try:
+            self.fs.delete_dir(self.full_path(rel))
+            return True
+        except FileNotFoundError:
+            return False
+
     def makedirs(self, rel: str) -> None:
         self.fs.create_dir(self.full_path(rel), recursive=True)
 

@@ -1,4 +1,4 @@
-"""The Table: create/open a copy-on-write table, write to it through the commit protocol, read snapshots."""
+"""The Table: create/open a copy-on-write or merge-on-read table, write to it through the commit protocol, read snapshots."""
 
 from __future__ import annotations
 
@@ -24,16 +24,17 @@ from labformat.model.enums import IndexType, Operation
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import WriteReport
+from labformat.read.merge_on_read import READ_OPTIMIZED, read_file_slices
 from labformat.read.query import ScanPlan, plan_scan, run_query
-from labformat.schema import with_meta_columns
 from labformat.storage import Storage
 from labformat.timeline import TIMELINE_DIR, Timeline
 from labformat.write import bulk_insert as _bulk_insert
+from labformat.write import compaction as _compaction
 from labformat.write import upsert as _upsert
 
 
 class Table:
-    """A labformat (Apache Hudi v6 copy-on-write) table at `path`.
+    """A labformat (Apache Hudi v6 copy-on-write or merge-on-read) table at `path`.
 
     Writes follow the commit protocol: requested -> inflight -> base files written ->
     completed commit published atomically. A writer that dies leaves the table readable at
@@ -58,9 +59,17 @@ class Table:
     @classmethod
     def create(cls, spark: SparkSession, path: str | os.PathLike, record_key: str = "record_key",
                precombine_field: str = "updated_at", partition_field: str | None = None,
-               options: Mapping[str, Any] | None = None) -> "Table":
-        """Create an empty table: writes `.hoodie/hoodie.properties`. Fails if one exists."""
+               options: Mapping[str, Any] | None = None, table_type: str | None = None) -> "Table":
+        """Create an empty table: writes `.hoodie/hoodie.properties`. Fails if one exists.
+
+        `table_type`: "COPY_ON_WRITE" (the default) or "MERGE_ON_READ"; the same as the
+        `table_type` option (`hoodie.table.type`).
+        """
         storage = Storage(path)
+        if table_type is not None:
+            if not isinstance(options, Mapping) and options is not None:
+                C.resolve(options, [C.Scope.TABLE])  # ConfigError naming what `options` is
+            options = {**(options or {}), "table_type": table_type}
         for label, name in (("record_key", record_key), ("precombine_field", precombine_field)):
             if not isinstance(name, str) or not name.strip():
                 raise InvalidInputError(f"{label} must be a column name, got {name!r}")
@@ -116,6 +125,11 @@ class Table:
     def index_type(self) -> IndexType:
         return self.config.index_type
 
+    @property
+    def table_type(self) -> str:
+        """COPY_ON_WRITE or MERGE_ON_READ (`hoodie.table.type`)."""
+        return self.config.table_type
+
     def __repr__(self) -> str:
         return f"Table({self.path!r}, record_key={self.record_key!r}, partition_field={self.partition_field!r})"
 
@@ -152,21 +166,21 @@ class Table:
 
     # ---- reads ----------------------------------------------------------------------------
 
-    def read(self, as_of: str | None = None) -> DataFrame:
+    def read(self, as_of: str | None = None, options: Mapping[str, Any] | None = None) -> DataFrame:
         """The snapshot as of the latest completed commit (or `as_of`), as a Spark DataFrame.
 
         Only the latest file slice of each file group is read; files of failed or
-        unfinished instants are never in the list.
+        unfinished instants are never in the list. On a merge-on-read table each slice's base
+        file is merged with its log files in Spark tasks (`labformat.read.merge_on_read`);
+        `options={"query_type": "READ_OPTIMIZED"}` reads the base files only.
         """
+        cfg = C.resolve(options, [C.Scope.READ])
         ctx = self.context()
         view = ctx.file_system_view(as_of)
-        schema = with_meta_columns(ctx.schema(as_of) or T.StructType([]))
         slices = view.latest_file_slices()
         check_base_files(self.storage, slices)  # a missing or truncated file: CorruptTableError naming it
-        paths = [self.storage.spark_path(s.path) for s in slices]
-        if not paths:
-            return self.spark.createDataFrame([], schema)
-        return self.spark.read.schema(schema).parquet(*paths)
+        return read_file_slices(self.spark, self.storage, slices, ctx.schema(as_of) or T.StructType([]),
+                                self.precombine_field, read_optimized=cfg.query_type == READ_OPTIMIZED)
 
     def query(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None):
         """Rows matching `condition` (a Spark Column or SQL string) and a ScanReport of how they were found.
@@ -217,6 +231,15 @@ class Table:
         """
         _require_spark_dataframe(keys_df, "delete")
         return _upsert.run(self.context(), keys_df, C.resolve(options, [C.Scope.WRITE]), Operation.DELETE)
+
+    def compact(self, options: Mapping[str, Any] | None = None) -> WriteReport:
+        """Merge-on-read: merge every file slice that has log files into a new base file (Hudi's
+        compaction: `<instant>.compaction.requested` holds the plan, `<instant>.commit` completes it).
+
+        The report's details give the strategy, the plan (file slices, their log files and bytes) and
+        the bytes read; its files are the new base files. No slice with logs: instant None.
+        """
+        return _compaction.run(self.context(), C.resolve(options, [C.Scope.WRITE]))
 
     def rebuild_metadata(self) -> RebuildReport:
         """Recompute the metadata table for the latest commit from the base files (see labformat.metadata)."""

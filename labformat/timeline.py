@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from labformat import markers
 from labformat.errors import ConcurrentWriteError, CorruptTableError, InstantNotFoundError
 from labformat.model.base_file import BaseFile
 from labformat.model.commit import COMPLETION_TIME_KEY, CommitMetadata
@@ -53,6 +54,11 @@ class Timeline:
             key = (instant.time, instant.action)
             if key not in furthest or _STATE_RANK[instant.state] > _STATE_RANK[furthest[key].state]:
                 furthest[key] = instant
+        # A compaction that completed is its `<time>.commit`; its requested and inflight files name it
+        # `compaction`, which would otherwise look pending forever.
+        committed = {t for (t, a), i in furthest.items() if a is Action.COMMIT and i.is_completed}
+        for key in [k for k in furthest if k[1] is Action.COMPACTION and k[0] in committed]:
+            del furthest[key]
         self.instants: tuple[Instant, ...] = tuple(sorted(furthest.values(), key=lambda i: (i.time, i.action.value)))
         return self
 
@@ -209,9 +215,21 @@ class Timeline:
         self.reload()
 
     def delete_files_of(self, instant_time: str) -> list[str]:
-        """Delete the base files (half-written and temp files too) and metadata table files an
-        instant wrote; the paths deleted. Its timeline files are left to the caller."""
+        """Delete the base files (half-written and temp files too), log files (found by their write
+        markers) and metadata table files an instant wrote; the paths deleted. Its timeline files
+        are left to the caller."""
         deleted = []
+        marked = markers.marked_files(self.storage, instant_time)
+        for path in marked:
+            folder, _, leaf = path.rpartition("/")
+            # The log file, and the temp file a task killed before publishing it left beside it.
+            for info in self.storage.list(folder):
+                name = info.path.rsplit("/", 1)[-1]
+                if name == leaf or (name.startswith(f".{leaf}.") and name.endswith(".tmp")):
+                    self.storage.delete(info.path)
+                    deleted.append(info.path)
+        if marked:
+            markers.delete_all(self.storage, instant_time)  # last: a crash before this finds them again
         for info in self.storage.list("", recursive=True):
             leaf = info.path.rsplit("/", 1)[-1]
             if info.path.startswith(METADATA_DIR + "/"):

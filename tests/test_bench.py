@@ -10,7 +10,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from labformat.bench import ENGINES, deduplicate_arrow, run_benchmark
+from labformat.bench import ENGINES, BenchmarkError, deduplicate_arrow, run_benchmark
 from labformat.bench.queries import arrow_filter, iceberg_filter, parse_condition, sql_condition
 from labformat.bench.render import record, refresh_docs, step_split, summarize
 from labformat.bench.runner import bytes_written
@@ -69,13 +69,33 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     assert len(set(tables.values())) == 1
     assert check["rows"] > spec.history_rows  # the batches inserted rows
 
+    # The history went in as tiny's 4 base files; every engine got the file size scaled to them.
+    from labformat.bench.engines import HISTORY_FILES
+
+    assert result["workload"] == "seed" and result["options"]["history_files"] == HISTORY_FILES["tiny"] == 4
+    assert result["options"]["sizes_from"] == "scaled to labformat-bloom's bulk-inserted history"
+    bloom_run = next(r for r in result["runs"] if r["engine"] == "labformat-bloom")
+    assert bloom_run["sizes"]["max_file_size"] == result["options"]["max_file_size"]
+    # Files rewritten per day, from each engine's own account; the rewrite replaces every file every day.
+    for run in result["runs"]:
+        if run["engine"] == "io-floor":
+            continue
+        assert all(("files_rewritten" in d) and (d["bytes_rewritten"] > 0) == (d["files_rewritten"] > 0)
+                   for d in run["days"]), run["engine"]
+    rewrite = next(r for r in result["runs"] if r["engine"] == "spark-rewrite")
+    assert all(d["files_rewritten"] >= 1 for d in rewrite["days"])
+    # Each batch corrects yesterday's readings, which some existing file holds: every engine rewrote one.
+    for run in result["runs"]:
+        if run["engine"] != "io-floor":
+            assert sum(d["files_rewritten"] for d in run["days"]) >= spec.batch_days, run["engine"]
+
     for run in result["runs"]:
         assert [d["day"] for d in run["days"]] == list(range(1, spec.batch_days + 1)), run["engine"]
         assert all(d["bytes_written"] > 0 for d in run["days"]), run["engine"]
         assert run["peak_rss_bytes"] > 0
     # The floor rewrote, each day, one file for every base file labformat-bloom's upsert rewrote.
     bloom = next(r for r in result["runs"] if r["engine"] == "labformat-bloom")
-    floor_dir = tmp_path / "work" / "tiny" / "rep1" / "io-floor"
+    floor_dir = tmp_path / "work" / "tiny" / "seed" / "rep1" / "io-floor"
     for day in bloom["days"]:
         assert len(list((floor_dir / f"day_{day['day']:03d}").iterdir())) == day["files_rewritten"] > 0
     # ... encoded as labformat's writer encoded them: a floor that dictionary-encoded every column
@@ -87,7 +107,7 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
         return {group.column(i).path_in_schema for i in range(group.num_columns)
                 if "RLE_DICTIONARY" in group.column(i).encodings}
 
-    table_files = list((tmp_path / "work" / "tiny" / "rep1" / "labformat-bloom" / "table").glob("*.parquet"))
+    table_files = list((tmp_path / "work" / "tiny" / "seed" / "rep1" / "labformat-bloom" / "table").glob("*.parquet"))
     floor_files = list(floor_dir.glob("day_*/*.parquet"))
     assert {"_hoodie_commit_time"} <= dictionary_columns(floor_files[0]) < set(pq.read_schema(floor_files[0]).names)
     assert {frozenset(dictionary_columns(f)) for f in floor_files} <= {frozenset(dictionary_columns(f))
@@ -108,11 +128,53 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     assert all(split[e][n] <= split[e]["(whole upsert)"] for e in split for n in names)
     paths = record(result, tmp_path / "results")
     assert [p.suffix for p in paths] == [".json", ".png", ".md"] and all(p.stat().st_size for p in paths)
-    docs = refresh_docs(tmp_path / "results", tmp_path / "docs" / "benchmarks.md", main_preset="tiny")
+    docs = refresh_docs(tmp_path / "results", tmp_path / "docs" / "benchmarks.md", presets=("tiny",))
     text = docs.read_text()
     assert all(engine in text for engine in ENGINES)
     assert "All 6 finished tables equal labformat-bloom's" in text
     assert "The I/O floor alone takes" in text and "can be at most" in text
+    assert "## Workload `seed`, preset `tiny`" in text and "Files rewritten per day" in text
+    assert "`late` at `tiny`" in text  # not recorded: the page says how to add it
+
+
+@pytest.mark.spark
+def test_late_workload_is_recorded_apart_and_both_render(spark, tmp_path):
+    """The late workload's run has its own record; the docs page shows each workload's latest run."""
+    seed = run_benchmark("tiny", repeat=1, engines=("labformat-bloom", "delta-rs"), days=1, work_dir=tmp_path / "w",
+                         spark=spark, isolate=False, log=lambda line: None)
+    late = run_benchmark("tiny", repeat=1, engines=("labformat-bloom", "delta-rs"), days=1, work_dir=tmp_path / "w",
+                         spark=spark, isolate=False, log=lambda line: None, scenario="late")
+    assert (seed["workload"], late["workload"]) == ("seed", "late")
+    assert seed["dataset"]["spec"]["late_fraction"] == 0 < late["dataset"]["spec"]["late_fraction"]
+    names = {p.name for r in (seed, late) for p in record(r, tmp_path / "results")}
+    assert {f"{seed['date']}-tiny-seed.json", f"{late['date']}-tiny-late.json"} <= names
+    text = refresh_docs(tmp_path / "results", tmp_path / "benchmarks.md", presets=("tiny",)).read_text()
+    assert "## Workload `seed`, preset `tiny`" in text and "## Workload `late`, preset `tiny`" in text
+    assert "Not recorded" not in text
+    with pytest.raises(BenchmarkError, match="unknown workload"):
+        run_benchmark("tiny", scenario="early", spark=spark)
+
+
+def test_goals_are_per_workload_and_preset():
+    """Issue 17's goals: the rewrite and delta-rs at seed/medium, the rewrite at seed/small, none for late."""
+    from labformat.bench.render import ratio_table, workload_of
+
+    def result(preset, workload):
+        return {"preset": preset, "workload": workload, "dataset": {"spec": {}}}
+
+    def s(total, last):
+        return {"total": {"median": total}, "days": {1: {"median": 1.0}, 2: {"median": last}}}
+
+    summary = {"labformat-bloom": s(10.0, 1.0), "spark-rewrite": s(40.0, 12.0), "delta-rs": s(8.0, 1.0)}
+    medium = ratio_table(result("medium", "seed"), summary)
+    assert "| spark-rewrite | 0.25 | 0.08 | ≤ 0.1 (last day): met |" in medium
+    assert "| delta-rs | 1.25 | 1.00 | ≤ 1 (total): not met |" in medium
+    small = ratio_table(result("small", "seed"), summary)
+    assert "≤ 0.2 (last day): met" in small and "(total)" not in small
+    assert "met" not in ratio_table(result("medium", "late"), summary)
+    # Runs recorded before workloads had names: the spec's late corrections say which one it was.
+    assert workload_of({"dataset": {"spec": {"late_fraction": 0.01}}}) == "late"
+    assert workload_of({"dataset": {"spec": {"late_fraction": 0.0}}}) == "seed"
 
 
 def test_fixed_cost_section_renders_the_latest_run(tmp_path):

@@ -19,7 +19,11 @@ times = st.datetimes(min_value=__import__("datetime").datetime(2000, 1, 1),
 @given(times, st.sampled_from(list(Action)), st.sampled_from(list(State)))
 def test_instant_file_name_round_trips(time, action, state):
     instant = Instant(time, action, state)
-    assert Instant.parse(instant.file_name) == instant
+    if action is Action.COMPACTION and state is State.COMPLETED:
+        # A compaction completes as a commit (Hudi's layout): its completed file is `<time>.commit`.
+        assert Instant.parse(instant.file_name) == Instant(time, Action.COMMIT, state)
+    else:
+        assert Instant.parse(instant.file_name) == instant
 
 
 def test_instant_file_names_follow_hudi_layout():
@@ -29,6 +33,10 @@ def test_instant_file_names_follow_hudi_layout():
     assert Instant(t, Action.COMMIT, State.COMPLETED).file_name == f"{t}.commit"
     assert Instant(t, Action.REPLACE_COMMIT, State.INFLIGHT).file_name == f"{t}.replacecommit.inflight"
     assert Instant(t, Action.ROLLBACK, State.COMPLETED).file_name == f"{t}.rollback"
+    assert Instant(t, Action.DELTA_COMMIT, State.INFLIGHT).file_name == f"{t}.deltacommit.inflight"
+    assert Instant(t, Action.DELTA_COMMIT, State.COMPLETED).file_name == f"{t}.deltacommit"
+    assert Instant(t, Action.COMPACTION, State.REQUESTED).file_name == f"{t}.compaction.requested"
+    assert Instant(t, Action.COMPACTION, State.COMPLETED).file_name == f"{t}.commit"
 
 
 @pytest.mark.parametrize("name", ["hoodie.properties", "2024.commit", "20240115093000123.clean.bogus",

@@ -224,7 +224,7 @@ def test_open_and_create_errors(spark, tmp_path):
 
 
 @pytest.mark.parametrize("text", ["hoodie.table.name=t\n", "garbage without equals\n",
-                                  "hoodie.table.name=t\nhoodie.table.type=MERGE_ON_READ\nhoodie.table.version=6\n"
+                                  "hoodie.table.name=t\nhoodie.table.type=MERGE_ON_WRITE\nhoodie.table.version=6\n"
                                   "hoodie.timeline.layout.version=1\nhoodie.table.recordkey.fields=k\n"
                                   "hoodie.table.precombine.field=u\n"])
 def test_corrupt_properties_raise_corrupt_table_error(spark, tmp_path, text):

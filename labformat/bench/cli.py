@@ -6,16 +6,17 @@ import argparse
 import sys
 import time
 
-from labformat.bench.engines import ENGINES
+from labformat.bench.engines import ENGINES, WORKLOADS
 from labformat.bench.render import DOCS_PATH, RESULTS_DIR, record, refresh_docs
 from labformat.bench.runner import DEFAULT_WORK_DIR, BenchmarkError, run_benchmark
 
 DESCRIPTION = """\
 Daily upserts and queries through labformat (BLOOM, SIMPLE, BUCKET), a plain-PySpark rewrite,
 delta-rs, pyiceberg and the I/O floor, engines alternating; the tables are checked equal.
-Records bench/results/<date>-<preset>.{json,png,md} and rewrites docs/benchmarks.md.
+Records bench/results/<date>-<preset>-<workload>.{json,png,md} and rewrites docs/benchmarks.md.
 
     python -m labformat.bench --preset small --repeat 3
+    python -m labformat.bench --preset small --repeat 3 --workload late
     python -m labformat.bench --preset tiny --repeat 1          # a smoke run
     python -m labformat.bench --docs-only                       # re-render the docs from bench/results
 """
@@ -29,8 +30,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES, metavar="ENGINE",
                         help=f"a subset of {', '.join(ENGINES)} (default: all)")
     parser.add_argument("--days", type=int, default=None, help="only the first N upsert days (default: all)")
-    parser.add_argument("--max-file-size", default="16MB", help="labformat max_file_size; the peers' target file size")
-    parser.add_argument("--small-file-limit", default="8MB", help="labformat small_file_limit")
+    parser.add_argument("--workload", default="seed", choices=WORKLOADS,
+                        help="seed: the new day and corrections of the previous one (default); "
+                             "late: plus late corrections reaching a month back")
+    parser.add_argument("--history-files", type=int, default=None,
+                        help="base files the history is bulk inserted as (default: 32 at small, 320 at medium)")
+    parser.add_argument("--max-file-size", default=None,
+                        help="labformat max_file_size and the peers' target file size (default: Hudi's scaled "
+                             "to labformat-bloom's history files, as the workshop does); give --small-file-limit too")
+    parser.add_argument("--small-file-limit", default=None, help="labformat small_file_limit")
     parser.add_argument("--in-process", action="store_true",
                         help="run every engine in this process on one SparkSession (memory is then shared)")
     parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR), help="where the tables are written")
@@ -44,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         try:
             result = run_benchmark(args.preset, args.repeat, tuple(args.engines), args.days, args.max_file_size,
-                                   args.small_file_limit, args.work_dir, isolate=not args.in_process)
+                                   args.small_file_limit, args.work_dir, isolate=not args.in_process,
+                                   scenario=args.workload, history_files=args.history_files)
         except BenchmarkError as exc:
             sys.stderr.write(f"error: {exc}\n")
             return 1

@@ -19,6 +19,7 @@ labformat's GLOBAL_SORT bulk insert lays it out.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,6 +36,11 @@ from labformat.bench.queries import Term, arrow_filter, iceberg_filter, sql_cond
 KEY = datasets.RECORD_KEY
 PRECOMBINE = datasets.PRECOMBINE_FIELD
 
+# The history's base files per preset (labformat-bloom's GLOBAL_SORT bulk insert, one file per task):
+# a few dozen at small, a few hundred at medium, so that range pruning has files to prune.
+HISTORY_FILES = {"tiny": 4, "small": 32, "medium": 320, "large": 1000}
+WORKLOADS = ("seed", "late")
+
 ENGINES = ("labformat-bloom", "labformat-simple", "labformat-bucket", "spark-rewrite", "delta-rs", "pyiceberg",
            "io-floor")
 # The engine every other table is checked against, and whose rewritten files the I/O floor rewrites.
@@ -44,30 +50,44 @@ PEERS = ("delta-rs", "pyiceberg")
 
 @dataclass(frozen=True)
 class Workload:
-    """What every engine runs: a cached dataset, how many batch days, and the file size to aim for."""
+    """What every engine runs: a cached dataset (its scenario: `seed` or `late`), how many batch days,
+    how many base files the history is loaded as, and the file size to aim for."""
 
     cached: datasets.CachedDataset
     days: int
-    max_file_size: int  # bytes: labformat's max_file_size, Iceberg's and delta-rs' target file size
-    small_file_limit: int  # bytes: labformat's small_file_limit (the peers have no such knob)
+    # Bytes: labformat's max_file_size, Iceberg's and delta-rs' target file size. None until the
+    # reference has bulk inserted the history: then Hudi's sizes scaled to its files (lab.workshop).
+    max_file_size: int | None
+    small_file_limit: int | None  # bytes: labformat's small_file_limit (the peers have no such knob)
+    history_files: int
+    scenario: str = "seed"
+
+    @property
+    def bloom_num_entries(self) -> int:
+        """Bloom filters sized for one history file's keys, as the workshop sizes them."""
+        return max(1, self.cached.spec.history_rows // self.history_files)
 
     @property
     def write_options(self) -> dict[str, Any]:
-        """labformat's write options for the bulk insert and every upsert."""
-        return {"max_file_size": self.max_file_size, "small_file_limit": self.small_file_limit}
+        """labformat's options for every upsert."""
+        if self.max_file_size is None or self.small_file_limit is None:
+            raise ValueError("the workload's file sizes are not set yet: the reference's load sets them")
+        return {"max_file_size": self.max_file_size, "small_file_limit": self.small_file_limit,
+                "bloom_num_entries": self.bloom_num_entries}
 
     def to_json(self) -> dict[str, Any]:
         c = self.cached
         return {"preset": c.spec.name, "spec": c.spec.params(), "root": c.root, "history_path": c.history_path,
                 "batch_paths": list(c.batch_paths), "days": self.days, "max_file_size": self.max_file_size,
-                "small_file_limit": self.small_file_limit}
+                "small_file_limit": self.small_file_limit, "history_files": self.history_files,
+                "scenario": self.scenario}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Workload":
         spec = datasets.DatasetSpec(**d["spec"])
         cached = datasets.CachedDataset(spec=spec, root=d["root"], history_path=d["history_path"],
                                         batch_paths=list(d["batch_paths"]))
-        return cls(cached, d["days"], d["max_file_size"], d["small_file_limit"])
+        return cls(cached, d["days"], d["max_file_size"], d["small_file_limit"], d["history_files"], d["scenario"])
 
 
 def deduplicate_arrow(batch: pa.Table) -> pa.Table:
@@ -107,6 +127,8 @@ class Engine:
         self.workload = workload
         self.root = Path(root)
         self.spark = spark
+        # File sizes this engine chose on load, for the workload of every later engine (the reference only).
+        self.sizes: dict[str, int] | None = None
 
     def load(self) -> None:
         raise NotImplementedError
@@ -118,7 +140,8 @@ class Engine:
         raise NotImplementedError
 
     def after_day(self, day: int) -> dict[str, Any]:
-        """Untimed, after the upsert of `day`: extra facts for the results."""
+        """Untimed, after the upsert of `day`: extra facts for the results (`files_rewritten` and
+        `bytes_rewritten`: existing data files the upsert replaced, for engines that can tell)."""
         return {}
 
     def check_source(self) -> dict[str, str] | None:
@@ -155,10 +178,20 @@ class Labformat(Engine):
     def load(self) -> None:
         import labformat as lf
 
+        from labformat.lab.workshop import scaled_sizes
+
+        w = self.workload
         table = lf.Table.create(self.spark, self.table_path, record_key=KEY, precombine_field=PRECOMBINE,
                                 options={"index_type": self.index_type})
-        table.bulk_insert(datasets.load_history(self.spark, self.workload.cached),
-                          {"bulk_insert_sort_mode": "GLOBAL_SORT", **self.workload.write_options})
+        # One base file per write task (no max_file_size: Hudi's 120 MB is far above a task's share),
+        # as the workshop loads its history.
+        table.bulk_insert(datasets.load_history(self.spark, w.cached),
+                          {"bulk_insert_sort_mode": "GLOBAL_SORT", "bulk_insert_parallelism": w.history_files,
+                           "bloom_num_entries": w.bloom_num_entries})
+        if w.max_file_size is None:
+            sizes = scaled_sizes(table)
+            self.sizes = {"max_file_size": sizes.max_file_size, "small_file_limit": sizes.small_file_limit}
+            self.workload = dataclasses.replace(w, **self.sizes)
 
     def before_day(self, day: int) -> None:
         # The latest slice of each file group now: the base files this day's upsert may rewrite.
@@ -176,6 +209,8 @@ class Labformat(Engine):
             "steps": {step.name: round(step.seconds, 4) for step in report.steps},
             "files_rewritten": report.files_rewritten,
             "files_created": report.files_created,
+            "bytes_rewritten": sum(os.path.getsize(self._slices[(f.partition_path, f.file_id)])
+                                   for f in report.files if not f.created),
             # The previous slice of every file group that got a new one: what the I/O floor rewrites.
             "rewritten_base_files": sorted(self._slices[(f.partition_path, f.file_id)]
                                            for f in report.files if not f.created),
@@ -231,8 +266,10 @@ class SparkRewrite(Engine):
     def after_day(self, day: int) -> dict[str, Any]:
         import shutil
 
-        shutil.rmtree(self._version_path(self.version - 1))  # the overwrite's other half; not timed
-        return {}
+        previous = self._version_path(self.version - 1)
+        files = [f.stat().st_size for f in previous.glob("*.parquet")]
+        shutil.rmtree(previous)  # the overwrite's other half; not timed
+        return {"files_rewritten": len(files), "bytes_rewritten": sum(files)}
 
     def check_source(self) -> dict[str, str]:
         return {"kind": "parquet", "path": str(self._version_path(self.version))}
@@ -260,11 +297,30 @@ class DeltaRs(Engine):
         from deltalake import DeltaTable
 
         batch = deduplicate_arrow(read_parquet_folder(self.workload.cached.batch_path(day)))
-        (DeltaTable(str(self.table_path))
-         .merge(source=batch, predicate=f"t.{KEY} = s.{KEY}", source_alias="s", target_alias="t")
-         .when_matched_update_all()
-         .when_not_matched_insert_all()
-         .execute())
+        self._metrics = (DeltaTable(str(self.table_path))
+                         .merge(source=batch, predicate=f"t.{KEY} = s.{KEY}", source_alias="s", target_alias="t")
+                         .when_matched_update_all()
+                         .when_not_matched_insert_all()
+                         .execute())
+
+    def _data_files(self) -> dict[str, int]:
+        from deltalake import DeltaTable
+
+        actions = pa.table(DeltaTable(str(self.table_path)).get_add_actions(flatten=True))
+        return dict(zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist()))
+
+    def before_day(self, day: int) -> None:
+        self._before = self._data_files()
+
+    def after_day(self, day: int) -> dict[str, Any]:
+        """From the MERGE's own metrics; the bytes from the files it removed from the log."""
+        removed = set(self._before) - set(self._data_files())
+        if len(removed) != self._metrics["num_target_files_removed"]:
+            raise ValueError(f"delta-rs removed {len(removed)} files from its log but reported "
+                             f"{self._metrics['num_target_files_removed']}")
+        return {"files_rewritten": self._metrics["num_target_files_removed"],
+                "files_added": self._metrics["num_target_files_added"],
+                "bytes_rewritten": sum(self._before[p] for p in removed)}
 
     def check_source(self) -> dict[str, str]:
         """The table as delta-rs' own reader returns it, written to one parquet file for the check."""
@@ -327,6 +383,18 @@ class PyIceberg(Engine):
     def upsert(self, day: int) -> None:
         batch = deduplicate_arrow(read_parquet_folder(self.workload.cached.batch_path(day)))
         self.catalog().load_table(self.identifier).upsert(batch, join_cols=[KEY])
+
+    def before_day(self, day: int) -> None:
+        self._before = self.catalog().load_table(self.identifier).current_snapshot().snapshot_id
+
+    def after_day(self, day: int) -> dict[str, Any]:
+        """Summed over the snapshots the upsert committed (an overwrite of the matched files, then appends)."""
+        snapshots = self.catalog().load_table(self.identifier).snapshots()
+        ids = [s.snapshot_id for s in snapshots]
+        new = [s.summary.additional_properties for s in snapshots[ids.index(self._before) + 1:]]
+        total = lambda key: sum(int(summary.get(key, 0)) for summary in new)  # noqa: E731
+        return {"files_rewritten": total("deleted-data-files"), "files_added": total("added-data-files"),
+                "bytes_rewritten": total("removed-files-size")}
 
     def check_source(self) -> dict[str, str]:
         """The table as pyiceberg's own scan returns it, written to one parquet file for the check."""

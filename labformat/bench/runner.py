@@ -18,6 +18,7 @@ and the lab's standard queries run on the last repetition's tables.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -32,7 +33,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from labformat import datasets
-from labformat.bench.engines import ENGINES, PEERS, REFERENCE, Engine, Workload, make_engine
+from labformat.bench.engines import (ENGINES, HISTORY_FILES, PEERS, REFERENCE, WORKLOADS, Engine, Workload,
+                                     make_engine)
 from labformat.bench.memory import PeakRss
 from labformat.bench.queries import parse_condition
 from labformat.errors import LabformatError
@@ -92,6 +94,7 @@ def run_workload(engine: Engine, workload: Workload) -> dict[str, Any]:
         "load_bytes_written": load_bytes,
         "days": days,
         "peak_rss_bytes": memory.peak_bytes,
+        "sizes": engine.sizes,
         "root": str(engine.root),
         "check_source": engine.check_source(),  # after the measured part: peers export their snapshot here
     }
@@ -239,17 +242,37 @@ def run_order(engines: tuple[str, ...]) -> list[str]:
     return order
 
 
+def estimated_sizes(workload: Workload) -> dict[str, int]:
+    """File sizes when the reference does not run: the workshop's scaling applied to the cached history's
+    bytes per file (labformat's own files are somewhat bigger: they add Hudi's meta columns)."""
+    from labformat.lab.workshop import HEADROOM, HUDI_MAX_FILE_SIZE, HUDI_SMALL_FILE_LIMIT
+
+    per_file = datasets.parquet_bytes(workload.cached.history_path) // workload.history_files
+    max_size = int(per_file * HEADROOM)
+    return {"max_file_size": max_size, "small_file_limit": max_size * HUDI_SMALL_FILE_LIMIT // HUDI_MAX_FILE_SIZE}
+
+
 def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ...] = ENGINES, days: int | None = None,
-                  max_file_size: str | int = "16MB", small_file_limit: str | int = "8MB",
+                  max_file_size: str | int | None = None, small_file_limit: str | int | None = None,
                   work_dir: str | os.PathLike = DEFAULT_WORK_DIR, spark=None, isolate: bool = True,
-                  log: Callable[[str], None] = print) -> dict[str, Any]:
+                  log: Callable[[str], None] = print, scenario: str = "seed",
+                  history_files: int | None = None) -> dict[str, Any]:
     """Run the benchmark and return its results as a JSON-ready dict (tables go under `work_dir`; the
     dataset is generated into labformat's cache if it is not there yet).
+
+    `scenario` is the workload's dataset scenario: `seed` (the new day and corrections of the previous one) or
+    `late` (late corrections reaching a month back too). The history is loaded as `history_files`
+    base files (HISTORY_FILES of the preset); without `max_file_size`, every engine's file size is
+    Hudi's scaled to labformat-bloom's bulk-inserted files, as in the workshop.
 
     Raises BenchmarkError when an engine fails or the engines' tables or query answers disagree.
     """
     from labformat import config as C
 
+    if scenario not in WORKLOADS:
+        raise BenchmarkError(f"unknown workload {scenario!r}; choose from {list(WORKLOADS)}")
+    if (max_file_size is None) != (small_file_limit is None):
+        raise BenchmarkError("give both max_file_size and small_file_limit, or neither (then they are scaled)")
     unknown = [e for e in engines if e not in ENGINES]
     if unknown:
         raise BenchmarkError(f"unknown engine(s) {unknown}; choose from {list(ENGINES)}")
@@ -264,12 +287,21 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
         import labformat as lf
 
         spark = lf.spark_session(app_name="labformat-bench")
-    spec = datasets.spec(preset)
+    spec = datasets.spec(preset, scenario=scenario)
     cached = datasets.generate(spark, spec)
     days = spec.batch_days if days is None else min(days, spec.batch_days)
-    sizes = C.resolve({"max_file_size": max_file_size, "small_file_limit": small_file_limit}, [C.Scope.WRITE])
-    workload = Workload(cached, days, sizes.max_file_size, sizes.small_file_limit)
-    work = Path(work_dir) / preset
+    files = history_files or HISTORY_FILES.get(preset, HISTORY_FILES["small"])
+    if max_file_size is not None:
+        sizes = C.resolve({"max_file_size": max_file_size, "small_file_limit": small_file_limit}, [C.Scope.WRITE])
+        workload = Workload(cached, days, sizes.max_file_size, sizes.small_file_limit, files, scenario)
+        sizes_from = "given"
+    else:
+        workload = Workload(cached, days, None, None, files, scenario)
+        sizes_from = f"scaled to {REFERENCE}'s bulk-inserted history"
+        if REFERENCE not in engines:
+            workload = dataclasses.replace(workload, **estimated_sizes(workload))
+            sizes_from = "estimated from the cached history's bytes per file"
+    work = Path(work_dir) / preset / workload.scenario
     shutil.rmtree(work, ignore_errors=True)
 
     runs: list[dict[str, Any]] = []
@@ -280,6 +312,8 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
                    "workload": workload.to_json(), "rewritten": rewritten}
             run = run_isolated(job) if isolate else run_job(job, spark)
             runs.append(run)
+            if run.get("sizes") and workload.max_file_size is None:
+                workload = dataclasses.replace(workload, **run["sizes"])
             if name == REFERENCE:
                 rewritten = {d["day"]: d["rewritten_base_files"] for d in run["days"]}
             log(f"repetition {repetition + 1}/{repeat} {name:17s} "
@@ -301,6 +335,7 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
             day.pop("rewritten_base_files", None)  # long path lists: the counts stay
     return {
         "preset": preset,
+        "workload": workload.scenario,
         "date": started_at.date().isoformat(),
         "started_at": started_at.isoformat(timespec="seconds"),
         "wall_seconds": round(time.perf_counter() - started, 1),
@@ -308,7 +343,8 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
         "isolated": isolate,
         "engines": list(engines),
         "options": {"max_file_size": workload.max_file_size, "small_file_limit": workload.small_file_limit,
-                    "days": days, "delta_merge_file_size": True},
+                    "sizes_from": sizes_from, "history_files": workload.history_files,
+                    "bloom_num_entries": workload.bloom_num_entries, "days": days, "delta_merge_file_size": True},
         "machine": machine_info(),
         "dataset": dataset_info(workload),
         "runs": runs,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -16,8 +16,10 @@ _ARROW_TYPE = "arrow_type"
 _SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.int32(): "int"}
 
 
-def _column(arrow_type: pa.DataType, default: Any = MISSING) -> Any:
-    return field(default=default, metadata={_ARROW_TYPE: arrow_type})
+def _column(arrow_type: pa.DataType, *default: Any) -> Any:
+    if default:
+        return field(default=default[0], metadata={_ARROW_TYPE: arrow_type})
+    return field(metadata={_ARROW_TYPE: arrow_type})
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,10 @@ class BaseFileStat:
     column_stats: str = _column(pa.string())  # JSON, per column: [min, max, nulls, values, NaNs]
     bloom: str | None = _column(pa.string())  # the encoded filter, only when the metadata table keeps them
     bloom_bytes: int = _column(pa.int64())  # the filter's bytes in the footer: per-file overhead, not per-record
+    # Merge-on-read: set when the task wrote a log file (`path`) rather than a base file: the name of
+    # its file slice's base file, and the log file's version. None and 0 for a base file.
+    base_file: str | None = _column(pa.string(), None)
+    log_version: int = _column(pa.int32(), 0)
     bloom_type: str = _column(pa.string(), "SIMPLE")  # the filter's type code (hoodie.bloom.index.filter.type)
 
     @classmethod
@@ -75,13 +81,19 @@ class BaseFileStat:
         """Whether this base file starts a new file group (Hudi writes prevCommit "null" for one)."""
         return self.prev_commit == NULL_COMMIT
 
+    @property
+    def is_log_file(self) -> bool:
+        return self.base_file is not None
+
     def to_write_stat(self) -> WriteStat:
-        """The commit metadata's entry for this base file."""
+        """The commit metadata's entry for this base file (or log file)."""
+        log = {"base_file": self.base_file, "log_files": (self.path.rsplit("/", 1)[-1],),
+               "log_version": self.log_version} if self.is_log_file else {}
         return WriteStat(
             partition_path=self.partition_path, file_id=self.file_id, path=self.path, prev_commit=self.prev_commit,
             num_writes=self.num_writes, num_inserts=self.num_inserts, num_update_writes=self.num_update_writes,
             num_deletes=self.num_deletes, file_size_bytes=self.file_size, total_write_bytes=self.file_size,
-            create_time_ms=self.write_ms,
+            create_time_ms=self.write_ms, **log,
         )
 
     def to_file_report(self) -> FileReport:
@@ -90,4 +102,5 @@ class BaseFileStat:
             self.partition_path, self.file_id, self.path, self.num_writes, self.file_size, self.min_key, self.max_key,
             created=self.created, inserts=self.num_inserts, updates=self.num_update_writes, deletes=self.num_deletes,
             prev_size_bytes=self.prev_size, prev_min_key=self.prev_min_key, prev_max_key=self.prev_max_key,
+            log_file=self.is_log_file,
         )

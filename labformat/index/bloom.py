@@ -15,6 +15,7 @@ from labformat.fileformat.arrow_columns import constant
 from labformat.fileformat.bloom_filter import decode
 from labformat.fileformat.footers import FooterInfo, bloom_filter, key_ranges
 from labformat.fileformat.invalid_input import check_record_keys
+from labformat.fileformat.log_file import block_keys, live_blocks, read_blocks
 from labformat.index.base import FILE_ID, KEY, PART, IndexContext, TagResult
 from labformat.model.file_group import FileSlice
 from labformat.spark.jobs import describe
@@ -35,7 +36,8 @@ KEY_FUNNEL = ("keys_after_range_pruning", "keys_after_bloom", "keys_matched", "k
 def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
     """Task (a): pair each incoming key with the files of its partition whose key range holds it.
 
-    `files` maps a partition path to (min keys, max keys, file ids, paths). Keys are sorted
+    `files` maps a partition path to (min keys, max keys, file ids, paths, whether the slice has
+    log files: then every key of the partition is its candidate). Keys are sorted
     once per batch, so each file's candidates are one slice found by binary search.
     Without pruning every file of the partition is a candidate for every key.
     """
@@ -47,13 +49,16 @@ def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
             entry = files.get(part)
             if entry is None:
                 continue  # no file in this partition: every key is an insert
-            mins, maxs, ids, paths = entry
+            mins, maxs, ids, paths, unbounded = entry
             column = table.filter(pc.equal(parts, part)).column(KEY).combine_chunks()
             sorted_keys = column.take(pc.sort_indices(column))
             keys = sorted_keys.to_numpy(zero_copy_only=False)  # numpy only for the binary search
             if prune:
                 lo = np.searchsorted(keys, mins, side="left")
                 hi = np.searchsorted(keys, maxs, side="right")
+                # A slice with log files: its base file's range says nothing of its logs' keys.
+                lo[unbounded] = 0
+                hi[unbounded] = len(keys)
             else:
                 lo = np.zeros(len(ids), dtype=np.int64)
                 hi = np.full(len(ids), len(keys), dtype=np.int64)
@@ -69,7 +74,8 @@ def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
             )
 
 
-def check_file(table: pa.Table, base_uri: str, blooms: dict[str, tuple[str, str]] | None = None) -> pa.Table:
+def check_file(table: pa.Table, base_uri: str, blooms: dict[str, tuple[str, str]] | None = None,
+               logs: dict[str, list[str]] | None = None) -> pa.Table:
     """Tasks (b)+(c), one file group at a time: its bloom filter, then its real keys.
 
     `blooms`: (type code, encoded filter) per path, from the metadata table; else the footer's.
@@ -78,19 +84,30 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, tuple[str, str]
     Returns the keys really found in the file, plus one stats row (KEY null) counting
     candidates, keys that passed the bloom filter, keys really present, and the keys the exact
     check read from the file (all of its rows when a candidate passed the filter, else none).
+
+    A merge-on-read slice with log files (`logs`: base path -> log paths) is checked as Hudi
+    does: the base file's filter, and the keys its log files hold, read from the logs themselves
+    (they have no filter); a key in either counts.
     """
     file_id = table.column(FILE_ID)[0].as_py()
     part = table.column(PART)[0].as_py()
     path = table.column("path")[0].as_py()
     keys = table.column(KEY)
+    storage = Storage(base_uri)
     bloom = decode(blooms[path][1], blooms[path][0]) if blooms is not None else bloom_filter(base_uri, path)
     maybe = bloom.might_contain(keys) if bloom is not None else np.ones(len(keys), dtype=bool)
+    log_keys = pa.array([], pa.string())
+    if logs and path in logs:
+        blocks = [b for log in logs[path] for b in read_blocks(storage.read_bytes(log))]
+        log_keys = pa.array(sorted(block_keys(live_blocks(blocks))), pa.string())
+        maybe = maybe | pc.is_in(keys, value_set=log_keys).to_numpy(zero_copy_only=False)
     survivors = pc.filter(keys, pa.array(maybe))
     matched = pa.array([], pa.string())
-    keys_read = 0
+    keys_read = len(log_keys)
     if len(survivors):
-        storage = Storage(base_uri)
         in_file = pq.read_table(storage.full_path(path), columns=["_hoodie_record_key"], filesystem=storage.fs).column(0)
+        if len(log_keys):
+            in_file = pa.chunked_array(in_file.chunks + [log_keys], pa.string())
         keys_read = len(in_file)
         # Probe the file's keys against the few survivors, not the other way round: hashing the
         # survivors and probing 500k keys took 11 ms, hashing 500k keys to probe 1,000 took 69 ms.
@@ -140,11 +157,14 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
         info = ranges[s.path]
         if info.num_rows == 0 or info.min_key is None:
             continue  # an empty base file (every row deleted) holds no key
-        by_partition.setdefault(s.partition_path, []).append((info.min_key, info.max_key, s.file_id, s.path))
+        by_partition.setdefault(s.partition_path, []).append((info.min_key, info.max_key, s.file_id, s.path,
+                                                              s.has_logs))
     files = {
-        part: tuple(np.array(col, dtype=object) for col in zip(*entries))
+        part: tuple(np.array(col, dtype=object) for col in zip(*entries))[:4]
+        + (np.array([e[4] for e in entries], dtype=bool),)
         for part, entries in by_partition.items()
     }
+    logs = {s.path: list(s.log_paths) for s in slices if s.has_logs}
     funnel = {"files_in_table": files_in_table, "files_in_affected_partitions": len(slices)}
     if not files:
         funnel.update(after_range_pruning=0, after_bloom=0, matched=0, false_positives=0)
@@ -160,7 +180,7 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
 
     # A plain typed function: pyspark 4.3 cannot infer the eval type of a functools.partial here.
     def check(table: pa.Table) -> pa.Table:
-        return check_file(table, base_uri, shipped.value if shipped is not None else None)
+        return check_file(table, base_uri, shipped.value if shipped is not None else None, logs)
 
     # One group per candidate file; as many tasks as files (up to the cores twice over), rather
     # than spark.sql.shuffle.partitions mostly empty ones.

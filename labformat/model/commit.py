@@ -32,8 +32,23 @@ class WriteStat:
     file_size_bytes: int = 0
     total_write_bytes: int = 0
     create_time_ms: int = 0
+    # Merge-on-read log files: `path` is the log file, `base_file` the name of its file slice's base
+    # file, `log_files` the log file's name, `log_version` its version (Hudi's MOR write stat fields).
+    base_file: str | None = None
+    log_files: tuple[str, ...] = ()
+    log_version: int = 0
+
+    @property
+    def is_log_file(self) -> bool:
+        return bool(self.log_files)
 
     def to_json_dict(self) -> dict[str, Any]:
+        out = self._common_json()
+        if self.is_log_file:
+            out.update(logVersion=self.log_version, logOffset=0, baseFile=self.base_file, logFiles=list(self.log_files))
+        return out
+
+    def _common_json(self) -> dict[str, Any]:
         return {
             "fileId": self.file_id,
             "path": self.path,
@@ -74,6 +89,9 @@ class WriteStat:
             file_size_bytes=int(d.get("fileSizeInBytes") or 0),
             total_write_bytes=int(d.get("totalWriteBytes") or 0),
             create_time_ms=int(runtime.get("totalCreateTime") or 0),
+            base_file=d.get("baseFile") or None,
+            log_files=tuple(d.get("logFiles") or ()),
+            log_version=int(d.get("logVersion") or 0),
         )
 
 

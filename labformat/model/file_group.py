@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from labformat.model.base_file import BaseFile
+from labformat.model.log_file import LogFile
 
 
 @dataclass(frozen=True)
 class FileSlice:
-    """One version of a file group: the base file written at `base_instant_time`.
+    """One version of a file group: the base file written at `base_instant_time`, and the log
+    files that delta commits appended to it since (merge-on-read tables only).
 
-    Copy-on-write tables have no log files, so a slice is exactly its base file.
-    `path` is relative to the table's base path.
+    A copy-on-write slice is exactly its base file. `path` (the base file) and `log_paths` are
+    relative to the table's base path; log files in the order they were written.
     """
 
     partition_path: str
@@ -21,10 +23,25 @@ class FileSlice:
     path: str
     size_bytes: int = 0
     num_records: int = 0
+    log_paths: tuple[str, ...] = ()
+    log_bytes: int = 0
 
     @property
     def base_file(self) -> BaseFile:
         return BaseFile.parse(self.path)
+
+    @property
+    def has_logs(self) -> bool:
+        return bool(self.log_paths)
+
+    @property
+    def log_files(self) -> tuple[LogFile, ...]:
+        return tuple(LogFile.parse(p) for p in self.log_paths)
+
+    def with_log(self, path: str, size_bytes: int) -> "FileSlice":
+        """This slice with one more log file, kept in log version order."""
+        paths = sorted({*self.log_paths, path}, key=lambda p: (LogFile.parse(p).version, p))
+        return replace(self, log_paths=tuple(paths), log_bytes=self.log_bytes + size_bytes)
 
 
 @dataclass
@@ -37,6 +54,13 @@ class FileGroup:
 
     def add(self, file_slice: FileSlice) -> None:
         self.slices[file_slice.base_instant_time] = file_slice
+
+    def add_log(self, path: str, size_bytes: int) -> None:
+        """A log file of the slice its name's base instant names; ignored when that slice is unknown
+        (a log-only file group, which labformat never writes and hudi-rs does not read either)."""
+        base_instant = LogFile.parse(path).base_instant_time
+        if base_instant in self.slices:
+            self.slices[base_instant] = self.slices[base_instant].with_log(path, size_bytes)
 
     def latest_slice(self, as_of: str | None = None) -> FileSlice | None:
         """The newest slice written at or before `as_of` (all slices when None)."""

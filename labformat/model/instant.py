@@ -1,4 +1,4 @@
-"""An instant: one action on the timeline (commit, replacecommit, rollback) in one state, at one time."""
+"""An instant: one action on the timeline (commit, deltacommit, replacecommit, rollback) in one state, at one time."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ INSTANT_TIME_RE = re.compile(r"^\d{17}$")
 
 class Action(str, enum.Enum):
     COMMIT = "commit"
+    DELTA_COMMIT = "deltacommit"  # a merge-on-read write: log files appended, new base files for inserts
+    COMPACTION = "compaction"  # merge-on-read: base file + logs -> a new base file; completes as a `commit`
     REPLACE_COMMIT = "replacecommit"
     ROLLBACK = "rollback"
 
@@ -24,7 +26,9 @@ class State(str, enum.Enum):
 
 
 # The actions whose completed instants hold data (the others only change the timeline).
-WRITE_ACTIONS = frozenset({Action.COMMIT, Action.REPLACE_COMMIT})
+# A pending compaction counts too: labformat rolls back a dead writer's compaction like any write
+# (Hudi would run its plan again), so that no half-written base file outlives it.
+WRITE_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.COMPACTION})
 
 
 @dataclass(frozen=True, order=True)
@@ -33,7 +37,7 @@ class Instant:
 
     File names follow Hudi's layout version 1: `<time>.<action>` when completed,
     `<time>.<action>.requested`, and `<time>.<action>.inflight` except for a plain
-    commit, whose inflight file is `<time>.inflight`.
+    commit, whose inflight file is `<time>.inflight`. A compaction completes as `<time>.commit`.
     """
 
     time: str
@@ -47,7 +51,9 @@ class Instant:
     @property
     def file_name(self) -> str:
         if self.state is State.COMPLETED:
-            return f"{self.time}.{self.action.value}"
+            # A compaction is requested and inflight as `compaction`, and completes as a `commit`.
+            action = Action.COMMIT if self.action is Action.COMPACTION else self.action
+            return f"{self.time}.{action.value}"
         if self.state is State.INFLIGHT and self.action is Action.COMMIT:
             return f"{self.time}.inflight"
         return f"{self.time}.{self.action.value}.{self.state.value}"

@@ -23,7 +23,8 @@ class StepReport:
 
 @dataclass(frozen=True)
 class FileReport:
-    """One base file an operation wrote (a new file slice of a new or existing file group)."""
+    """One file an operation wrote: a base file (a new file slice of a new or existing file group)
+    or, on a merge-on-read table, a log file appended to a file group's latest slice."""
 
     partition_path: str
     file_id: str
@@ -39,6 +40,7 @@ class FileReport:
     prev_size_bytes: int = 0
     prev_min_key: str | None = None
     prev_max_key: str | None = None
+    log_file: bool = False  # merge-on-read: a log file appended to the file group's latest slice
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,13 @@ class WriteReport:
 
     @property
     def files_rewritten(self) -> int:
-        return sum(1 for f in self.files if not f.created)
+        """Base files written as a new slice of an existing file group (copy-on-write's cost)."""
+        return sum(1 for f in self.files if not f.created and not f.log_file)
+
+    @property
+    def log_files_written(self) -> int:
+        """Log files appended to existing file slices (merge-on-read)."""
+        return sum(1 for f in self.files if f.log_file)
 
     @property
     def bytes_written(self) -> int:
@@ -109,6 +117,7 @@ class WriteReport:
             "rows_deduplicated": self.rows_deduplicated,
             "files_created": self.files_created,
             "files_rewritten": self.files_rewritten,
+            "log_files_written": self.log_files_written,
             "bytes_written": self.bytes_written,
             "seconds": round(self.seconds, 3),
             **{f"funnel_{k}": v for k, v in self.funnel.items() if k != "note"},

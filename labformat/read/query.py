@@ -32,7 +32,7 @@ from labformat.model.file_group import FileSlice
 from labformat.read.catalyst import to_predicate
 from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
 from labformat.read.predicates import Predicate, key_equality_values
-from labformat.schema import with_meta_columns
+from labformat.read.merge_on_read import read_file_slices
 
 if TYPE_CHECKING:
     from labformat.storage import Storage
@@ -144,8 +144,17 @@ def prune_by_column_stats(scan: ScanContext, slices: tuple[FileSlice, ...]) -> P
     if stats is None:
         source = f"footers ({source})"
         stats = footer_column_stats(ctx.storage.base_uri, [s.path for s in slices])
-    kept = tuple(s for s in slices if might_match(scan.predicate, stats.get(s.path, {})) is not ROWS_CANNOT_MATCH)
-    return Pruned(kept, source)
+    kept = tuple(s for s in slices
+                 if s.has_logs or might_match(scan.predicate, stats.get(s.path, {})) is not ROWS_CANNOT_MATCH)
+    return Pruned(kept, source + _unpruned_logs(slices))
+
+
+def _unpruned_logs(slices: tuple[FileSlice, ...]) -> str:
+    """What a stage says about the file slices with log files it kept whatever their base file's stats:
+    an update in a log may match where the base file's stats say nothing can, and log files have
+    no stats of their own, so such a slice is never pruned by stats (merge-on-read)."""
+    n = sum(1 for s in slices if s.has_logs)
+    return f"; {n} file slice(s) with log files kept without pruning (log files have no stats)" if n else ""
 
 
 def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned:
@@ -162,11 +171,13 @@ def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> 
             [s.path for s in slices])
     if blooms is None:
         source = f"footers ({source})"
-        blooms = {s.path: bloom_filter(ctx.storage.base_uri, s.path) for s in slices}
-    # An empty key set means the condition is never TRUE: no file can hold a match.
-    # A file without a filter (Hudi writes none without meta fields) cannot be ruled out.
-    kept = [s for s in slices if probe and (blooms[s.path] is None or blooms[s.path].might_contain(probe).any())]
-    return Pruned(tuple(kept), source)
+        blooms = {s.path: bloom_filter(ctx.storage.base_uri, s.path) for s in slices if not s.has_logs}
+    # An empty key set means the condition is never TRUE: no file can hold a match. A slice with log
+    # files is kept: its base file's filter knows nothing of the keys its logs hold. A file without
+    # a filter (Hudi writes none without meta fields) cannot be ruled out either.
+    kept = tuple(s for s in slices if probe and (s.has_logs or blooms[s.path] is None
+                                                 or blooms[s.path].might_contain(probe).any()))
+    return Pruned(kept, source + _unpruned_logs(slices))
 
 
 PARTITION_PRUNING = PruningStage("partition_pruning", prune_partitions)
@@ -210,6 +221,7 @@ class ScanPlan:
     planning_seconds: float
     spark: SparkSession = field(repr=False, compare=False)
     storage: Storage = field(repr=False, compare=False)
+    precombine_field: str = ""  # merge-on-read: orders the records of a file slice's base file and logs
 
     @property
     def file_slices(self) -> tuple[FileSlice, ...]:
@@ -235,10 +247,7 @@ class ScanPlan:
 
     @cached_property
     def _dataframe(self) -> DataFrame:
-        full_schema = with_meta_columns(self.schema)
-        paths = [self.storage.spark_path(s.path) for s in self.file_slices]
-        source = (self.spark.read.schema(full_schema).parquet(*paths) if paths
-                  else self.spark.createDataFrame([], full_schema))
+        source = read_file_slices(self.spark, self.storage, self.file_slices, self.schema, self.precombine_field)
         return source.filter(self.condition)
 
     def measure(self) -> ScanReport:
@@ -254,7 +263,8 @@ class ScanPlan:
             instant=self.instant, funnel=self.funnel,
             stats_source=self.stage(COLUMN_STATS.name).source, bloom_source=self.stage(BLOOM.name).source,
             files_read=tuple(paths), rows_returned=int(observation.get["rows"]),
-            bytes_scanned=sum(s.size_bytes for s in self.file_slices), planning_seconds=self.planning_seconds,
+            bytes_scanned=sum(s.size_bytes + s.log_bytes for s in self.file_slices),
+            planning_seconds=self.planning_seconds,
             execution_seconds=execution,
             details={
                 "predicate": str(self.predicate),
@@ -262,6 +272,9 @@ class ScanPlan:
                 # does not report per query how many it skipped; this is how many there were to read.
                 "row_groups_in_files_read": sum(f.num_row_groups for f in
                                                 key_ranges(self.storage.base_uri, paths).values()),
+                # Merge-on-read: log files read beside the base files, and the slices merged in a task each.
+                "log_files_read": sum(len(s.log_paths) for s in self.file_slices),
+                "file_slices_merged": sum(1 for s in self.file_slices if s.has_logs),
             },
         )
 
@@ -286,7 +299,7 @@ def plan_scan(ctx: TableContext, condition: Column | str, as_of: str | None, ski
         results.append(StageResult(stage.name, pruned.kept, pruned.source, time.perf_counter() - stage_started))
         remaining = pruned.kept
     return ScanPlan(condition, instant or None, predicate, schema, snapshot, tuple(results),
-                    time.perf_counter() - started, ctx.spark, ctx.storage)
+                    time.perf_counter() - started, ctx.spark, ctx.storage, ctx.config.precombine_field)
 
 
 def run_query(ctx: TableContext, condition: Column | str, as_of: str | None, skipping: bool

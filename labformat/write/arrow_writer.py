@@ -54,6 +54,7 @@ class WriteSpec:
     bloom_fpp: float
     bloom_num_entries: int  # every new filter is sized for this many keys at bloom_fpp (Hudi's num_entries)
     collect_bloom: bool = False  # return each file's bloom filter for the metadata table
+    log_schema: str | None = None  # merge-on-read: the Avro writer schema (meta + data columns) of log data blocks
     bloom_type: str = "SIMPLE"  # hoodie.bloom.index.filter.type
     bloom_max_entries: int = 100_000  # hoodie.bloom.index.filter.dynamic.max.entries (DYNAMIC_V0)
 

@@ -27,7 +27,7 @@ def run(ctx: TableContext, df: DataFrame, cfg: Config) -> WriteReport:
     if ctx.config.index_type == IndexType.BUCKET:
         return upsert.run(ctx, df, cfg, Operation.BULK_INSERT)
     steps = StepRecorder(ctx.spark)
-    with WriteTransaction(ctx, Operation.BULK_INSERT, options=cfg) as tx:
+    with WriteTransaction(ctx, Operation.BULK_INSERT, WriteTransaction.action_for(ctx), options=cfg) as tx:
         with steps.step("validate"):
             ctx.validate_input(df, need_precombine=False)
             data_schema = ctx.schema_for_write(df)

@@ -18,6 +18,7 @@ from labformat.model.base_file import write_token
 from labformat.model.enums import Operation
 from labformat.schema import FILE_NAME, META_COLUMNS, RECORD_KEY
 from labformat.storage import Storage
+from labformat.write.log_append import append_log_file
 from labformat.write.arrow_writer import (
     BaseFileWriter,
     RollingFileWriter,
@@ -31,13 +32,20 @@ TARGET = "_lf_target"  # which write target (file group) a row goes to
 
 @dataclass(frozen=True)
 class Target:
-    """One file group the write produces a new slice for."""
+    """One file group the write produces a new slice for, or (merge-on-read) appends a log file to."""
 
     partition_path: str
     file_id: str
     old_path: str | None  # the latest base file, None for a new file group
     prev_commit: str
     file_id_prefix: str | None = None  # BUCKET tables: the bucket's new file group, which never rolls over
+    # Merge-on-read: the task appends a log file to the latest slice (updates or deletes only), starting
+    # at this log version (the next after the slice's log files), instead of merging a new base file.
+    log_version: int | None = None
+
+    @property
+    def appends_log(self) -> bool:
+        return self.log_version is not None
 
 
 def _incoming_parquet_bytes(table: pa.Table, compression: str) -> int:
@@ -104,6 +112,13 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     task_partition, stage, attempt = task_identity()
     token = write_token(task_partition, stage, attempt)
     incoming_keys = pc.cast(incoming.column(spec.record_key), pa.string())
+    if target.appends_log:
+        fresh = incoming.select(list(spec.data_columns) if operation != Operation.DELETE else [spec.record_key])
+        stat = append_log_file(incoming, incoming_keys.combine_chunks(), spec, target, operation,
+                               (task_partition, stage, attempt), token,
+                               _incoming_parquet_bytes(fresh, spec.compression))
+        yield BaseFileStat.record_batch([stat])
+        return
     if target.old_path is None and operation != Operation.DELETE and target.file_id_prefix is None:
         yield BaseFileStat.record_batch(_create_file_groups(incoming, incoming_keys, spec, target))
         return

@@ -26,10 +26,16 @@ class InsertBucket:
 
 
 def small_files(slices: Iterable[FileSlice], small_file_limit: int) -> list[FileSlice]:
-    """Step 4: base files below `hoodie.parquet.small.file.limit`, smallest first (0 turns it off)."""
+    """Step 4: base files below `hoodie.parquet.small.file.limit`, smallest first (0 turns it off).
+
+    A file slice with log files is never a small file (merge-on-read): an insert into it would
+    rewrite its base file while its logs stay apart, and Hudi's BLOOM index, which cannot index
+    logs, picks small files among slices without logs only.
+    """
     if small_file_limit <= 0:
         return []
-    return sorted((s for s in slices if s.size_bytes < small_file_limit), key=lambda s: (s.size_bytes, s.path))
+    return sorted((s for s in slices if s.size_bytes < small_file_limit and not s.has_logs),
+                  key=lambda s: (s.size_bytes, s.path))
 
 
 def average_record_size(commits: Iterable[CommitMetadata], threshold: float, small_file_limit: int,
@@ -44,8 +50,10 @@ def average_record_size(commits: Iterable[CommitMetadata], threshold: float, sma
     (Hudi counts them; at its file sizes they are a fraction of a percent.)
     """
     for commit in reversed(list(commits)):
-        written = sum(s.total_write_bytes for s in commit.write_stats) - commit.bloom_filter_bytes
-        records = sum(s.num_writes for s in commit.write_stats)
+        # Base files only: a delta commit's log files hold Avro records, not the parquet rows sized here.
+        stats = [s for s in commit.write_stats if not s.is_log_file]
+        written = sum(s.total_write_bytes for s in stats) - commit.bloom_filter_bytes
+        records = sum(s.num_writes for s in stats)
         if records > 0 and written > threshold * small_file_limit:
             return max(1, math.ceil(written / records)), "commit history"
     return default, "hoodie.copyonwrite.record.size.estimate"

@@ -7,6 +7,7 @@ from typing import Any
 from pyspark.sql import types as T
 
 from labformat import config as C
+from labformat import markers
 from labformat._faults import crash_point
 from labformat.context import TableContext
 from labformat.errors import ConcurrentWriteError, LabformatError, LockTimeoutError
@@ -90,6 +91,11 @@ class WriteTransaction:
         self._abandoned = False
         self._heartbeat: Heartbeat | None = None
 
+    @classmethod
+    def action_for(cls, ctx: TableContext) -> Action:
+        """The action a write of this table's type is: `commit`, or `deltacommit` on a merge-on-read table."""
+        return Action.DELTA_COMMIT if ctx.config.merge_on_read else Action.COMMIT
+
     @property
     def operation_type(self) -> str:
         """Hudi's `operationType` for the commit metadata: BULK_INSERT, UPSERT, DELETE."""
@@ -97,9 +103,10 @@ class WriteTransaction:
 
     # ---- the protocol -----------------------------------------------------------------------
 
-    def start(self) -> Instant:
+    def start(self, plan: dict | None = None) -> Instant:
         """Under the table lock: roll back the instants dead writers left, take an instant time,
-        start this writer's heartbeat, request the instant and mark it inflight."""
+        start this writer's heartbeat, request the instant (holding `plan`, if any, beside the
+        operation type) and mark it inflight."""
         with self._lock():
             timeline = self.timeline = self.ctx.timeline.fresh()
             self.rolled_back = self._roll_back_dead_writers(timeline)
@@ -108,7 +115,8 @@ class WriteTransaction:
             self._heartbeat = Heartbeat(self.ctx.storage, at, self.options.heartbeat_interval_ms / 1000,
                                         self.options.heartbeat_tolerable_misses).start()
             try:
-                self.instant = timeline.request(self.action, {"operationType": self.operation_type}, at=at)
+                self.instant = timeline.request(self.action, {"operationType": self.operation_type, **(plan or {})},
+                                                at=at)
             except BaseException:
                 self._stop_heartbeat()
                 raise
@@ -143,13 +151,17 @@ class WriteTransaction:
             )
             self._reconcile({s.path for s in write_stats}, {s.partition_path for s in write_stats})
             if self.ctx.config.metadata_enable:
-                self._write_metadata(write_stats, stats)
+                # The metadata table lists base files and their stats; log files are not in it.
+                self._write_metadata(tuple(w for w in write_stats if not w.is_log_file),
+                                     [s for s in stats if not s.is_log_file])
 
             def before_publish() -> None:
                 crash_point("before_publish")
                 lock.verify()  # the last moment a lost lock can still stop the publish
 
             self.completed = timeline.complete(self.instant, metadata.to_json(), before_publish=before_publish)
+            # Published: its log files are the table's now, and no rollback will look for them.
+            markers.delete_all(self.ctx.storage, self.instant.time)
         self._stop_heartbeat()
         crash_point("after_commit")
         return self.completed
@@ -261,6 +273,9 @@ class WriteTransaction:
     def _reconcile(self, written_paths: set[str], partitions: set[str]) -> None:
         """Delete files this instant's failed or duplicate task attempts left behind (not in the stats)."""
         storage = self.ctx.storage
+        for log_path in markers.marked_files(storage, self.instant.time):
+            if log_path not in written_paths:
+                storage.delete(log_path)
         for partition in partitions:
             for info in storage.list(partition):
                 base = BaseFile.try_parse(info.path)

@@ -6,13 +6,14 @@
 4. small files: base files below hoodie.parquet.small.file.limit
 5. average record size, from earlier commits
 6. assign inserts to small files, then to new file groups (bin packing)
-7. write: one Spark task per file group, copy-on-write merge into a new file slice; commit
+7. write: one Spark task per file group, copy-on-write merge into a new file slice (merge-on-read:
+   updates and deletes of an existing file group appended as a log file of its latest slice); commit
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -24,6 +25,7 @@ from labformat.context import TableContext
 from labformat.errors import ConfigError, InvalidInputError
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.model.report import WriteReport
+from labformat.schema import avro_schema_json
 from labformat.spark.jobs import WRITE_BASE_FILES, StepRecorder, describe, input_partitions
 from labformat.index import bloom, bucket, simple
 from labformat.index.base import BUCKET, COUNT, FILE_ID, KEY, PART, IndexContext, TagResult
@@ -237,8 +239,10 @@ def task_cost(old: FileSlice | None, incoming_records: int, record_size: int) ->
 
 
 def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, list[FileSlice]],
-                   record_size: int, cfg: Config, index_type: str, operation: str) -> WritePlan:
-    """Step 6: every update's file group is a target; inserts fill small files, then new file groups."""
+                   record_size: int, cfg: Config, index_type: str, operation: str,
+                   merge_on_read: bool = False) -> WritePlan:
+    """Step 6: every update's file group is a target; inserts fill small files, then new file groups.
+    On a merge-on-read table, update-only and delete targets append log files (`with_log_appends`)."""
     latest = {(s.partition_path, s.file_id): s for s in slices}
     targets: list[Target] = []
     index_of: dict[tuple[str, str], int] = {}
@@ -266,7 +270,8 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
     updated = profile.updated_file_groups()
     if operation == Operation.DELETE:
         by_size = sorted(updated, key=lambda pf: -(latest[pf].size_bytes if pf in latest else 0))
-        return WritePlan(targets, [(p, f, target_for(p, f)) for p, f in by_size], [], [], [])
+        plan = WritePlan(targets, [(p, f, target_for(p, f)) for p, f in by_size], [], [], [])
+        return with_log_appends(plan, latest) if merge_on_read else plan
     buckets = sizing.assign_inserts(profile.inserts_per_partition(), small, record_size, cfg.max_file_size)
     # New file groups are named now, so that each can be ranked with the others before it has a task.
     bucket_keys = [(b.partition_path, b.file_id or new_file_id()) for b in buckets]
@@ -289,7 +294,22 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
         hi = 2.0 if last_of_partition[b.partition_path] == i else lo + b.weight  # the last share takes the rest
         cumulative[b.partition_path] = hi
         insert_routes.append((b.partition_path, lo, hi, index_of[key]))
-    return WritePlan(targets, update_routes, insert_routes, [], buckets)
+    plan = WritePlan(targets, update_routes, insert_routes, [], buckets)
+    return with_log_appends(plan, latest, insert_targets={t for *_, t in insert_routes}) if merge_on_read else plan
+
+
+def with_log_appends(plan: WritePlan, latest: dict[tuple[str, str], FileSlice],
+                     insert_targets: set[int] = frozenset()) -> WritePlan:
+    """Merge-on-read: each existing file group that takes updates or deletes only appends a log file
+    to its latest slice; one that also takes inserts (a small file, which has no logs) is merged
+    into a new base file, as on copy-on-write."""
+    targets = []
+    for i, t in enumerate(plan.targets):
+        old = latest.get((t.partition_path, t.file_id))
+        if old is not None and i not in insert_targets:
+            t = replace(t, log_version=max((f.version for f in old.log_files), default=0) + 1)
+        targets.append(t)
+    return replace(plan, targets=targets)
 
 
 # ---- step 7 -------------------------------------------------------------------------------------
@@ -407,7 +427,7 @@ def run(ctx: TableContext, df: DataFrame, cfg: Config, operation: Operation):
                           "a BUCKET table's layout is fixed, so neither switch to nor from BUCKET")
     steps = StepRecorder(ctx.spark)
     # The transaction spans every step: a task's bad-input failure in any of them becomes InvalidInputError.
-    with WriteTransaction(ctx, operation, options=cfg) as tx:
+    with WriteTransaction(ctx, operation, WriteTransaction.action_for(ctx), options=cfg) as tx:
         with steps.step("validate"):
             ctx.validate_input(df, need_precombine=operation == Operation.UPSERT,
                                writes_rows=operation != Operation.DELETE)
@@ -457,7 +477,8 @@ def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_cou
     with steps.step("record_size"):
         record_size, record_size_source = estimate_record_size(ctx, cfg)
     with steps.step("assign_inserts"):
-        plan = assign_inserts(profile, slices, small, record_size, cfg, index_type, operation)
+        plan = assign_inserts(profile, slices, small, record_size, cfg, index_type, operation,
+                              merge_on_read=ctx.config.merge_on_read)
     if not plan.targets:  # nothing to write: an empty write never starts an instant
         return tx.abandon(rows_in=profile.rows_in, rows_deduplicated=profile.rows_in - profile.records,
                           steps=tuple(steps.steps), funnel=_funnel(tag, profile, [], index_type),
@@ -470,7 +491,9 @@ def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_cou
                          cfg.compression_codec, bloom_fpp=cfg.bloom_fpp,
                          bloom_num_entries=cfg.bloom_num_entries,
                          collect_bloom=ctx.config.bloom_filter_enable, bloom_type=cfg.bloom_filter_type,
-                         bloom_max_entries=cfg.bloom_dynamic_max_entries)
+                         bloom_max_entries=cfg.bloom_dynamic_max_entries,
+                         log_schema=avro_schema_json(data_schema, ctx.config.name, meta_columns=True)
+                         if ctx.config.merge_on_read else None)
         keys = task_keys(ctx.spark, len(plan.targets))
         routed = route_records(tag, plan, keys)
         stats = write_file_groups(ctx, routed, plan, spec,
