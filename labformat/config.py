@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from labformat.errors import ConfigError
-from labformat.model.enums import IndexType
+from labformat.model.enums import BloomFilterTypeCode, IndexType
 
 
 class Scope(str, enum.Enum):
@@ -249,6 +249,20 @@ OPTIONS: tuple[Option, ...] = (
            "the file holds: a file with more keys gets a filter too small for it and more false "
            "positives, so the exact check opens more files; a larger value costs bytes in every "
            "file's footer (60,000 at 1e-9: about 320 KB).",
+           Scope.WRITE, parse_int, at_least(1)),
+    # Hudi's default is DYNAMIC_V0. labformat's is SIMPLE: the lab's bloom lessons (sweeps of
+    # num_entries, `BloomSpec.predicted_fpp`) are about a filter fixed at num_entries that
+    # degrades when overfull; DYNAMIC_V0 hides that by adding rows. Up to num_entries keys both
+    # hold the same bits, and Hudi reads either (the footer names DYNAMIC_V0's type).
+    Option("bloom_filter_type", "hoodie.bloom.index.filter.type", BloomFilterTypeCode.SIMPLE.value,
+           "Layout of each base file's record-key bloom filter, as Hudi writes it into the footer "
+           "(`org.apache.hudi.bloomfilter`): SIMPLE (one Hadoop bloom filter sized for `bloom_num_entries`) "
+           "or DYNAMIC_V0 (Hudi's default: another filter of that size for every further "
+           "`bloom_num_entries` keys, up to `bloom_dynamic_max_entries`).",
+           Scope.WRITE, one_of(*(t.value for t in BloomFilterTypeCode))),
+    Option("bloom_dynamic_max_entries", "hoodie.bloom.index.filter.dynamic.max.entries", 100_000,
+           "DYNAMIC_V0 only: keys up to which the filter grows rows of `bloom_num_entries` keys; past "
+           "it, keys go to the rows in turn and the false-positive rate is no longer bounded.",
            Scope.WRITE, parse_int, at_least(1)),
 )
 

@@ -113,15 +113,21 @@ def _split_key_value(line: str) -> tuple[str, str] | None:
     return key, rest[1:].lstrip(" \t\f")
 
 
-def parse_properties(text: str, where: str = PROPERTIES_PATH) -> dict[str, str]:
-    """Parse the file as Java's `Properties.load` does, and check it describes a table labformat can
-    work with."""
+def load_properties(text: str, where: str = PROPERTIES_PATH) -> dict[str, str]:
+    """Parse the file as Java's `Properties.load` does; whatever table it describes."""
     props: dict[str, str] = {}
     for number, line in _logical_lines(text):
         pair = _split_key_value(line)
         if pair is None:
             raise CorruptTableError(f"{where}: line {number} is not key=value: {line!r}")
         props[_unescape(pair[0], where)] = _unescape(pair[1], where)
+    return props
+
+
+def parse_properties(text: str, where: str = PROPERTIES_PATH) -> dict[str, str]:
+    """Parse the file as Java's `Properties.load` does, and check it describes a table labformat can
+    work with."""
+    props = load_properties(text, where)
     for key, expected in REQUIRED.items():
         if key not in props:
             raise CorruptTableError(f"{where}: missing {key}")

@@ -117,10 +117,13 @@ def test_an_upsert_reports_created_exactly_for_the_file_groups_it_started(spark,
 def test_key_footer_round_trips_and_ignores_a_bloom_filter_of_another_kind():
     from labformat.fileformat.footers import BLOOM_FOOTER, BLOOM_TYPE_FOOTER, KeyFooter
 
-    footer = KeyFooter("a", "z", "AAAA")
+    footer = KeyFooter("a", "z", "AAAA", "DYNAMIC_V0")
     kv = {k.encode(): v.encode() for k, v in footer.entries().items()}
     assert KeyFooter.parse(kv) == footer
     assert KeyFooter.parse(None) == KeyFooter(None, None, None)
-    assert KeyFooter(None, None, "AAAA").entries().keys() == {BLOOM_FOOTER, BLOOM_TYPE_FOOTER}
-    kv[BLOOM_TYPE_FOOTER.encode()] = b"SOMEONE_ELSES_FILTER"
+    assert KeyFooter(None, None, "AAAA").entries().keys() == {BLOOM_FOOTER}  # SIMPLE: no type code, as Hudi
+    assert KeyFooter(None, None, "AAAA", "DYNAMIC_V0").entries().keys() == {BLOOM_FOOTER, BLOOM_TYPE_FOOTER}
+    del kv[BLOOM_FOOTER.encode()]
+    kv[b"labformat_bloom_filter_type"] = b"SOMEONE_ELSES_FILTER"
+    kv[b"labformat_bloom_filter"] = b"AAAA"
     assert KeyFooter.parse(kv) == KeyFooter("a", "z", None)

@@ -150,7 +150,7 @@ def test_hudi_rs_and_labformat_merge_a_hand_built_merge_on_read_table_alike(tmp_
 def test_bloom_exact_check_finds_keys_only_a_slices_log_files_hold(tmp_path):
     """The BLOOM index's per-file check on a merge-on-read slice: the base file's filter, and the keys its
     log files hold (k9 is in a log only; k7 nowhere); a key in a rolled-back block does not count."""
-    from labformat.fileformat.bloom_filter import BloomFilter
+    from labformat.fileformat.bloom_filter import BloomSpec
     from labformat.index.base import FILE_ID, KEY, PART
     from labformat.index.bloom import check_file
 
@@ -158,7 +158,7 @@ def test_bloom_exact_check_finds_keys_only_a_slices_log_files_hold(tmp_path):
     storage.write_bytes(f"p1/{LogFile('fg-0', I1, 5, '0-9-0').name}", L.avro_data_block(
         rows(("k9", "20240101000000006", 1, 9.0)), WRITER_SCHEMA, "20240101000000006").to_bytes())
     logs = [f"p1/{n}" for n in logs] + [f"p1/{LogFile('fg-0', I1, 5, '0-9-0').name}"]
-    bloom = BloomFilter.for_keys(pa.array(["k0", "k1", "k2", "k3"]), 1e-9, num_entries=100).to_base64()
+    bloom = ("SIMPLE", BloomSpec("SIMPLE", 100, 1e-9).build(pa.array(["k0", "k1", "k2", "k3"])).to_base64())
     probe = ["k1", "k9", "k7", "k0"]
     candidates = pa.table({PART: ["p1"] * 4, KEY: probe, FILE_ID: ["fg-0"] * 4, "path": [f"p1/{base}"] * 4})
     out = check_file(candidates, str(tmp_path / "t"), {f"p1/{base}": bloom}, {f"p1/{base}": logs})

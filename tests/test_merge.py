@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labformat.fileformat.bloom_filter import BloomFilter
+from labformat.fileformat.bloom_filter import BloomSpec
 from labformat.fileformat.footers import BLOOM_FOOTER
 from labformat.write.arrow_writer import WriteSpec
 from labformat.write.merge import TARGET, Target, _replace_in_place, merge_file_group
@@ -70,7 +70,7 @@ def test_update_only_merge_replaces_rows_in_place_and_keeps_the_filter(tmp_path)
     assert (second["num_update_writes"], second["num_inserts"]) == (len(updated), 0)
     # The old filter is carried over, and it is exactly what a rebuild would give.
     assert _footer_bloom(tmp_path, second) == _footer_bloom(tmp_path, first)
-    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(keys), 1e-6, ENTRIES).to_base64()
+    assert _footer_bloom(tmp_path, second) == BloomSpec("SIMPLE", ENTRIES, 1e-6).build(pa.array(keys)).to_base64()
 
 
 def test_a_merge_with_inserts_sorts_and_rebuilds_the_filter(tmp_path):
@@ -82,14 +82,14 @@ def test_a_merge_with_inserts_sorts_and_rebuilds_the_filter(tmp_path):
     expected = sorted(set(keys) | set(incoming))
     assert table.column("_hoodie_record_key").to_pylist() == expected
     assert (second["num_update_writes"], second["num_inserts"]) == (1, 2)
-    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(expected), 1e-6, ENTRIES).to_base64()
+    assert _footer_bloom(tmp_path, second) == BloomSpec("SIMPLE", ENTRIES, 1e-6).build(pa.array(expected)).to_base64()
 
 
 def test_a_changed_fpp_rebuilds_the_filter_of_an_update_only_merge(tmp_path):
     keys = [f"k{i:04d}" for i in range(100)]
     first = _merge(tmp_path, _rows(keys, 1.0, 1), "20260101000000000", None, fpp=1e-3)
     second = _merge(tmp_path, _rows(keys[:5], 2.0, 2), "20260102000000000", first["path"], fpp=1e-6)
-    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(keys), 1e-6, ENTRIES).to_base64()
+    assert _footer_bloom(tmp_path, second) == BloomSpec("SIMPLE", ENTRIES, 1e-6).build(pa.array(keys)).to_base64()
     assert _footer_bloom(tmp_path, second) != _footer_bloom(tmp_path, first)
 
 
@@ -97,8 +97,8 @@ def test_a_changed_num_entries_rebuilds_the_filter_of_an_update_only_merge(tmp_p
     keys = [f"k{i:04d}" for i in range(100)]
     first = _merge(tmp_path, _rows(keys, 1.0, 1), "20260101000000000", None, num_entries=10)
     second = _merge(tmp_path, _rows(keys[:5], 2.0, 2), "20260102000000000", first["path"], num_entries=500)
-    assert _footer_bloom(tmp_path, first) == BloomFilter.for_keys(pa.array(keys), 1e-6, 10).to_base64()
-    assert _footer_bloom(tmp_path, second) == BloomFilter.for_keys(pa.array(keys), 1e-6, 500).to_base64()
+    assert _footer_bloom(tmp_path, first) == BloomSpec("SIMPLE", 10, 1e-6).build(pa.array(keys)).to_base64()
+    assert _footer_bloom(tmp_path, second) == BloomSpec("SIMPLE", 500, 1e-6).build(pa.array(keys)).to_base64()
     third = _merge(tmp_path, _rows(keys[5:9], 3.0, 3), "20260103000000000", second["path"], num_entries=500)
     assert _footer_bloom(tmp_path, third) == _footer_bloom(tmp_path, second)  # same settings: carried over
 
@@ -118,12 +118,39 @@ def test_an_unsorted_base_file_comes_out_sorted_after_an_update(tmp_path):
 
 
 @pytest.mark.parametrize("fpp", [1e-3, 1e-9])
-def test_sized_as_reads_the_sizing_from_the_header(fpp):
-    bloom = BloomFilter.for_keys(pa.array([f"k{i}" for i in range(1000)]), fpp)
-    encoded = bloom.to_base64()
-    assert BloomFilter.sized_as(encoded, 1000, fpp)
-    assert not BloomFilter.sized_as(encoded, 5000, fpp)
-    assert not BloomFilter.sized_as("bm90IGEgZmlsdGVy", 1000, fpp)
+def test_built_as_reads_the_layout_from_the_header(fpp):
+    keys = pa.array([f"k{i}" for i in range(1000)])
+    simple = BloomSpec("SIMPLE", 1000, fpp)
+    encoded = simple.build(keys).to_base64()
+    assert simple.built_as(encoded, None, 1000) and simple.built_as(encoded, "SIMPLE", 1000)
+    assert not BloomSpec("SIMPLE", 5000, fpp).built_as(encoded, None, 1000)
+    assert not BloomSpec("DYNAMIC_V0", 1000, fpp).built_as(encoded, None, 1000)
+    assert not simple.built_as("bm90IGEgZmlsdGVy", None, 1000) and not simple.built_as("n*t b64", None, 1000)
+    assert not simple.built_as("TEZCRgFAAAAAAAAAAA8AAAAzbTssZYYt3w==", "LFBF1_SIPHASH_DOUBLE_HASHING", 3)
+    # DYNAMIC_V0's rows depend on how many keys it holds, and on max entries past num_entries.
+    dynamic = BloomSpec("DYNAMIC_V0", 400, fpp, 1000)
+    encoded = dynamic.build(keys).to_base64()
+    assert dynamic.built_as(encoded, "DYNAMIC_V0", 1000)
+    assert not dynamic.built_as(encoded, "DYNAMIC_V0", 999)
+    assert not BloomSpec("DYNAMIC_V0", 400, fpp, 500).built_as(encoded, "DYNAMIC_V0", 1000)
+
+
+def test_an_update_only_merge_keeps_a_dynamic_v0_filter_and_its_footer_type(tmp_path):
+    keys = [f"k{i:04d}" for i in range(200)]
+    spec = _spec(tmp_path, "20260101000000000", num_entries=60)
+    spec = WriteSpec(**{**spec.__dict__, "bloom_type": "DYNAMIC_V0", "bloom_max_entries": 150})
+    target = Target("", "fg1", None, "null")
+    [first] = pa.Table.from_batches(list(merge_file_group(_rows(keys, 1.0, 1).to_batches(max_chunksize=7), spec,
+                                                          {0: target}, "upsert"))).to_pylist()
+    kv = pq.read_metadata(tmp_path / first["path"]).metadata
+    assert kv[b"hoodie_bloom_filter_type_code"] == b"DYNAMIC_V0"
+    expected = BloomSpec("DYNAMIC_V0", 60, 1e-6, 150).build(pa.array(keys)).to_base64()
+    assert _footer_bloom(tmp_path, first) == expected
+    spec = WriteSpec(**{**spec.__dict__, "instant_time": "20260102000000000"})
+    target = Target("", "fg1", first["path"], "20260101000000000")
+    [second] = pa.Table.from_batches(list(merge_file_group(_rows(keys[3:9], 2.0, 2).to_batches(), spec,
+                                                           {0: target}, "upsert"))).to_pylist()
+    assert _footer_bloom(tmp_path, second) == expected and second["bloom_type"] == "DYNAMIC_V0"
 
 
 def test_dictionary_encoding_only_where_values_repeat(tmp_path):

@@ -57,7 +57,9 @@ def test_on_disk_layout_is_a_hudi_v6_table(spark, tmp_path):
                                     "_hoodie_partition_path", "_hoodie_file_name"]
         kv = pq.read_metadata(tmp_path / "t" / f.path).metadata
         assert kv[b"hoodie_min_record_key"].decode() == f.min_key
-        assert b"labformat_bloom_filter" in kv
+        # Hudi's filter under Hudi's key; SIMPLE (labformat's default) carries no type code, as Hudi writes it.
+        assert kv[b"org.apache.hudi.bloomfilter"].startswith(b"/////wAAAB4BA")  # version -1, 30 hashes, Murmur
+        assert b"hoodie_bloom_filter_type_code" not in kv and b"labformat_bloom_filter" not in kv
 
 
 def test_hive_style_partition_folders(spark, tmp_path):

@@ -55,6 +55,7 @@ class BaseFileStat:
     # its file slice's base file, and the log file's version. None and 0 for a base file.
     base_file: str | None = _column(pa.string(), None)
     log_version: int = _column(pa.int32(), 0)
+    bloom_type: str = _column(pa.string(), "SIMPLE")  # the filter's type code (hoodie.bloom.index.filter.type)
 
     @classmethod
     def arrow_schema(cls) -> pa.Schema:

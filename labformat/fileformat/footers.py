@@ -1,4 +1,4 @@
-"""Base-file footers: the key-value entries labformat writes, read on the driver (key ranges) or in tasks (bloom filters).
+"""Base-file footers: the key-value entries Hudi writes (key range, bloom filter), read on the driver (key ranges) or in tasks (bloom filters).
 
 Base files never change once written, so a footer read once is good for the life of the
 process; after the first upsert only the new file slices cost a read.
@@ -14,40 +14,57 @@ from functools import lru_cache
 import pyarrow.parquet as pq
 
 from labformat.errors import CorruptTableError
-from labformat.fileformat.bloom_filter import BloomFilter
+from labformat.fileformat.bloom_filter import DYNAMIC_V0, SIMPLE, RecordKeyFilter, decode
+from labformat.fileformat.legacy_bloom import LEGACY_FOOTER, LEGACY_TYPE, LEGACY_TYPE_FOOTER
 from labformat.storage import Storage
 
-# Footer keys: Hudi's names for the key range; our own for the bloom filter (Hudi's
-# org.apache.hudi.bloomfilter is a Java serialization we do not produce).
+# Footer keys, Hudi's names (HoodieBloomFilterWriteSupport): the key range and the bloom filter.
 MIN_KEY_FOOTER = "hoodie_min_record_key"
 MAX_KEY_FOOTER = "hoodie_max_record_key"
-BLOOM_FOOTER = "labformat_bloom_filter"
-BLOOM_TYPE_FOOTER = "labformat_bloom_filter_type"
-BLOOM_TYPE = "LFBF1_SIPHASH_DOUBLE_HASHING"
+BLOOM_FOOTER = "org.apache.hudi.bloomfilter"
+OLD_BLOOM_FOOTER = "com.uber.hoodie.bloomfilter"  # Hudi still reads it: files of its Uber days
+BLOOM_TYPE_FOOTER = "hoodie_bloom_filter_type_code"
 
 
 @dataclass(frozen=True)
 class KeyFooter:
-    """The entries labformat keeps in a base file's footer: its key range and its record-key bloom filter."""
+    """The entries of a base file's footer the indexes read: its key range and its record-key bloom filter."""
 
-    min_key: str | None  # None: a file without rows
+    min_key: str | None  # None: a file without rows (or one Hudi wrote without meta fields)
     max_key: str | None
-    bloom: str | None  # base64, in BLOOM_TYPE's layout; None when the file carries another kind (not ours)
+    bloom: str | None  # base64, as stored; None: the file has none
+    bloom_type: str = SIMPLE  # SIMPLE, DYNAMIC_V0, or labformat's first layout (LEGACY_TYPE)
 
     def entries(self) -> dict[str, str]:
-        """The key-value metadata to write (`ParquetWriter.add_key_value_metadata`)."""
-        out = {BLOOM_FOOTER: self.bloom, BLOOM_TYPE_FOOTER: BLOOM_TYPE} if self.bloom is not None else {}
+        """The key-value metadata to write (`ParquetWriter.add_key_value_metadata`), as Hudi writes
+        it: the type code only for DYNAMIC_V0 (Hudi reads a filter without one as SIMPLE)."""
+        out = {}
+        if self.bloom is not None:
+            if self.bloom_type not in (SIMPLE, DYNAMIC_V0):
+                raise ValueError(f"base files get Hudi's bloom filters only, not {self.bloom_type!r}")
+            out[BLOOM_FOOTER] = self.bloom
+            if self.bloom_type == DYNAMIC_V0:
+                out[BLOOM_TYPE_FOOTER] = self.bloom_type
         if self.min_key is not None:
             out.update({MIN_KEY_FOOTER: self.min_key, MAX_KEY_FOOTER: self.max_key})
         return out
 
     @classmethod
     def parse(cls, kv: dict[bytes, bytes] | None) -> "KeyFooter":
-        """From a parquet file's key-value metadata, as pyarrow returns it."""
+        """From a parquet file's key-value metadata, as pyarrow returns it: Hudi's filter (also
+        under its old key), else labformat's first layout; a filter of a kind unknown is None."""
         kv = kv or {}
         text = lambda key: kv.get(key.encode(), b"").decode() or None  # noqa: E731
-        ours = text(BLOOM_TYPE_FOOTER) == BLOOM_TYPE
-        return cls(text(MIN_KEY_FOOTER), text(MAX_KEY_FOOTER), text(BLOOM_FOOTER) if ours else None)
+        low, high = text(MIN_KEY_FOOTER), text(MAX_KEY_FOOTER)
+        hudi = text(BLOOM_FOOTER) or text(OLD_BLOOM_FOOTER)
+        if hudi is not None:
+            return cls(low, high, hudi, (text(BLOOM_TYPE_FOOTER) or SIMPLE).upper())
+        if text(LEGACY_TYPE_FOOTER) == LEGACY_TYPE and text(LEGACY_FOOTER):
+            return cls(low, high, text(LEGACY_FOOTER), LEGACY_TYPE)
+        return cls(low, high, None)
+
+    def bloom_filter(self) -> RecordKeyFilter | None:
+        return None if self.bloom is None else decode(self.bloom, self.bloom_type)
 
 
 @dataclass(frozen=True)
@@ -75,20 +92,15 @@ def key_ranges(base_uri: str, paths: list[str]) -> dict[str, FooterInfo]:
         return dict(zip(paths, pool.map(lambda p: _footer(base_uri, p), paths)))
 
 
-def bloom_filter(base_uri: str, path: str) -> BloomFilter:
-    found = bloom_filter_if_any(base_uri, path)
-    if found is None:
-        raise CorruptTableError(f"base file {path} has no labformat bloom filter in its footer")
-    return found
-
-
-def bloom_filter_if_any(base_uri: str, path: str) -> BloomFilter | None:
-    """The file's labformat bloom filter, or None for a file written without one (by Apache Hudi:
-    its own filter is another format), which every key then passes."""
+def bloom_filter(base_uri: str, path: str) -> RecordKeyFilter | None:
+    """A base file's bloom filter from its footer; None when it has none (Hudi writes none without
+    meta fields): the caller then checks every candidate key against the file itself."""
     storage = Storage(base_uri)
-    meta = pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
-    raw = KeyFooter.parse(meta.metadata).bloom
-    return BloomFilter.from_base64(raw) if raw is not None else None
+    try:
+        meta = pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
+        return KeyFooter.parse(meta.metadata).bloom_filter()
+    except (OSError, ValueError) as exc:
+        raise CorruptTableError(f"cannot read the bloom filter of base file {path}: {exc}") from None
 
 
 def base_file_schema(base_uri: str, path: str):

@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from labformat.fileformat.arrow_columns import constant
-from labformat.fileformat.bloom_filter import BloomFilter
-from labformat.fileformat.footers import FooterInfo, bloom_filter_if_any, key_ranges
+from labformat.fileformat.bloom_filter import decode
+from labformat.fileformat.footers import FooterInfo, bloom_filter, key_ranges
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.fileformat.log_file import block_keys, live_blocks, read_blocks
 from labformat.index import simple
@@ -75,9 +75,12 @@ def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
             )
 
 
-def check_file(table: pa.Table, base_uri: str, blooms: dict[str, str] | None = None,
+def check_file(table: pa.Table, base_uri: str, blooms: dict[str, tuple[str, str]] | None = None,
                logs: dict[str, list[str]] | None = None) -> pa.Table:
     """Tasks (b)+(c), one file group at a time: its bloom filter, then its real keys.
+
+    `blooms`: (type code, encoded filter) per path, from the metadata table; else the footer's.
+    A file without a filter (Hudi writes none without meta fields) passes every candidate on.
 
     Returns the keys really found in the file, plus one stats row (KEY null) counting
     candidates, keys that passed the bloom filter, keys really present, and the keys the exact
@@ -92,11 +95,8 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, str] | None = N
     path = table.column("path")[0].as_py()
     keys = table.column(KEY)
     storage = Storage(base_uri)
-    bloom = BloomFilter.from_base64(blooms[path]) if blooms is not None else bloom_filter_if_any(base_uri, path)
-    if bloom is None:  # a file Apache Hudi wrote: no labformat filter, every key goes on to the exact check
-        maybe = np.ones(len(keys), dtype=bool)
-    else:
-        maybe = bloom.might_contain(keys.to_numpy(zero_copy_only=False))
+    bloom = decode(blooms[path][1], blooms[path][0]) if blooms is not None else bloom_filter(base_uri, path)
+    maybe = bloom.might_contain(keys) if bloom is not None else np.ones(len(keys), dtype=bool)
     log_keys = pa.array([], pa.string())
     if logs and path in logs:
         blocks = [b for log in logs[path] for b in read_blocks(storage.read_bytes(log))]
@@ -184,7 +184,8 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
         partial(prune_by_ranges, files=files, prune=ctx.prune_by_ranges), CANDIDATE_DDL)
     base_uri = ctx.base_uri
     # Filters from the metadata table travel to the tasks as a broadcast (read once per executor).
-    shipped = ctx.spark.sparkContext.broadcast({p: b.to_base64() for p, b in blooms.items()}) if blooms else None
+    shipped = ctx.spark.sparkContext.broadcast(
+        {p: (b.type_code, b.to_base64()) for p, b in blooms.items()}) if blooms else None
 
     # A plain typed function: pyspark 4.3 cannot infer the eval type of a functools.partial here.
     def check(table: pa.Table) -> pa.Table:

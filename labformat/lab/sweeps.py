@@ -230,7 +230,7 @@ def bloom_filter_sizes(keys_per_file: int, fpp: float = 1e-9,
 
     At fpp 1e-9 a filter has 30 hash functions, so an overfull one degrades steeply: holding
     twice its num_entries it passes ~0.02% of absent keys, three times ~2%, ten times ~97%
-    (`BloomFilter.predicted_fpp`). Keys per file at `tiny` are ~700, at `small` tens of thousands:
+    (`BloomSpec.predicted_fpp`). Keys per file at `tiny` are ~700, at `small` tens of thousands:
     the fractions, not absolute sizes, make the lesson show at both.
     """
     from labformat.config import option
@@ -261,7 +261,7 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
     only the bloom filter tells them apart. A filter sized for fewer keys than a file holds lets
     false positives through, and the exact check opens (reads every key of) more files.
     """
-    from labformat.fileformat.bloom_filter import BloomFilter
+    from labformat.fileformat.bloom_filter import BloomSpec
     from labformat.lab.viz import KEY_FUNNEL_COLUMNS
 
     cached = datasets.generate(spark, spec)
@@ -281,7 +281,7 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
             report = table.upsert(datasets.load_batch(spark, cached, day), write_options)
             funnel = report.funnel
             row = {"num_entries": num_entries, "fpp": fpp, "day": day, "keys_per_file": keys_per_file,
-                   "predicted_fpp": BloomFilter.predicted_fpp(num_entries, fpp, keys_per_file),
+                   "predicted_fpp": BloomSpec(num_entries=num_entries, fpp=fpp).predicted_fpp(keys_per_file),
                    "files_in_table": funnel.get("files_in_table"),
                    "files_after_range_pruning": funnel.get("after_range_pruning"),
                    "files_after_bloom": funnel.get("after_bloom"), "files_matched": funnel.get("matched"),

@@ -87,13 +87,21 @@ def key_ranges_frame(table: "lf.Table", as_of: str | None = None) -> pd.DataFram
 def commit_names(table: "lf.Table") -> dict[str, str]:
     """A reader's name for each completed write instant, from its commit metadata: "bulk insert",
     then "upsert 1", "upsert 2", ... (and "delete N"), counted per operation in timeline order."""
+    writes = [(i.time, table.commit_metadata(i).operation_type) for i in table.timeline()
+              if i.action.value in ("commit", "replacecommit", "deltacommit")]
+    return commit_names_of(writes)
+
+
+def commit_names_of(writes) -> dict[str, str]:
+    """`commit_names` from (instant time, operation type) pairs in timeline order; pairs with no
+    operation (instants that wrote nothing) are left out."""
     names, counts = {}, {}
-    for instant in table.timeline():
-        if instant.action.value not in ("commit", "replacecommit", "deltacommit"):
+    for time, operation_type in writes:
+        if not operation_type:
             continue
-        operation = table.commit_metadata(instant).operation_type.lower().replace("_", " ")
+        operation = operation_type.lower().replace("_", " ")
         counts[operation] = counts.get(operation, 0) + 1
-        names[instant.time] = operation if operation == "bulk insert" else f"{operation} {counts[operation]}"
+        names[time] = operation if operation == "bulk insert" else f"{operation} {counts[operation]}"
     return names
 
 
@@ -174,6 +182,70 @@ def plot_file_key_ranges(files: pd.DataFrame, ax=None, max_tick_labels: int = 8)
     if skipped:
         title += f" ({skipped} without a key range not drawn)"
     ax.set_title(title)
+    return ax
+
+
+# ---------------------------------------------------------------- 1b. a table at a glance (scripts/inspect_table.py)
+
+def plot_file_sizes(files: pd.DataFrame, ax=None):
+    """Base files (`size_bytes`, one row each) as a histogram of their sizes in MB; the median marked."""
+    ax = _new_ax(ax)
+    sizes = files["size_bytes"].astype(float) / 1e6
+    if len(sizes):
+        ax.hist(sizes, bins=min(30, max(5, len(sizes))), color=_colors(1)[0], edgecolor="black", linewidth=0.3)
+        ax.axvline(sizes.median(), color="black", linestyle="--", linewidth=1,
+                   label=f"median {sizes.median():.2f} MB")
+        ax.legend(fontsize="small")
+    ax.set_xlabel("base file size (MB)")
+    ax.set_ylabel("base files")
+    ax.set_title(f"Sizes of {len(sizes)} base files")
+    return ax
+
+
+def plot_instants(timeline: pd.DataFrame, ax=None):
+    """The timeline (`started`, `action`, `state`, `rows_written`): one marker per instant at its
+    time, a row per action; filled when completed, hollow when requested or inflight."""
+    ax = _new_ax(ax)
+    actions = sorted(timeline["action"].astype(str).unique()) if len(timeline) else []
+    colors = dict(zip(actions, _colors(len(actions))))
+    for y, action in enumerate(actions):
+        rows = timeline[timeline["action"] == action]
+        done = rows["state"] == "completed"
+        ax.scatter(rows.loc[done, "started"], [y] * int(done.sum()), color=colors[action], edgecolor="black",
+                   s=60, zorder=3, label=f"{action} completed")
+        if (~done).any():
+            ax.scatter(rows.loc[~done, "started"], [y] * int((~done).sum()), facecolor="none",
+                       edgecolor=colors[action], s=60, zorder=3, label=f"{action} pending")
+    ax.set_yticks(range(len(actions)))
+    ax.set_yticklabels(actions)
+    ax.set_ylim(-0.6, max(len(actions), 1) - 0.4)
+    ax.set_xlabel("instant time (UTC)")
+    ax.set_title(f"Timeline: {len(timeline)} instants")
+    if actions:
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.tick_params(axis="x", labelrotation=30)
+    return ax
+
+
+def plot_range_pruning(pruning: pd.DataFrame, ax=None):
+    """Per sample key (`key`, `files_in_partition`, `kept_by_range`): the base files range pruning
+    could not rule out, against the files of the key's partition."""
+    ax = _new_ax(ax)
+    x = np.arange(len(pruning))
+    ax.bar(x, pruning["files_in_partition"], color="lightgrey", edgecolor="black", linewidth=0.3,
+           label="base files in the key's partition")
+    ax.bar(x, pruning["kept_by_range"], width=0.5, color=_colors(1)[0], edgecolor="black", linewidth=0.3,
+           label="kept by range pruning (key within [min, max])")
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(k)[:24] for k in pruning["key"]], rotation=45, ha="right", fontsize="x-small")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, max(1, int(pruning["files_in_partition"].max()) if len(pruning) else 1) * 1.3)
+    ax.set_ylabel("base files")
+    mean = f": {pruning['kept_by_range'].mean():.1f} kept per key" if len(pruning) else ""
+    ax.set_title(f"Range pruning for {len(pruning)} sample keys{mean}")
+    ax.legend(fontsize="small", loc="upper right")
     return ax
 
 

@@ -20,7 +20,7 @@ from labformat.timeline import METADATA_DIR
 if TYPE_CHECKING:
     from labformat.context import TableContext
 
-_STATS_DDL = "path string, column_stats string, bloom string"
+_STATS_DDL = "path string, column_stats string, bloom string, bloom_type string"
 
 
 def _stats_of_files(batches: Iterator[pa.RecordBatch], base_uri: str, columns: tuple[str, ...]):
@@ -34,10 +34,12 @@ def _stats_of_files(batches: Iterator[pa.RecordBatch], base_uri: str, columns: t
             parquet = pq.ParquetFile(full, filesystem=storage.fs)
             for group in range(parquet.num_row_groups):
                 collector.add(parquet.read_row_group(group, columns=list(columns)))
-            rows.append({"path": path, "column_stats": collector.to_json(),
-                         "bloom": KeyFooter.parse(parquet.metadata.metadata).bloom})
+            footer = KeyFooter.parse(parquet.metadata.metadata)
+            rows.append({"path": path, "column_stats": collector.to_json(), "bloom": footer.bloom,
+                         "bloom_type": footer.bloom_type})
         yield pa.RecordBatch.from_pylist(rows, schema=pa.schema(
-            [("path", pa.string()), ("column_stats", pa.string()), ("bloom", pa.string())]))
+            [("path", pa.string()), ("column_stats", pa.string()), ("bloom", pa.string()),
+             ("bloom_type", pa.string())]))
 
 
 @dataclass(frozen=True)

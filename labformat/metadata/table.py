@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import types as T
 
-from labformat.fileformat.bloom_filter import BloomFilter
+from labformat.fileformat.bloom_filter import RecordKeyFilter, decode
+from labformat.fileformat.legacy_bloom import LEGACY_TYPE
 from labformat.model.file_group import FileSlice
 from labformat.model.column_stats import ColumnStats
 from labformat.storage import Storage
@@ -38,7 +39,9 @@ _FILES_SCHEMA = pa.schema([("partition_path", pa.string()), ("file_id", pa.strin
 _STATS_SCHEMA = pa.schema([("path", pa.string()), ("column", pa.string()), ("min", pa.string()),
                            ("max", pa.string()), ("null_count", pa.int64()), ("value_count", pa.int64()),
                            ("nan_count", pa.int64())])
-_BLOOM_SCHEMA = pa.schema([("path", pa.string()), ("bloom", pa.string())])
+# `type`: the filter's type code, as in Hudi's own metadata table; files written before it was
+# kept hold labformat's first layout.
+_BLOOM_SCHEMA = pa.schema([("path", pa.string()), ("bloom", pa.string()), ("type", pa.string())])
 
 
 class IndexedBaseFile(Protocol):
@@ -47,6 +50,7 @@ class IndexedBaseFile(Protocol):
     path: str
     column_stats: str | None  # JSON, per column: [min, max, nulls, values, NaNs]
     bloom: str | None  # the encoded bloom filter; None: not kept
+    bloom_type: str  # its type code
 
 
 def _path(partition: str, instant: str) -> str:
@@ -111,7 +115,7 @@ def write_metadata(storage: Storage, timeline: Timeline, instant: str, slices_af
                              "null_count": nulls, "value_count": count, "nan_count": nans})
         _publish_table(storage, _path(COLUMN_STATS, instant), pa.Table.from_pylist(rows, schema=_STATS_SCHEMA))
     if bloom_filters:
-        rows = [{"path": s.path, "bloom": s.bloom} for s in new_stats if s.bloom]
+        rows = [{"path": s.path, "bloom": s.bloom, "type": s.bloom_type} for s in new_stats if s.bloom]
         _publish_table(storage, _path(BLOOM_FILTERS, instant), pa.Table.from_pylist(rows, schema=_BLOOM_SCHEMA))
 
 
@@ -170,18 +174,20 @@ class MetadataReader:
             return None, f"column stats are stale: {len(missing)} base files have none"
         return out, "metadata table"
 
-    def bloom_filters(self, paths: list[str]) -> tuple[dict[str, BloomFilter] | None, str]:
+    def bloom_filters(self, paths: list[str]) -> tuple[dict[str, RecordKeyFilter] | None, str]:
         """The bloom filters of these base files, read from the instants that wrote them."""
         wanted = set(paths)
-        found: dict[str, BloomFilter] = {}
+        found: dict[str, RecordKeyFilter] = {}
         try:
             for instant in reversed(self._instants(BLOOM_FILTERS)):  # candidates are mostly new files
                 if not wanted - set(found):
                     break
                 table = _read_table(self.storage, _path(BLOOM_FILTERS, instant))
-                for path, raw in zip(table.column("path").to_pylist(), table.column("bloom").to_pylist()):
+                types = (table.column("type").to_pylist() if "type" in table.column_names
+                         else [LEGACY_TYPE] * table.num_rows)
+                for path, raw, kind in zip(table.column("path").to_pylist(), table.column("bloom").to_pylist(), types):
                     if path in wanted:
-                        found[path] = BloomFilter.from_base64(raw)
+                        found[path] = decode(raw, kind)
         except Exception as exc:  # noqa: BLE001
             return None, f"bloom filters unreadable ({type(exc).__name__}: {exc})"
         if wanted - set(found):

@@ -19,3 +19,11 @@ class IndexType(enum.StrEnum):
     SIMPLE = "SIMPLE"
     BLOOM = "BLOOM"
     BUCKET = "BUCKET"
+
+
+class BloomFilterTypeCode(enum.StrEnum):
+    """A bloom filter's layout, as Hudi's `hoodie.bloom.index.filter.type` and the footer entry
+    `hoodie_bloom_filter_type_code` spell it (Hudi's BloomFilterTypeCode)."""
+
+    SIMPLE = "SIMPLE"
+    DYNAMIC_V0 = "DYNAMIC_V0"

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from labformat.context import NULL_PARTITION
-from labformat.fileformat.footers import bloom_filter_if_any, footer_column_stats, key_ranges
+from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_ranges
 from labformat.fs_view import check_base_files
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
@@ -176,10 +176,10 @@ def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> 
             [s.path for s in slices])
     if blooms is None:
         source = f"footers ({source})"
-        blooms = {s.path: bloom_filter_if_any(ctx.storage.base_uri, s.path) for s in slices if not s.has_logs}
+        blooms = {s.path: bloom_filter(ctx.storage.base_uri, s.path) for s in slices if not s.has_logs}
     # An empty key set means the condition is never TRUE: no file can hold a match. A slice with log
-    # files is kept: its base file's filter knows nothing of the keys its logs hold; so is a base
-    # file without a labformat filter (Apache Hudi wrote it).
+    # files is kept: its base file's filter knows nothing of the keys its logs hold. A file without
+    # a filter (Hudi writes none without meta fields) cannot be ruled out either.
     kept = tuple(s for s in slices if probe and (s.has_logs or blooms[s.path] is None
                                                  or blooms[s.path].might_contain(probe).any()))
     return Pruned(kept, source + _unpruned_logs(slices))

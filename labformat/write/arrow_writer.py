@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from labformat.fileformat.arrow_columns import constant
 from labformat.fileformat.base_file_stat import BaseFileStat
-from labformat.fileformat.bloom_filter import BloomFilter
+from labformat.fileformat.bloom_filter import BloomSpec
 from labformat.fileformat.column_stats import ColumnStatsCollector
 from labformat.fileformat.footers import KeyFooter
 from labformat.fileformat.invalid_input import check_record_keys
@@ -60,6 +60,12 @@ class WriteSpec:
     meta_fields: bool = True
     keygen: object = None  # the table's KeyGenerator: record keys of stored rows when meta_fields is False
     log_schema: str | None = None  # merge-on-read: the Avro writer schema (meta + data columns) of log data blocks
+    bloom_type: str = "SIMPLE"  # hoodie.bloom.index.filter.type
+    bloom_max_entries: int = 100_000  # hoodie.bloom.index.filter.dynamic.max.entries (DYNAMIC_V0)
+
+    @property
+    def bloom(self) -> BloomSpec:
+        return BloomSpec(self.bloom_type, self.bloom_num_entries, self.bloom_fpp, self.bloom_max_entries)
 
 
 def task_identity() -> tuple[int, int, int]:
@@ -112,27 +118,27 @@ class BaseFileWriter:
         self.inserts += inserts
         self.updates += updates
 
-    def close(self, task_partition: int, attempt: int, same_keys_bloom: str | None = None) -> BaseFileStat:
-        """Finish the file. `same_keys_bloom`: the encoded filter of a file holding exactly this
-        file's keys (an update-only rewrite of one base file), used as it is when it is sized as
-        this write's would be, for (bloom_num_entries, bloom_fpp): the same keys, sizing and
-        hashes give the same bits. A filter written under other settings is rebuilt."""
+    def close(self, task_partition: int, attempt: int, same_keys_bloom: tuple[str, str] | None = None) -> BaseFileStat:
+        """Finish the file. `same_keys_bloom`: (encoded filter, type code) of a file holding exactly
+        this file's keys in this order (an update-only rewrite of one base file), used as it is
+        when it is laid out as this write's would be (`BloomSpec.built_as`): the same keys, layout
+        and hashes give the same bytes. A filter written under other settings is rebuilt."""
         keys = pa.concat_arrays(self.keys) if self.keys and self.spec.meta_fields else pa.array([], pa.string())
         bloom_started = time.monotonic()
-        entries, fpp = self.spec.bloom_num_entries, self.spec.bloom_fpp
+        spec = self.spec.bloom
         if not self.spec.meta_fields:
-            encoded = None  # no keys in the file to range or filter by
-        elif same_keys_bloom is not None and BloomFilter.sized_as(same_keys_bloom, entries, fpp):
-            encoded = same_keys_bloom
+            encoded = None  # no keys in the file to range or filter by (Hudi writes no filter either)
+        elif same_keys_bloom is not None and spec.built_as(*same_keys_bloom, len(keys)):
+            encoded = same_keys_bloom[0]
         else:
-            encoded = BloomFilter.for_keys(keys, fpp, num_entries=entries).to_base64()
+            encoded = spec.build(keys).to_base64()
         bloom_ms = int((time.monotonic() - bloom_started) * 1000)
         bounds = pc.min_max(keys) if len(keys) else None
         min_key = bounds["min"].as_py() if bounds else None
         max_key = bounds["max"].as_py() if bounds else None
         if self.writer is None:  # nothing written: an empty base file
             self.writer = self._open(None)
-        self.writer.add_key_value_metadata(KeyFooter(min_key, max_key, encoded).entries())
+        self.writer.add_key_value_metadata(KeyFooter(min_key, max_key, encoded, spec.type_code).entries())
         self.writer.close()
         size = self.sink.tell()
         self.sink.close()
@@ -145,7 +151,7 @@ class BaseFileWriter:
             task_partition=task_partition, task_attempt=attempt,
             prev_min_key=None, prev_max_key=None, prev_size=0, incoming_bytes=0,
             column_stats=self.stats.to_json(), bloom=encoded if self.spec.collect_bloom else None,
-            bloom_bytes=len(encoded) if encoded is not None else 0,
+            bloom_type=spec.type_code, bloom_bytes=len(encoded) if encoded is not None else 0,
         )
 
 

@@ -80,6 +80,8 @@ def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructTyp
         collect_bloom=ctx.config.bloom_filter_enable,
         meta_fields=ctx.config.populate_meta_fields,
         keygen=ctx.config.keygen,
+        bloom_type=cfg.bloom_filter_type,
+        bloom_max_entries=cfg.bloom_dynamic_max_entries,
     )
     # A computed key (complex keys) travels beside the data columns; a one-field key is read from its field.
     computed = [ctx.record_key_column().alias(KEY)] if record_key == KEY else []

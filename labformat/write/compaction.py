@@ -104,7 +104,8 @@ def run(ctx: TableContext, cfg: Config) -> WriteReport:
             spec = WriteSpec(ctx.storage.base_uri, instant.time, ctx.config.record_key,
                              tuple(f.name for f in data_schema.fields), cfg.max_file_size, cfg.compression_codec,
                              bloom_fpp=cfg.bloom_fpp, bloom_num_entries=cfg.bloom_num_entries,
-                             collect_bloom=ctx.config.bloom_filter_enable)
+                             collect_bloom=ctx.config.bloom_filter_enable, bloom_type=cfg.bloom_filter_type,
+                             bloom_max_entries=cfg.bloom_dynamic_max_entries)
             rows = [(o.partition_path, o.file_id, o.base_path, o.base_instant_time, json.dumps(list(o.log_paths)))
                     for o in operations]
             precombine = ctx.config.precombine_field

@@ -139,7 +139,8 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
             old = parquet.read(use_threads=False)
             prev_size = source.size()
         footer = KeyFooter.parse(kv)
-        prev_min, prev_max, old_bloom = footer.min_key, footer.max_key, footer.bloom
+        prev_min, prev_max = footer.min_key, footer.max_key
+        old_bloom = (footer.bloom, footer.bloom_type) if footer.bloom is not None else None
 
     if old is None:
         old_keys = pa.array([], pa.string())

@@ -522,6 +522,7 @@ def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_cou
                          bloom_num_entries=cfg.bloom_num_entries,
                          collect_bloom=ctx.config.bloom_filter_enable,
                          meta_fields=ctx.config.populate_meta_fields, keygen=ctx.config.keygen,
+                         bloom_type=cfg.bloom_filter_type, bloom_max_entries=cfg.bloom_dynamic_max_entries,
                          log_schema=avro_schema_json(data_schema, ctx.config.name, meta_columns=True)
                          if ctx.config.merge_on_read else None)
         keys = task_keys(ctx.spark, len(plan.targets))
