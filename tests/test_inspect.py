@@ -187,3 +187,26 @@ def test_inspects_a_labformat_table_without_changing_it(spark, tmp_path):
     assert (ins.pruning["kept_by_range"] == 1).all() and len(ins.pruning) == 10
     save_charts(ins, tmp_path / "charts")
     assert _snapshot(tmp_path / "t") == before
+
+
+def test_inspects_a_merge_on_read_table_with_its_log_files(spark, tmp_path):
+    """v6 MOR, bulk insert of 40 rows in 4 files, then an upsert of 5 keys of the first file: its
+    latest slice gains one log file, the others none; the table is left as it was."""
+    import labformat as lf
+
+    t = lf.Table.create(spark, tmp_path / "m", record_key="id", precombine_field="ts", partition_field=None,
+                        table_type="MERGE_ON_READ")
+    t.bulk_insert(spark.createDataFrame([(f"k{i:03d}", i, 1) for i in range(40)], "id string, value long, ts long"),
+                  {"bulk_insert_sort_mode": "GLOBAL_SORT", "bulk_insert_parallelism": 4})
+    t.upsert(spark.createDataFrame([(f"k{i:03d}", -i, 2) for i in range(5)], "id string, value long, ts long"),
+             {"small_file_limit": 0})
+    before = _snapshot(tmp_path / "m")
+    ins = inspect_table(tmp_path / "m", sample=5)
+    assert ins.timeline["action"].tolist() == ["deltacommit", "deltacommit"]
+    groups = ins.file_groups.set_index("file_id")
+    with_logs = {s.file_id: (len(s.log_paths), s.log_bytes) for s in t.file_slices() if s.has_logs}
+    assert len(with_logs) == 1 and groups["log_files"].sum() == 1
+    (file_id, (count, size)), = with_logs.items()
+    assert (groups.loc[file_id, "log_files"], groups.loc[file_id, "log_bytes"]) == (count, size) and size > 0
+    assert "1 log files in the latest slices" in render_text(ins)
+    assert _snapshot(tmp_path / "m") == before

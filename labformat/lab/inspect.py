@@ -49,11 +49,15 @@ class Inspection:
     def file_groups(self) -> pd.DataFrame:
         """One row per file group: partition, file id, its slices, the latest slice's instant and size."""
         if self.file_slices.empty:
-            return pd.DataFrame(columns=["partition_path", "file_id", "slices", "latest_instant", "size_bytes"])
+            return pd.DataFrame(columns=["partition_path", "file_id", "slices", "latest_instant", "size_bytes",
+                                         "log_files", "log_bytes"])
         latest = self.file_slices[self.file_slices["latest"]].set_index(["partition_path", "file_id"])
         groups = self.file_slices.groupby(["partition_path", "file_id"]).size().rename("slices").to_frame()
         groups["latest_instant"] = latest["instant"]
         groups["size_bytes"] = latest["size_bytes"]
+        # A merge-on-read file group's latest slice: the log files a snapshot read merges into its base file.
+        groups["log_files"] = latest["log_files"]
+        groups["log_bytes"] = latest["log_bytes"]
         return groups.reset_index()
 
 
@@ -110,7 +114,8 @@ def timeline_frame(storage: Storage, timeline: Timeline) -> pd.DataFrame:
 
 def file_slices_frame(view: FileSystemView) -> pd.DataFrame:
     """Every file slice of every live file group, oldest first within a group: partition_path,
-    file_id, instant, path, size_bytes and rows as its commit recorded them, latest."""
+    file_id, instant, path, size_bytes and rows as its commit recorded them, its log files (count
+    and bytes; merge-on-read only), latest."""
     rows = []
     for group in view.file_groups():
         latest = group.latest_slice(view.as_of)
@@ -118,8 +123,10 @@ def file_slices_frame(view: FileSystemView) -> pd.DataFrame:
             s = group.slices[instant]
             rows.append({"partition_path": s.partition_path, "file_id": s.file_id, "instant": instant,
                          "path": s.path, "size_bytes": s.size_bytes, "rows": s.num_records,
+                         "log_files": len(s.log_paths), "log_bytes": s.log_bytes,
                          "latest": latest is not None and latest.base_instant_time == instant})
-    return pd.DataFrame(rows, columns=["partition_path", "file_id", "instant", "path", "size_bytes", "rows", "latest"])
+    return pd.DataFrame(rows, columns=["partition_path", "file_id", "instant", "path", "size_bytes", "rows",
+                                       "log_files", "log_bytes", "latest"])
 
 
 def _footer(storage: Storage, path: str) -> tuple[dict, list[dict]]:
@@ -253,8 +260,12 @@ def render_text(ins: Inspection, max_rows: int = 20) -> str:
     out += ["", f"Timeline: {len(timeline)} instants "
                 f"({(timeline['state'] == 'completed').sum()} completed)", _table(timeline, max_rows)]
     groups = ins.file_groups
+    logs = int(groups["log_files"].sum()) if len(groups) else 0
+    if not logs:  # copy-on-write, or a merge-on-read table just compacted: no log columns to show
+        groups = groups.drop(columns=["log_files", "log_bytes"])
     out += ["", f"File groups: {len(groups)} in {groups['partition_path'].nunique()} partition(s), "
-                f"{len(ins.file_slices)} file slices", _table(groups, max_rows)]
+                f"{len(ins.file_slices)} file slices" + (f", {logs} log files in the latest slices" if logs else ""),
+            _table(groups, max_rows)]
     shown = files[["partition_path", "file_id", "instant", "size_bytes", "footer_rows", "row_groups", "min_key",
                    "max_key", "bloom_type", "bloom_bytes"]]
     sizes = files["size_bytes"]
