@@ -199,6 +199,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("record_size_estimation_threshold", "hoodie.record.size.estimation.threshold", 1.0,
            "A commit's average record size is used once it wrote more than this times "
            "`small_file_limit` bytes.", Scope.WRITE, float, at_least(0)),
+    # table services (write scope: each call of t.clean() takes them)
+    Option("cleaner_policy", "hoodie.cleaner.policy", "KEEP_LATEST_COMMITS",
+           "What `clean` keeps: KEEP_LATEST_COMMITS keeps every file slice the last "
+           "`cleaner_commits_retained` commits can read (time travel to them still works); "
+           "KEEP_LATEST_FILE_VERSIONS keeps the newest `cleaner_fileversions_retained` slices of each file group.",
+           Scope.WRITE, one_of("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS")),
+    Option("cleaner_commits_retained", "hoodie.cleaner.commits.retained", 10,
+           "KEEP_LATEST_COMMITS: completed commits (commits, delta commits, replacecommits) whose "
+           "snapshots a clean keeps readable; time travel to an older one is CleanedInstantError.",
+           Scope.WRITE, parse_int, at_least(1)),
+    Option("cleaner_fileversions_retained", "hoodie.cleaner.fileversions.retained", 3,
+           "KEEP_LATEST_FILE_VERSIONS: file slices a clean keeps per file group, the newest first.",
+           Scope.WRITE, parse_int, at_least(1)),
     # concurrency (write scope: each writer says how it takes part; see labformat/lock.py, heartbeat.py)
     Option("concurrency_mode", "hoodie.write.concurrency.mode", "SINGLE_WRITER",
            "SINGLE_WRITER refuses to start while another live writer's instant is in flight "

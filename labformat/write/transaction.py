@@ -169,6 +169,25 @@ class WriteTransaction:
         crash_point("after_commit")
         return self.completed
 
+    def publish(self, body: str) -> Instant:
+        """Complete an instant that holds no data (a clean) with `body`, under the table lock; no
+        conflict check, since it changes no snapshot."""
+        if self.instant is None:
+            raise RuntimeError("publish() before start(): no instant to complete")
+        crash_point("after_write")
+        with self._lock() as lock:
+            timeline = self.timeline.reload()
+            self._check_still_pending(timeline)
+
+            def before_publish() -> None:
+                crash_point("before_publish")
+                lock.verify()
+
+            self.completed = timeline.complete(self.instant, body, before_publish=before_publish)
+        self._stop_heartbeat()
+        crash_point("after_commit")
+        return self.completed
+
     def abort(self, exc: BaseException | None = None) -> None:
         """Roll back this write's instant now, if it started and was not published; then re-raise a
         write task's bad-input failure (wrapped by Spark) as InvalidInputError."""
