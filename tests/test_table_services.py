@@ -1,4 +1,4 @@
-"""Table services: cleaning (`clean`), checked against labformat's own read and hudi-rs's.
+"""Table services: cleaning (`clean`) and clustering (`replacecommit`), each checked against labformat's own read and hudi-rs's.
 
 Each table is tiny and its history is in the test's docstring: W1 is the bulk insert, W2... the
 writes after it; X and Y are the two file groups of a one-file-per-day table.
@@ -8,15 +8,22 @@ from __future__ import annotations
 
 import json
 
+import pyarrow.parquet as pq
 import pytest
 
 import labformat as lf
-from labformat.errors import CleanedInstantError, ConfigError, InstantNotFoundError
+from labformat import config as C
+from labformat.errors import CleanedInstantError, ConfigError, InstantNotFoundError, WriteConflictError
+from labformat.model.enums import Operation
+from labformat.write import clustering as _clustering
+from labformat.write import upsert as _upsert
 from tests.helpers import snapshot, telemetry, tree
 from tests.test_merge_on_read import MOR, assert_agrees_with_hudi, corrections, hudi_read, values
 
 pytestmark = pytest.mark.spark
-
+# Every base file of these tables is small (a few KB of rows beside a bloom filter of ~320 KB): cluster
+# them all, into one file per partition.
+CLUSTER_ALL = {"clustering_small_file_limit": "64MB", "clustering_target_file_max_bytes": "64MB"}
 
 
 def base_files(path) -> list:
@@ -125,3 +132,124 @@ def test_clean_on_merge_on_read_deletes_a_compacted_slice_with_its_log_files(spa
     assert values(hudi_read(path, read_optimized=True)) == ro
     with pytest.raises(CleanedInstantError):
         t.read(as_of=compaction)
+
+
+# ---- clustering ---------------------------------------------------------------------------------
+
+def test_clustering_rewrites_small_files_sorted_and_the_view_hides_the_replaced_ones(spark, tmp_path):
+    """COW W1 bulk insert of 16 small files (8 tasks x 2 days), clustering sorted by signal_dbm into 1 file a
+    day, W2 upsert (BLOOM) and W3 upsert (SIMPLE) of keys now in the new file groups, clean retaining 1:
+    same rows throughout (labformat and hudi-rs, latest and as of W1), a range query reads fewer files,
+    and the clean deletes the 16 replaced files."""
+    path = tmp_path / "cow"
+    t = lf.Table.create(spark, path, partition_field="day")
+    w1 = t.bulk_insert(telemetry(spark, 40, partitions=8)).instant
+    old = {s.file_id: s for s in t.file_slices()}
+    assert len(old) == 16
+    expected = values(snapshot(t.read()))
+    _, before = t.query("signal_dbm < 10")
+    report = t.cluster({**CLUSTER_ALL, "clustering_sort_columns": "signal_dbm"})
+    d = report.details
+    assert (d["files_in"], d["files_out"], d["clustering_groups"]) == (16, 2, 2) and report.files_created == 2
+    assert d["bytes_in"] == sum(s.size_bytes for s in old.values()) and d["bytes_out"] == report.bytes_written > 0
+    assert report.rows_written == 40 and report.seconds > 0
+    # Hudi's layout: the plan in the requested file, the replaced file groups in the completed one.
+    requested = json.loads((path / f".hoodie/{report.instant}.replacecommit.requested").read_text())
+    assert requested["operationType"] == "CLUSTER" and len(requested["clusteringPlan"]["inputGroups"]) == 2
+    assert (path / f".hoodie/{report.instant}.replacecommit.inflight").exists()
+    body = json.loads((path / f".hoodie/{report.instant}.replacecommit").read_text())
+    assert body["operationType"] == "CLUSTER"
+    assert sorted(f for ids in body["partitionToReplaceFileIds"].values() for f in ids) == sorted(old)
+    new = t.file_slices()
+    assert len(new) == 2 and not {s.file_id for s in new} & set(old)
+    for s in new:  # each new base file is sorted by the sort column
+        column = pq.read_table(path / s.path, columns=["signal_dbm"]).column(0).to_pylist()
+        assert column == sorted(column) and len(column) == 20
+    assert_agrees_with_hudi(t, path, expected)
+    assert_agrees_with_hudi(t, path, expected, as_of=w1)
+    assert len(t.file_slices(as_of=w1)) == 16
+    _, after = t.query("signal_dbm < 10")
+    assert after.rows_returned == before.rows_returned == 10
+    assert after.funnel["files_read"] == 2 < before.funnel["files_read"] == 4
+    assert after.stats_source == "metadata table"  # the metadata table follows the replaced file groups
+    # The indexes find keys in the new file groups: updates, never inserts.
+    keys = [key_of_day(t, "2024-01-15", 3), key_of_day(t, "2024-01-16", 5)]
+    for n, index in enumerate(["BLOOM", "SIMPLE"]):
+        up = t.upsert(corrections(spark, keys, 50.0 + n, seconds=10_000 + n), {"index_type": index})
+        assert (up.rows_updated, up.rows_inserted, up.files_created) == (2, 0, 0), up.summary()
+        assert {f.file_id for f in up.files} == {s.file_id for s in new}
+        expected.update({k: 50.0 + n for k in keys})
+    assert_agrees_with_hudi(t, path, expected)
+    assert t.cluster(CLUSTER_ALL).instant is None  # one file a day: nothing to put together
+    cleaned = t.clean({"cleaner_commits_retained": 1})
+    assert cleaned.details["replaced_file_groups_deleted"] == 16
+    assert len(list(base_files(path))) == 2
+    assert_agrees_with_hudi(t, path, expected)
+
+
+def test_clustering_a_merge_on_read_table_leaves_slices_with_logs_alone(spark, tmp_path):
+    """MOR W1 bulk insert of 16 small files, W2 update of one key (a log file), clustering: 15 files in,
+    the slice with the log file kept as it is; both readers agree, and W3 updates a clustered key."""
+    path = tmp_path / "mor"
+    t = lf.Table.create(spark, path, partition_field="day", table_type=MOR)
+    t.bulk_insert(telemetry(spark, 40, partitions=8))
+    key = key_of_day(t, "2024-01-15")
+    t.upsert(corrections(spark, [key], 9.0))
+    with_log = [s for s in t.file_slices() if s.has_logs]
+    assert len(with_log) == 1
+    expected = values(snapshot(t.read()))
+    report = t.cluster(CLUSTER_ALL)
+    assert (report.details["files_in"], report.details["files_out"]) == (15, 2)
+    assert with_log[0] in t.file_slices() and len(t.file_slices()) == 3
+    assert_agrees_with_hudi(t, path, expected)
+    other = key_of_day(t, "2024-01-16", 2)
+    up = t.upsert(corrections(spark, [other], 8.0))
+    assert up.rows_updated == 1 and up.log_files_written == 1
+    assert_agrees_with_hudi(t, path, {**expected, other: 8.0})
+
+
+def test_clustering_refuses_bucket_tables_and_unknown_sort_columns_leaving_the_table_as_it_was(spark, tmp_path):
+    bucket = lf.Table.create(spark, tmp_path / "bucket", partition_field="day", options={"index_type": "BUCKET"})
+    bucket.bulk_insert(telemetry(spark, 10))
+    before = tree(tmp_path / "bucket")
+    with pytest.raises(ConfigError, match="BUCKET"):
+        bucket.cluster(CLUSTER_ALL)
+    assert tree(tmp_path / "bucket") == before
+    t = lf.Table.create(spark, tmp_path / "cow", partition_field="day")
+    t.bulk_insert(telemetry(spark, 10, partitions=4))
+    before = tree(tmp_path / "cow")
+    with pytest.raises(ConfigError, match="'nope'"):
+        t.cluster({**CLUSTER_ALL, "clustering_sort_columns": "signal_dbm,nope"})
+    with pytest.raises(ConfigError, match="target.file.max.bytes"):
+        t.cluster({"hoodie.clustering.plan.strategy.target.file.max.bytes": "1.5"})
+    assert tree(tmp_path / "cow") == before
+
+
+def test_a_write_on_a_file_group_clustering_replaced_conflicts_either_way(spark, tmp_path):
+    """COW W1 bulk insert of 8 small files; (a) an upsert planned before a clustering commits after it:
+    WriteConflictError, rolled back; (b) a clustering planned before an upsert of one of its file groups
+    commits after it: WriteConflictError, rolled back. The rows are those of the writes that committed."""
+    path = tmp_path / "cow"
+    t = lf.Table.create(spark, path, partition_field="day")
+    t.bulk_insert(telemetry(spark, 40, partitions=4))
+    key = key_of_day(t, "2024-01-15")
+    cfg = C.resolve(None, [C.Scope.WRITE])
+    stale = t.context()
+    clustered = t.cluster(CLUSTER_ALL)
+    expected = values(snapshot(t.read()))
+    with pytest.raises(WriteConflictError, match=clustered.instant) as caught:
+        _upsert.run(stale, corrections(spark, [key], 1.0), cfg, Operation.UPSERT)
+    assert caught.value.other == clustered.instant
+    assert_agrees_with_hudi(t, path, expected)
+
+    path2 = tmp_path / "cow2"
+    t2 = lf.Table.create(spark, path2, partition_field="day")
+    t2.bulk_insert(telemetry(spark, 40, partitions=4))
+    stale = t2.context()
+    up = t2.upsert(corrections(spark, [key], 2.0))
+    with pytest.raises(WriteConflictError, match=up.instant):
+        _clustering.run(stale, C.resolve(CLUSTER_ALL, [C.Scope.WRITE]))
+    assert not list(path2.glob(".hoodie/*.replacecommit*"))
+    assert [i.action.value for i in t2.timeline()] == ["commit", "commit", "rollback"]
+    assert_agrees_with_hudi(t2, path2, values(snapshot(t2.read())))
+    assert values(snapshot(t2.read()))[key] == 2.0
