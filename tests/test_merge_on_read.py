@@ -230,10 +230,12 @@ def test_copy_on_write_tables_write_commits_and_no_log_files(spark, tmp_path):
     assert not [p for p in path.rglob(".*.log.*")]
 
 
-def crash(path, operation: str, point: str) -> None:
-    """Run tests/crash_writer.py's `operation` on the table in a process of its own, killed at `point`."""
+def crash(path, operation: str, point: str, options: dict | None = None) -> None:
+    """Run tests/crash_writer.py's `operation` on the table in a process of its own, killed at `point`
+    (`options`: the writer's, short-lived heartbeat and lock included; crash_writer's own by default)."""
     env = dict(os.environ, LABFORMAT_CRASH_AT=point, PYTHONPATH=str(ROOT), CRASH_WRITER_OPERATION=operation)
-    proc = subprocess.run([sys.executable, "-m", "tests.crash_writer", str(path)], env=env, cwd=ROOT,
+    argv = [sys.executable, "-m", "tests.crash_writer", str(path)] + ([json.dumps(options)] if options else [])
+    proc = subprocess.run(argv, env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 86, proc.stdout + proc.stderr  # died at the crash point, not elsewhere
 

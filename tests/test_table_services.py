@@ -18,7 +18,7 @@ from labformat.model.enums import Operation
 from labformat.write import clustering as _clustering
 from labformat.write import upsert as _upsert
 from tests.helpers import snapshot, telemetry, tree
-from tests.test_merge_on_read import MOR, assert_agrees_with_hudi, corrections, hudi_read, values
+from tests.test_merge_on_read import MOR, assert_agrees_with_hudi, corrections, crash, hudi_read, values
 
 pytestmark = pytest.mark.spark
 # Every base file of these tables is small (a few KB of rows beside a bloom filter of ~320 KB): cluster
@@ -253,3 +253,31 @@ def test_a_write_on_a_file_group_clustering_replaced_conflicts_either_way(spark,
     assert [i.action.value for i in t2.timeline()] == ["commit", "commit", "rollback"]
     assert_agrees_with_hudi(t2, path2, values(snapshot(t2.read())))
     assert values(snapshot(t2.read()))[key] == 2.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["after_write", "before_publish"])
+def test_writer_killed_during_a_clustering_is_rolled_back(spark, tmp_path, point):
+    """COW W1 bulk insert of 8 small files, a clustering killed at `point` (its base files written), an
+    upsert by the next writer, which rolls it back: its files and instant files go, both readers agree,
+    and a clustering then succeeds."""
+    path = tmp_path / "cow"
+    t = lf.Table.create(spark, path, partition_field="day")
+    first = t.bulk_insert(telemetry(spark, 40, partitions=4))
+    before = values(snapshot(t.read()))
+    parquet_before = set(base_files(path))
+    crash(path, "cluster", point, options={**CLUSTER_ALL, "heartbeat_interval_ms": 100,
+                                           "heartbeat_tolerable_misses": 1, "lock_expire_minutes": 0.01})
+    leftovers = set(base_files(path)) - parquet_before
+    assert leftovers and list(path.glob(".hoodie/*.replacecommit.inflight"))
+    reopened = lf.Table.open(spark, path)
+    assert [i.time for i in reopened.timeline()] == [first.instant] and len(reopened.file_slices()) == 8
+    assert_agrees_with_hudi(reopened, path, before)
+    key = sorted(before)[0]
+    report = reopened.upsert(corrections(spark, [key], 44.0))
+    assert len(report.rolled_back) == 1 and all(not p.exists() for p in leftovers)
+    assert not list(path.glob(".hoodie/*.replacecommit*"))
+    assert [i.action.value for i in reopened.timeline()] == ["commit", "rollback", "commit"]
+    assert_agrees_with_hudi(reopened, path, {**before, key: 44.0})
+    assert reopened.cluster(CLUSTER_ALL).details["files_out"] == 2
+    assert_agrees_with_hudi(reopened, path, {**before, key: 44.0})
