@@ -15,8 +15,11 @@ import labformat as lf
 from labformat import config as C
 from labformat.errors import CleanedInstantError, ConfigError, InstantNotFoundError, WriteConflictError
 from labformat.model.enums import Operation
+from labformat.model.instant import Action
+from labformat.write import clean as _clean
 from labformat.write import clustering as _clustering
 from labformat.write import upsert as _upsert
+from labformat.write.transaction import WriteTransaction
 from tests.helpers import snapshot, telemetry, tree
 from tests.test_merge_on_read import MOR, assert_agrees_with_hudi, corrections, crash, hudi_read, values
 
@@ -108,6 +111,30 @@ def test_keep_latest_file_versions_keeps_the_newest_slices_of_each_file_group(sp
     assert report.details["earliest_readable_instant"] == w4
     with pytest.raises(CleanedInstantError):
         t.read(as_of=w3)
+    assert_agrees_with_hudi(t, path, expected)
+
+
+def test_a_clean_that_died_midway_is_finished_by_the_next_one(spark, tmp_path):
+    """COW W1-W4, a clean (retaining 2) requested and inflight whose writer died after deleting one of its
+    two files: the next clean finishes its plan and completes it; there is nothing more to delete."""
+    path = tmp_path / "cow"
+    t = lf.Table.create(spark, path, partition_field="day")
+    (w1, w2, w3, w4), _, _ = four_writes(spark, t)
+    expected = values(snapshot(t.read()))
+    ctx, cfg = t.context(), C.resolve({"cleaner_commits_retained": 2, "heartbeat_interval_ms": 100,
+                                       "heartbeat_tolerable_misses": 0}, [C.Scope.WRITE])
+    doomed, earliest, readable = _clean.plan_clean(ctx.timeline, cfg)
+    plan = _clean.plan_body(doomed, ctx.storage, cfg.cleaner_policy, earliest, readable, w4)
+    dying = WriteTransaction(ctx, "clean", Action.CLEAN, options=cfg)
+    dead = dying.start(plan=plan)
+    dying._stop_heartbeat()  # the writer died: its heartbeat stops, its instant stays inflight
+    (path / plan["labformat.paths"][0]).unlink()
+    report = t.clean({"cleaner_commits_retained": 2})
+    assert report.instant is None and report.details["finished_dead_cleans"] == [dead.time]
+    assert (path / f".hoodie/{dead.time}.clean").exists() and not t.context().timeline.pending()
+    assert all(not (path / p).exists() for p in plan["labformat.paths"]) and len(base_files(path)) == 3
+    with pytest.raises(CleanedInstantError, match=dead.time):
+        t.read(as_of=w2)
     assert_agrees_with_hudi(t, path, expected)
 
 

@@ -126,7 +126,7 @@ def delete_files(ctx: TableContext, paths: list[str]) -> list[tuple[str, int, bo
     return [(r.path, r.size_bytes, r.deleted) for r in rows]
 
 
-def _plan_body(doomed: list[FileSlice], storage: Storage, policy: str, earliest: str | None,
+def plan_body(doomed: list[FileSlice], storage: Storage, policy: str, earliest: str | None,
                readable: str | None, last_write: str | None) -> dict:
     per_partition: dict[str, list[dict]] = {}
     for s in doomed:
@@ -215,7 +215,7 @@ def run(ctx: TableContext, cfg: Config) -> WriteReport:
             return tx.abandon(steps=tuple(steps.steps), options=dict(cfg),
                               details={**details, "files_deleted": 0, "bytes_freed": 0})
         latest = ctx.timeline.latest_completed_write()
-        plan = _plan_body(doomed, ctx.storage, cfg.cleaner_policy, earliest, readable,
+        plan = plan_body(doomed, ctx.storage, cfg.cleaner_policy, earliest, readable,
                           latest.time if latest else None)
         started = time.monotonic()
         with steps.step("start_instant"):
