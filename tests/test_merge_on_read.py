@@ -353,7 +353,7 @@ def oracle_partition(key: str) -> str:
 
 @pytest.mark.parametrize("index_type, partitioned, table_type",
                          [("BLOOM", True, MOR), ("SIMPLE", False, MOR), ("BLOOM", False, "COPY_ON_WRITE")])
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(ops=oracle_ops)
 # Always once: a clustering, then a clean that deletes the file groups it replaced, then writes on the new ones.
