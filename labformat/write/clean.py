@@ -181,7 +181,12 @@ def finish_dead_cleans(ctx: TableContext, cfg: Config) -> list[str]:
         if heartbeat_status(ctx.storage, pending.time, interval_s, misses).alive:
             continue
         started = time.monotonic()
-        plan = json.loads(ctx.storage.read_text(f"{TIMELINE_DIR}/{pending.to(State.REQUESTED).file_name}"))
+        try:
+            plan = json.loads(ctx.storage.read_bytes(f"{TIMELINE_DIR}/{pending.to(State.REQUESTED).file_name}"))
+        except (ValueError, FileNotFoundError):
+            continue  # Apache Hudi's own (Avro) plan, or none: not labformat's to finish
+        if not isinstance(plan, dict):
+            continue
         results = delete_files(ctx, list(plan.get("labformat.paths") or []))
         with TableLock(ctx.storage, wait_s=cfg.lock_wait_time_ms / 1000, expire_s=cfg.lock_expire_minutes * 60):
             timeline = ctx.timeline.fresh()
