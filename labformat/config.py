@@ -199,6 +199,39 @@ OPTIONS: tuple[Option, ...] = (
     Option("record_size_estimation_threshold", "hoodie.record.size.estimation.threshold", 1.0,
            "A commit's average record size is used once it wrote more than this times "
            "`small_file_limit` bytes.", Scope.WRITE, float, at_least(0)),
+    # table services (write scope: each call of t.clean() or t.cluster() takes them)
+    Option("cleaner_policy", "hoodie.cleaner.policy", "KEEP_LATEST_COMMITS",
+           "What `clean` keeps: KEEP_LATEST_COMMITS keeps every file slice the last "
+           "`cleaner_commits_retained` commits can read (time travel to them still works); "
+           "KEEP_LATEST_FILE_VERSIONS keeps the newest `cleaner_fileversions_retained` slices of each file group.",
+           Scope.WRITE, one_of("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS")),
+    Option("cleaner_commits_retained", "hoodie.cleaner.commits.retained", 10,
+           "KEEP_LATEST_COMMITS: completed commits (commits, delta commits, replacecommits) whose "
+           "snapshots a clean keeps readable; time travel to an older one is CleanedInstantError.",
+           Scope.WRITE, parse_int, at_least(1)),
+    Option("cleaner_fileversions_retained", "hoodie.cleaner.fileversions.retained", 3,
+           "KEEP_LATEST_FILE_VERSIONS: file slices a clean keeps per file group, the newest first.",
+           Scope.WRITE, parse_int, at_least(1)),
+    Option("clustering_small_file_limit", "hoodie.clustering.plan.strategy.small.file.limit", 300 * 1024**2,
+           "Clustering rewrites base files below this size (Hudi's default: three times "
+           "`small_file_limit`, as labformat keeps Hudi's file sizes).", Scope.WRITE, parse_size, at_least(1)),
+    Option("clustering_target_file_max_bytes", "hoodie.clustering.plan.strategy.target.file.max.bytes",
+           1024**3, "Size clustering aims its new base files at: a clustering group of B bytes is "
+           "written as ceil(B / this) files.", Scope.WRITE, parse_size, at_least(1024)),
+    Option("clustering_max_bytes_per_group", "hoodie.clustering.plan.strategy.max.bytes.per.group",
+           2 * 1024**3, "Bytes of small files one clustering group (one Spark task) takes at most; a "
+           "partition with more is split into several groups.", Scope.WRITE, parse_size, at_least(1024)),
+    Option("clustering_sort_columns", "hoodie.clustering.plan.strategy.sort.columns", "",
+           "Comma-separated columns clustering sorts each group's rows by; empty sorts by the record key "
+           "(Hudi leaves the rows unsorted), which keeps the new files' key ranges apart.",
+           Scope.WRITE, lambda raw: ",".join(c.strip() for c in str(raw).split(",") if c.strip())),
+    Option("clustering_partitions", "hoodie.clustering.plan.strategy.partition.selected", "",
+           "Comma-separated partition paths clustering may rewrite; empty: every partition.",
+           Scope.WRITE, lambda raw: ",".join(c.strip() for c in str(raw).split(",") if c.strip())),
+    Option("clustering_skip_partitions_from_latest",
+           "hoodie.clustering.plan.strategy.skip.partitions.from.latest", 0,
+           "Leave the newest this many partitions (by path) alone: they are still being written to.",
+           Scope.WRITE, parse_int, at_least(0)),
     # concurrency (write scope: each writer says how it takes part; see labformat/lock.py, heartbeat.py)
     Option("concurrency_mode", "hoodie.write.concurrency.mode", "SINGLE_WRITER",
            "SINGLE_WRITER refuses to start while another live writer's instant is in flight "

@@ -40,6 +40,10 @@ class InstantNotFoundError(LabformatError, LookupError):
     """An `as_of` instant that is not a completed instant of the timeline."""
 
 
+class CleanedInstantError(InstantNotFoundError):
+    """An `as_of` instant older than what the table's cleaning kept: its file slices were deleted."""
+
+
 class DatasetNotCachedError(LabformatError, FileNotFoundError):
     """A cached dataset was asked for before `generate()` completed it."""
 

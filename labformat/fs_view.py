@@ -20,7 +20,7 @@ class FileSystemView:
     def __init__(self, timeline: Timeline, as_of: str | None = None):
         self.as_of = as_of
         self._groups: dict[tuple[str, str], FileGroup] = {}
-        replaced: set[tuple[str, str]] = set()
+        replaced: dict[tuple[str, str], str] = {}
         for instant in timeline.completed_writes(as_of):
             metadata = timeline.commit_metadata(instant)
             for stat in metadata.write_stats:
@@ -32,9 +32,13 @@ class FileSystemView:
                 group.add(FileSlice(stat.partition_path, stat.file_id, instant.time, stat.path,
                                     stat.file_size_bytes, stat.num_writes))
             for partition, file_ids in metadata.replaced_file_ids.items():
-                replaced.update((partition, fid) for fid in file_ids)
-        for key in replaced:
-            self._groups.pop(key, None)
+                replaced.update(((partition, fid), instant.time) for fid in file_ids)
+        # Replaced file groups leave every view; cleaning still needs their slices to delete them.
+        self.replaced: dict[tuple[str, str], tuple[FileGroup, str]] = {}
+        for key, replaced_at in replaced.items():
+            group = self._groups.pop(key, None)
+            if group is not None:
+                self.replaced[key] = (group, replaced_at)
 
     def file_groups(self) -> list[FileGroup]:
         return sorted(self._groups.values(), key=lambda g: (g.partition_path, g.file_id))

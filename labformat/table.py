@@ -29,6 +29,8 @@ from labformat.read.query import ScanPlan, plan_scan, run_query
 from labformat.storage import Storage
 from labformat.timeline import TIMELINE_DIR, Timeline
 from labformat.write import bulk_insert as _bulk_insert
+from labformat.write import clean as _clean
+from labformat.write import clustering as _clustering
 from labformat.write import compaction as _compaction
 from labformat.write import upsert as _upsert
 
@@ -240,6 +242,23 @@ class Table:
         the bytes read; its files are the new base files. No slice with logs: instant None.
         """
         return _compaction.run(self.context(), C.resolve(options, [C.Scope.WRITE]))
+
+    def cluster(self, options: Mapping[str, Any] | None = None) -> WriteReport:
+        """Rewrite small base files into fewer, bigger ones sorted by chosen columns (Hudi's clustering:
+        `<instant>.replacecommit.requested` holds the plan, `<instant>.replacecommit` names the file
+        groups it replaced). Options: `clustering_small_file_limit`, `clustering_target_file_max_bytes`,
+        `clustering_sort_columns`, `clustering_partitions`, ... (docs/options.md). The report's details
+        give files and bytes in and out; its files are the new base files. Nothing to cluster: instant None.
+        """
+        return _clustering.run(self.context(), C.resolve(options, [C.Scope.WRITE]))
+
+    def clean(self, options: Mapping[str, Any] | None = None) -> WriteReport:
+        """Delete the file slices no retained instant needs (Hudi's clean: `cleaner_policy`,
+        `cleaner_commits_retained`, `cleaner_fileversions_retained`). The report's details give files
+        deleted and bytes freed; time travel before the retained range then raises CleanedInstantError.
+        Nothing to delete: instant None.
+        """
+        return _clean.run(self.context(), C.resolve(options, [C.Scope.WRITE]))
 
     def rebuild_metadata(self) -> RebuildReport:
         """Recompute the metadata table for the latest commit from the base files (see labformat.metadata)."""

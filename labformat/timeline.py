@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from labformat import markers
-from labformat.errors import ConcurrentWriteError, CorruptTableError, InstantNotFoundError
+from labformat.errors import CleanedInstantError, ConcurrentWriteError, CorruptTableError, InstantNotFoundError
 from labformat.model.base_file import BaseFile
 from labformat.model.commit import COMPLETION_TIME_KEY, CommitMetadata
 from labformat.model.instant import WRITE_ACTIONS, Action, Instant, State, next_instant_time
@@ -18,6 +18,9 @@ TIMELINE_DIR = ".hoodie"
 # The metadata table lives under the timeline folder, as in Hudi: rollback deletes its files too.
 METADATA_DIR = f"{TIMELINE_DIR}/metadata"
 _STATE_RANK = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
+# A completed clean's body: the earliest instant whose snapshot it left whole (labformat's key beside
+# Hudi's `earliestCommitToRetain`, which KEEP_LATEST_FILE_VERSIONS does not set).
+EARLIEST_READABLE_KEY = "labformat.earliestReadableInstant"
 
 
 @dataclass(frozen=True)
@@ -111,11 +114,48 @@ class Timeline:
                                     f"{self.last_time()} ({exc}); a new write cannot be ordered after it") from None
 
     def resolve_as_of(self, as_of: str) -> str:
-        """The time of the completed write instant `as_of` names; InstantNotFoundError otherwise."""
+        """The time of the completed write instant `as_of` names; InstantNotFoundError otherwise, and
+        CleanedInstantError when a clean deleted file slices its snapshot needs."""
         if not any(i.time == as_of for i in self.completed_writes()):
             known = ", ".join(i.time for i in self.completed_writes()[-5:]) or "none"
             raise InstantNotFoundError(f"{as_of!r} is not a completed commit of this table (latest: {known})")
+        readable, clean = self.readable_from()
+        if readable is not None and as_of < readable:
+            raise CleanedInstantError(
+                f"{as_of!r} is older than what cleaning kept: clean {clean} deleted file slices its snapshot "
+                f"needs; the earliest instant still readable is {readable} (hoodie.cleaner.commits.retained "
+                "sets how many commits a clean keeps)")
         return as_of
+
+    def readable_from(self) -> tuple[str | None, str | None]:
+        """(the earliest instant every completed clean left readable, the clean that set it), or (None, None)."""
+        best: tuple[str | None, str | None] = (None, None)
+        for clean, body in self._clean_bodies():
+            readable = body.get(EARLIEST_READABLE_KEY) or body.get("earliestCommitToRetain")
+            if readable and (best[0] is None or readable > best[0]):
+                best = (readable, clean.time)
+        return best
+
+    def cleaned_paths(self) -> set[str]:
+        """The files completed cleans deleted (table-relative paths)."""
+        out = set()
+        for _, body in self._clean_bodies():
+            for partition, entry in (body.get("partitionMetadata") or {}).items():
+                out.update(f"{partition}/{name}" if partition else name for name in entry.get("successDeleteFiles") or ())
+        return out
+
+    def _clean_bodies(self) -> list[tuple[Instant, dict]]:
+        """The completed cleans' JSON bodies. Apache Hudi writes its cleans in Avro: those are skipped,
+        so time travel into what one deleted meets the missing file (CorruptTableError) instead."""
+        out = []
+        for clean in (i for i in self.instants if i.action is Action.CLEAN and i.is_completed):
+            try:
+                body = json.loads(self.storage.read_bytes(f"{TIMELINE_DIR}/{clean.file_name}").decode("utf-8"))
+            except ValueError:  # UnicodeDecodeError included
+                continue
+            if isinstance(body, dict):
+                out.append((clean, body))
+        return out
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         if instant.time not in self._metadata_cache:

@@ -1,4 +1,4 @@
-"""A writer process for the crash tests: bulk-inserts into a table (or upserts or compacts: CRASH_WRITER_OPERATION=upsert|compact), dying where LABFORMAT_CRASH_AT says.
+"""A writer process for the crash tests: bulk-inserts into a table (or upserts, compacts or clusters: CRASH_WRITER_OPERATION=upsert|compact|cluster), dying where LABFORMAT_CRASH_AT says.
 
 Its heartbeat and lock are short-lived (`SHORT_LIVED`, or the options JSON in argv[2]): a killed
 writer's instant then counts as dead, and its lock as expired, within a second, so the next
@@ -26,6 +26,8 @@ if __name__ == "__main__":
     table = lf.Table.open(spark, path)
     if os.environ.get("CRASH_WRITER_OPERATION") == "compact":
         table.compact(options)
+    elif os.environ.get("CRASH_WRITER_OPERATION") == "cluster":
+        table.cluster(options)
     elif os.environ.get("CRASH_WRITER_OPERATION") == "upsert":  # updates of every key of telemetry(spark, 40)
         table.upsert(telemetry(spark, 40).withColumn("battery_pct", F.lit(-1.0))
                      .withColumn("updated_at", F.timestamp_seconds(F.lit(1800000000))), options)

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 import labformat as lf
-from labformat.errors import ConfigError, InstantNotFoundError
+from labformat.errors import CleanedInstantError, ConfigError, InstantNotFoundError
 from labformat.fileformat.log_file import BlockType, read_blocks
 from labformat.model.log_file import LogFile
 from tests.helpers import DATA_COLUMNS, assert_same_rows, hudi_snapshot, snapshot, telemetry
@@ -230,10 +230,12 @@ def test_copy_on_write_tables_write_commits_and_no_log_files(spark, tmp_path):
     assert not [p for p in path.rglob(".*.log.*")]
 
 
-def crash(path, operation: str, point: str) -> None:
-    """Run tests/crash_writer.py's `operation` on the table in a process of its own, killed at `point`."""
+def crash(path, operation: str, point: str, options: dict | None = None) -> None:
+    """Run tests/crash_writer.py's `operation` on the table in a process of its own, killed at `point`
+    (`options`: the writer's, short-lived heartbeat and lock included; crash_writer's own by default)."""
     env = dict(os.environ, LABFORMAT_CRASH_AT=point, PYTHONPATH=str(ROOT), CRASH_WRITER_OPERATION=operation)
-    proc = subprocess.run([sys.executable, "-m", "tests.crash_writer", str(path)], env=env, cwd=ROOT,
+    argv = [sys.executable, "-m", "tests.crash_writer", str(path)] + ([json.dumps(options)] if options else [])
+    proc = subprocess.run(argv, env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 86, proc.stdout + proc.stderr  # died at the crash point, not elsewhere
 
@@ -336,27 +338,36 @@ oracle_ops = st.lists(
                                                         st.integers(0, 5)), min_size=1, max_size=12)),
         st.tuples(st.just("delete"), st.lists(st.sampled_from(ORACLE_KEYS), min_size=1, max_size=6)),
         st.tuples(st.just("compact")),
+        st.tuples(st.just("cluster")),
+        st.tuples(st.just("clean")),
     ),
     min_size=2, max_size=5,
 )
+# Every base file of the oracle's tables is small: clustering puts each partition's together.
+ORACLE_CLUSTER = {"clustering_small_file_limit": "64MB", "clustering_target_file_max_bytes": "64MB"}
 
 
 def oracle_partition(key: str) -> str:
     return "a" if int(key[1:]) % 2 else "b"
 
 
-@pytest.mark.parametrize("index_type, partitioned", [("BLOOM", True), ("SIMPLE", False)])
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@pytest.mark.parametrize("index_type, partitioned, table_type",
+                         [("BLOOM", True, MOR), ("SIMPLE", False, MOR), ("BLOOM", False, "COPY_ON_WRITE")])
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(ops=oracle_ops)
-def test_random_delta_commits_and_compactions_match_a_dict_model(spark, index_type, partitioned, ops):
-    """After a bulk insert, random upserts, deletes and compactions on a MOR table: labformat's snapshot and
-    hudi-rs's equal the model after every step. Each step's precombine values are above every earlier
-    step's (corrections arrive later), so the latest write of a key is its record."""
+# Always once: a clustering, then a clean that deletes the file groups it replaced, then writes on the new ones.
+@example(ops=[("upsert", [("k001", 1, 2), ("k002", 0, 1), ("k004", 2, 3)]), ("cluster",), ("delete", ["k002", "k006"]),
+              ("clean",), ("upsert", [("k001", 3, 4), ("k008", 1, 1), ("k011", 0, 0)])])
+def test_random_writes_and_table_services_match_a_dict_model(spark, index_type, partitioned, table_type, ops):
+    """After a bulk insert, random upserts, deletes, compactions (MOR only), clusterings and cleans (retaining
+    one commit): labformat's snapshot and hudi-rs's equal the model after every step, and time travel to
+    a commit a clean dropped says so. Each step's precombine values are above every earlier step's
+    (corrections arrive later), so the latest write of a key is its record."""
     path = tempfile.mkdtemp(prefix="lf-mor-oracle-")
     try:
         t = lf.Table.create(spark, path, precombine_field="updated_at", partition_field="p" if partitioned else None,
-                            options={"index_type": index_type}, table_type=MOR)
+                            options={"index_type": index_type}, table_type=table_type)
         model = {k: (k, oracle_partition(k), 0, 0) for k in ORACLE_KEYS[::2]}
         t.bulk_insert(spark.createDataFrame(list(model.values()), ORACLE_SCHEMA))
         options = {"small_file_limit": "2KB"}
@@ -371,8 +382,18 @@ def test_random_delta_commits_and_compactions_match_a_dict_model(spark, index_ty
                          options)
                 for k in op[1]:
                     model.pop(k, None)
+            elif op[0] == "compact":
+                if table_type == MOR:
+                    t.compact()
+            elif op[0] == "cluster":
+                t.cluster(ORACLE_CLUSTER)
             else:
-                t.compact()
+                report = t.clean({"cleaner_commits_retained": 1})
+                dropped = [i.time for i in t.active_timeline.completed_writes()
+                           if report.instant and i.time < report.details["earliest_commit_to_retain"]]
+                for instant in dropped[-1:]:
+                    with pytest.raises(CleanedInstantError):
+                        t.read(as_of=instant)
             expected = pd.DataFrame(sorted(model.values()), columns=["record_key", "p", "updated_at", "value"])
             ours = t.read().select(*expected.columns).toPandas().sort_values("record_key").reset_index(drop=True)
             pd.testing.assert_frame_equal(ours, expected, check_dtype=False)

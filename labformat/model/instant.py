@@ -1,4 +1,4 @@
-"""An instant: one action on the timeline (commit, deltacommit, replacecommit, rollback) in one state, at one time."""
+"""An instant: one action on the timeline (commit, deltacommit, replacecommit, rollback, clean) in one state, at one time."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ class Action(str, enum.Enum):
     COMMIT = "commit"
     DELTA_COMMIT = "deltacommit"  # a merge-on-read write: log files appended, new base files for inserts
     COMPACTION = "compaction"  # merge-on-read: base file + logs -> a new base file; completes as a `commit`
-    REPLACE_COMMIT = "replacecommit"
+    REPLACE_COMMIT = "replacecommit"  # clustering: new file groups replace others (`partitionToReplaceFileIds`)
     ROLLBACK = "rollback"
+    CLEAN = "clean"  # file slices no retained instant needs deleted; changes no snapshot, so no write action
 
 
 class State(str, enum.Enum):

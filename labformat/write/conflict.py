@@ -27,7 +27,8 @@ def committed_since(snapshot: Timeline, current: Timeline, own: Instant) -> list
     return [i for i in current.completed_writes() if i.time not in seen and i.time != own.time]
 
 
-def check_conflicts(snapshot: Timeline, current: Timeline, own: Instant, written: Iterable[WriteStat]) -> None:
+def check_conflicts(snapshot: Timeline, current: Timeline, own: Instant, written: Iterable[WriteStat],
+                    touched: Iterable[FileGroupId] = ()) -> None:
     """WriteConflictError when a write committed since `snapshot` changed a file group this write wrote.
 
     The write planned each of its file groups' new slices from the slice `snapshot` showed; a
@@ -35,8 +36,9 @@ def check_conflicts(snapshot: Timeline, current: Timeline, own: Instant, written
     have fresh random ids, so writes that only add file groups never conflict (Hudi's
     file-group-level optimistic concurrency control). Two writers that each insert the same new
     record key into new file groups both commit: a conflict is a shared file group, not a key.
+    `touched`: file groups this write changes without writing them (a clustering's replaced ones).
     """
-    ours = {(w.partition_path, w.file_id) for w in written}
+    ours = {(w.partition_path, w.file_id) for w in written} | set(touched)
     for other in committed_since(snapshot, current, own):
         shared = sorted(ours & file_groups_written(current.commit_metadata(other)))
         if shared:

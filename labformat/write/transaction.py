@@ -127,20 +127,25 @@ class WriteTransaction:
         return self.instant
 
     def commit(self, stats: list[BaseFileStat], data_schema: T.StructType,
-               extra: dict[str, str] | None = None) -> Instant:
+               extra: dict[str, str] | None = None,
+               replaced: dict[str, tuple[str, ...]] | None = None) -> Instant:
         """Complete the instant from its write tasks' stats, under the table lock: check for
         conflicts, delete files of failed task attempts, write the metadata table, then publish
-        `<instant>.commit` atomically."""
+        `<instant>.commit` atomically. `replaced` (a replacecommit's `partitionToReplaceFileIds`):
+        file groups this instant ends; they count as written for the conflict check."""
         if self.instant is None:
             raise RuntimeError("commit() before start(): no instant to complete")
         crash_point("after_write")
         write_stats = tuple(s.to_write_stat() for s in sorted(stats, key=lambda s: s.path))
+        replaced = {p: tuple(ids) for p, ids in sorted((replaced or {}).items()) if ids}
         with self._lock() as lock:
             timeline = self.timeline.reload()
             self._check_still_pending(timeline)
-            check_conflicts(self.ctx.timeline, timeline, self.instant, write_stats)
+            check_conflicts(self.ctx.timeline, timeline, self.instant, write_stats,
+                            touched=[(p, fid) for p, ids in replaced.items() for fid in ids])
             metadata = CommitMetadata(
                 operation_type=self.operation_type,
+                replaced_file_ids=replaced,
                 write_stats=write_stats,
                 extra_metadata={
                     # A table Hudi wrote keeps its own Avro schema text (record names, fixed sizes).
@@ -156,7 +161,7 @@ class WriteTransaction:
             if self.ctx.config.metadata_enable:
                 # The metadata table lists base files and their stats; log files are not in it.
                 self._write_metadata(tuple(w for w in write_stats if not w.is_log_file),
-                                     [s for s in stats if not s.is_log_file])
+                                     [s for s in stats if not s.is_log_file], replaced)
 
             def before_publish() -> None:
                 crash_point("before_publish")
@@ -165,6 +170,25 @@ class WriteTransaction:
             self.completed = timeline.complete(self.instant, metadata.to_json(), before_publish=before_publish)
             # Published: its log files are the table's now, and no rollback will look for them.
             markers.delete_all(self.ctx.storage, self.instant.time)
+        self._stop_heartbeat()
+        crash_point("after_commit")
+        return self.completed
+
+    def publish(self, body: str) -> Instant:
+        """Complete an instant that holds no data (a clean) with `body`, under the table lock; no
+        conflict check, since it changes no snapshot."""
+        if self.instant is None:
+            raise RuntimeError("publish() before start(): no instant to complete")
+        crash_point("after_write")
+        with self._lock() as lock:
+            timeline = self.timeline.reload()
+            self._check_still_pending(timeline)
+
+            def before_publish() -> None:
+                crash_point("before_publish")
+                lock.verify()
+
+            self.completed = timeline.complete(self.instant, body, before_publish=before_publish)
         self._stop_heartbeat()
         crash_point("after_commit")
         return self.completed
@@ -301,11 +325,16 @@ class WriteTransaction:
                         f"partitionDepth={partition.count('/') + 1}\n")
                 storage.publish(marker, text.encode("utf-8"))
 
-    def _write_metadata(self, write_stats: tuple[WriteStat, ...], task_stats: list[BaseFileStat]) -> None:
-        """The metadata table's entries for this instant, written before the commit is published."""
+    def _write_metadata(self, write_stats: tuple[WriteStat, ...], task_stats: list[BaseFileStat],
+                        replaced: dict[str, tuple[str, ...]] | None = None) -> None:
+        """The metadata table's entries for this instant, written before the commit is published;
+        replaced file groups leave the files listing (and so the column stats)."""
         conf = self.ctx.config
         timeline = self.timeline.reload()
         latest = {(s.partition_path, s.file_id): s for s in FileSystemView(timeline).latest_file_slices()}
+        for partition, file_ids in (replaced or {}).items():
+            for file_id in file_ids:
+                latest.pop((partition, file_id), None)
         for w in write_stats:
             latest[(w.partition_path, w.file_id)] = FileSlice(w.partition_path, w.file_id, self.instant.time,
                                                               w.path, w.file_size_bytes, w.num_writes)

@@ -1,0 +1,208 @@
+"""Clustering: Hudi's `replacecommit` rewrites small base files into fewer, bigger ones sorted by chosen columns, in one Spark job.
+
+`run` plans on the driver (`plan_clustering`): the latest file slices below
+`hoodie.clustering.plan.strategy.small.file.limit`, in the partitions the filters leave
+(`...partition.selected`, `...skip.partitions.from.latest`: the newest partitions are the active
+ones), packed per partition into clustering groups of at most `...max.bytes.per.group` bytes; a
+group needs two files at least, since rewriting one file alone makes nothing fewer. Each group
+is written as ceil(bytes / `...target.file.max.bytes`) new file groups. The plan goes into
+`<instant>.replacecommit.requested` (Hudi's HoodieRequestedReplaceMetadata fields), one Spark
+task per clustering group reads its base files, sorts the rows by `...sort.columns` (the record
+key when none are given) and splits them evenly into its new base files; the instant completes
+as `<instant>.replacecommit` whose `partitionToReplaceFileIds` names the old file groups. The
+file-system view (labformat's and hudi-rs's) hides them from then on; cleaning deletes them once
+no retained instant reads them. Records keep their commit time and seqno (Hudi's
+`hoodie.clustering.preserve.commit.metadata`): clustering moves rows, it changes none.
+
+Merge-on-read: only file slices without log files are clustered. Merging a slice's logs is
+compaction's job, and a slice with logs is one still being updated, which clustering's "older,
+inactive key ranges" leaves alone; Hudi would merge them, at the cost of a snapshot read per slice.
+
+Refused with ConfigError: BUCKET tables (the bucket index fixes each key's file group) and tables
+without meta fields (no stored record key to sort or range by).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from labformat.config import Config
+from labformat.context import TableContext
+from labformat.errors import ConfigError
+from labformat.fileformat.arrow_columns import constant
+from labformat.fileformat.base_file_stat import BaseFileStat
+from labformat.model.base_file import new_file_id, write_token
+from labformat.model.commit import NULL_COMMIT
+from labformat.model.enums import IndexType
+from labformat.model.file_group import FileSlice
+from labformat.model.instant import Action
+from labformat.model.report import WriteReport
+from labformat.schema import FILE_NAME, META_COLUMNS, RECORD_KEY
+from labformat.spark.jobs import StepRecorder, describe
+from labformat.storage import Storage
+from labformat.write.arrow_writer import BaseFileWriter, WriteSpec, task_identity
+from labformat.write.transaction import WriteTransaction
+
+STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
+_GROUP_DDL = "partition_path string, paths string, outputs int"
+
+
+@dataclass(frozen=True)
+class ClusteringGroup:
+    """The small file slices of one partition rewritten together (Hudi's HoodieClusteringGroup)."""
+
+    partition_path: str
+    slices: tuple[FileSlice, ...]
+    output_file_groups: int
+
+    @property
+    def bytes_in(self) -> int:
+        return sum(s.size_bytes for s in self.slices)
+
+    def to_json_dict(self) -> dict:
+        return {"slices": [{"dataFilePath": s.path, "deltaFilePaths": [], "fileId": s.file_id,
+                            "partitionPath": s.partition_path, "bootstrapFilePath": "", "version": 1}
+                           for s in self.slices],
+                "metrics": {"TOTAL_FILE_SIZE": self.bytes_in, "NUM_FILES": len(self.slices)},
+                "numOutputFileGroups": self.output_file_groups, "version": 1}
+
+
+def _csv(value: str) -> list[str]:
+    return [v for v in value.split(",") if v]
+
+
+def check_clusterable(ctx: TableContext, cfg: Config) -> list[str]:
+    """ConfigError for a table or options clustering cannot take; the sort columns otherwise."""
+    conf = ctx.config
+    if conf.index_type == IndexType.BUCKET:
+        raise ConfigError(f"{ctx.storage.base_uri} is a BUCKET table: its index fixes each record key's file "
+                          "group (hoodie.index.type=BUCKET), so clustering cannot move records to new ones")
+    if not conf.populate_meta_fields:
+        raise ConfigError("clustering sorts and ranges base files by their stored record keys; this table keeps "
+                          "none (hoodie.populate.meta.fields=false)")
+    schema = ctx.schema()
+    columns = _csv(cfg.clustering_sort_columns)
+    known = [f.name for f in schema.fields] if schema is not None else []
+    unknown = [c for c in columns if c not in known and c not in META_COLUMNS]
+    if unknown:
+        raise ConfigError(f"hoodie.clustering.plan.strategy.sort.columns: no column {', '.join(map(repr, unknown))} "
+                          f"in the table (columns: {', '.join(known)})")
+    return columns
+
+
+def plan_clustering(slices: list[FileSlice], cfg: Config) -> list[ClusteringGroup]:
+    """The strategy (see the module docstring): small slices without logs, grouped per partition."""
+    partitions = sorted({s.partition_path for s in slices})
+    skip = cfg.clustering_skip_partitions_from_latest
+    allowed = set(partitions[:len(partitions) - skip] if skip else partitions)
+    selected = _csv(cfg.clustering_partitions)
+    if selected:
+        allowed &= set(selected)
+    groups = []
+    for partition in sorted(allowed):
+        small = sorted((s for s in slices if s.partition_path == partition and not s.has_logs
+                        and s.size_bytes < cfg.clustering_small_file_limit),
+                       key=lambda s: (s.base_instant_time, s.path))
+        bins: list[list[FileSlice]] = []
+        for s in small:
+            if not bins or sum(x.size_bytes for x in bins[-1]) + s.size_bytes > cfg.clustering_max_bytes_per_group:
+                bins.append([])
+            bins[-1].append(s)
+        for chosen in bins:
+            if len(chosen) < 2:
+                continue
+            size = sum(s.size_bytes for s in chosen)
+            outputs = max(1, math.ceil(size / cfg.clustering_target_file_max_bytes))
+            if outputs >= len(chosen):
+                continue  # as many files after as before: nothing gained
+            groups.append(ClusteringGroup(partition, tuple(chosen), outputs))
+    return groups
+
+
+def cluster_group_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, sort_columns: list[str]
+                       ) -> Iterator[pa.RecordBatch]:
+    """A Spark task per clustering group: read its base files, sort the rows, write them as new file groups."""
+    storage = Storage(spec.base_uri)
+    task_partition, stage, attempt = task_identity()
+    token = write_token(task_partition, stage, attempt)
+    for batch in batches:
+        for row in batch.to_pylist():
+            paths = json.loads(row["paths"])
+            tables = []
+            for path in paths:
+                with storage.fs.open_input_file(storage.full_path(path)) as source:
+                    table = pq.read_table(source, use_threads=False)
+                tables.append(table.cast(pa.schema([f.with_nullable(True) for f in table.schema]).remove_metadata()))
+            rows = pa.concat_tables(tables, promote_options="default")
+            keys = [(c, "ascending") for c in sort_columns if c != RECORD_KEY] + [(RECORD_KEY, "ascending")]
+            rows = rows.take(pc.sort_indices(rows, sort_keys=keys))
+            outputs = row["outputs"]
+            per_file = math.ceil(rows.num_rows / outputs) if rows.num_rows else 0
+            bytes_in = sum(info.size for info in storage.list(row["partition_path"]) if info.path in paths)
+            for n in range(outputs):
+                part = rows.slice(n * per_file, per_file)
+                if part.num_rows == 0 and n > 0:
+                    continue
+                f = BaseFileWriter(storage, spec, row["partition_path"], new_file_id(), token, part.schema, NULL_COMMIT)
+                part = part.set_column(part.schema.get_field_index(FILE_NAME), FILE_NAME, constant(f.name, part.num_rows))
+                f.write(part, inserts=0, updates=0)
+                stat = f.close(task_partition, attempt)
+                share = bytes_in if n == 0 else 0  # the group's bytes read, counted once
+                yield BaseFileStat.record_batch([BaseFileStat(**{**asdict(stat), "prev_size": share})])
+
+
+def run(ctx: TableContext, cfg: Config) -> WriteReport:
+    """Cluster the table's small files (see the module docstring); a report with instant None when
+    no partition has two small files to put together."""
+    sort_columns = check_clusterable(ctx, cfg)
+    steps = StepRecorder(ctx.spark)
+    with WriteTransaction(ctx, "cluster", Action.REPLACE_COMMIT, options=cfg) as tx:
+        with steps.step("plan"):
+            groups = plan_clustering(ctx.file_system_view().latest_file_slices(), cfg)
+        plan = {"inputGroups": [g.to_json_dict() for g in groups],
+                "strategy": {"strategyClassName": STRATEGY, "version": 1, "strategyParams": {
+                    "hoodie.clustering.plan.strategy.sort.columns": ",".join(sort_columns),
+                    "hoodie.clustering.plan.strategy.target.file.max.bytes": str(cfg.clustering_target_file_max_bytes)}},
+                "extraMetadata": {}, "version": 1, "preserveHoodieMetadata": True}
+        details = {"sort_columns": sort_columns or [ctx.config.record_key],
+                   "clustering_groups": len(groups),
+                   "files_in": sum(len(g.slices) for g in groups),
+                   "bytes_in": sum(g.bytes_in for g in groups),
+                   "plan": plan["inputGroups"]}
+        if not groups:
+            return tx.abandon(steps=tuple(steps.steps), options=dict(cfg),
+                              details={**details, "files_out": 0, "bytes_out": 0})
+        data_schema = ctx.schema()
+        with steps.step("start_instant"):
+            instant = tx.start(plan={"clusteringPlan": plan, "extraMetadata": {}, "version": 1})
+        with steps.step("write"):
+            spec = WriteSpec(ctx.storage.base_uri, instant.time, ctx.config.record_key,
+                             tuple(f.name for f in data_schema.fields), cfg.clustering_target_file_max_bytes,
+                             cfg.compression_codec, bloom_fpp=cfg.bloom_fpp, bloom_num_entries=cfg.bloom_num_entries,
+                             collect_bloom=ctx.config.bloom_filter_enable, bloom_type=cfg.bloom_filter_type,
+                             bloom_max_entries=cfg.bloom_dynamic_max_entries)
+            rows = [(g.partition_path, json.dumps([s.path for s in g.slices]), g.output_file_groups) for g in groups]
+            tasks = ctx.spark.createDataFrame(ctx.spark.sparkContext.parallelize(rows, len(rows)), _GROUP_DDL)
+            with describe(ctx.spark, "sort clustering groups, write base files"):
+                collected = tasks.mapInArrow(lambda b: cluster_group_task(b, spec, sort_columns),
+                                             BaseFileStat.spark_ddl()).collect()
+            stats = [BaseFileStat.from_row(r) for r in collected]
+        with steps.step("commit"):
+            replaced: dict[str, tuple[str, ...]] = {}
+            for g in groups:
+                replaced[g.partition_path] = replaced.get(g.partition_path, ()) + tuple(s.file_id for s in g.slices)
+            tx.commit(stats, data_schema, replaced=replaced)
+    files = tuple(s.to_file_report() for s in sorted(stats, key=lambda s: s.path))
+    rows_written = sum(f.rows for f in files)
+    details.update(files_out=len(files), bytes_out=sum(f.size_bytes for f in files),
+                   bytes_read=sum(s.prev_size for s in stats))
+    return WriteReport("cluster", instant.time, rows_in=rows_written, rows_written=rows_written, rows_inserted=0,
+                       steps=tuple(steps.steps), files=files, options=dict(cfg), rolled_back=tx.rolled_back,
+                       details=details)

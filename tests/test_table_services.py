@@ -1,0 +1,310 @@
+"""Table services: cleaning (`clean`) and clustering (`replacecommit`), each checked against labformat's own read and hudi-rs's.
+
+Each table is tiny and its history is in the test's docstring: W1 is the bulk insert, W2... the
+writes after it; X and Y are the two file groups of a one-file-per-day table.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+import labformat as lf
+from labformat import config as C
+from labformat.errors import CleanedInstantError, ConfigError, InstantNotFoundError, WriteConflictError
+from labformat.model.enums import Operation
+from labformat.model.instant import Action
+from labformat.write import clean as _clean
+from labformat.write import clustering as _clustering
+from labformat.write import upsert as _upsert
+from labformat.write.transaction import WriteTransaction
+from tests.helpers import snapshot, telemetry, tree
+from tests.test_merge_on_read import MOR, assert_agrees_with_hudi, corrections, crash, hudi_read, values
+
+pytestmark = pytest.mark.spark
+# Every base file of these tables is small (a few KB of rows beside a bloom filter of ~320 KB): cluster
+# them all, into one file per partition.
+CLUSTER_ALL = {"clustering_small_file_limit": "64MB", "clustering_target_file_max_bytes": "64MB"}
+
+
+def base_files(path) -> list:
+    """The table's base files (the metadata table's parquet files under .hoodie are not)."""
+    return [p for p in path.rglob("*.parquet") if ".hoodie" not in p.relative_to(path).parts]
+
+
+def key_of_day(t: lf.Table, day: str, n: int = 0) -> str:
+    pdf = snapshot(t.read())
+    return sorted(pdf[pdf["day"] == day]["record_key"])[n]
+
+
+def four_writes(spark, t: lf.Table) -> tuple[list[str], str, str]:
+    """W1 bulk insert (X: day 15, Y: day 16), W2 and W3 update a key of X, W4 one of Y."""
+    instants = [t.bulk_insert(telemetry(spark, 40, partitions=1)).instant]
+    x_key, y_key = key_of_day(t, "2024-01-15"), key_of_day(t, "2024-01-16")
+    for n, key in enumerate([x_key, x_key, y_key]):
+        instants.append(t.upsert(corrections(spark, [key], 10.0 + n, seconds=10_000 + n)).instant)
+    return instants, x_key, y_key
+
+
+# ---- cleaning -----------------------------------------------------------------------------------
+
+def test_clean_keeps_the_slices_of_the_retained_commits_and_deletes_older_ones(spark, tmp_path):
+    """COW W1-W4, clean retaining 2 commits: X's slices of W1 and W2 go, Y's of W1 stays (W3 reads it);
+    a second clean finds nothing, bad options change nothing; retaining 1 then deletes Y's W1 slice too."""
+    path = tmp_path / "cow"
+    t = lf.Table.create(spark, path, partition_field="day")
+    (w1, w2, w3, w4), x_key, y_key = four_writes(spark, t)
+    expected = values(snapshot(t.read()))
+    as_of_w3 = values(snapshot(t.read(as_of=w3)))
+    all_files = {p.relative_to(path).as_posix(): p.stat().st_size for p in base_files(path)}
+    assert len(all_files) == 5
+    report = t.clean({"cleaner_commits_retained": 2})
+    gone = sorted(f for f in all_files if not (path / f).exists())
+    assert len(gone) == 2 and all(w1 in f or w2 in f for f in gone)
+    assert report.details["files_deleted"] == 2 and report.details["file_slices_deleted"] == 2
+    assert report.details["bytes_freed"] == sum(all_files[f] for f in gone)
+    assert report.details["earliest_commit_to_retain"] == w3 and report.seconds > 0
+    # Hudi's three timeline files; the plan names the files, the completed clean the deleted ones.
+    for suffix in ("clean.requested", "clean.inflight", "clean"):
+        assert (path / f".hoodie/{report.instant}.{suffix}").exists()
+    plan = json.loads((path / f".hoodie/{report.instant}.clean.requested").read_text())
+    assert plan["policy"] == "KEEP_LATEST_COMMITS" and plan["earliestInstantToRetain"]["timestamp"] == w3
+    planned = [e["filePath"] for entries in plan["filePathsToBeDeletedPerPartition"].values() for e in entries]
+    assert sorted(p.rsplit("/", 1)[-1] for p in planned) == sorted(f.rsplit("/", 1)[-1] for f in gone)
+    body = json.loads((path / f".hoodie/{report.instant}.clean").read_text())
+    assert body["totalFilesDeleted"] == 2 and body["earliestCommitToRetain"] == w3
+    assert [i.action.value for i in t.timeline()][-1] == "clean"
+    # The latest snapshot and the retained one read as before, through both readers.
+    assert_agrees_with_hudi(t, path, expected)
+    assert_agrees_with_hudi(t, path, as_of_w3, as_of=w3)
+    for older in (w1, w2):
+        with pytest.raises(CleanedInstantError, match=f"{older}.*clean {report.instant}.*{w3}"):
+            t.read(as_of=older)
+        with pytest.raises(InstantNotFoundError):  # CleanedInstantError is one
+            t.file_slices(as_of=older)
+    assert t.clean({"cleaner_commits_retained": 2}).instant is None
+    # Bad options: a clear ConfigError, the table exactly as it was.
+    before = tree(path)
+    with pytest.raises(ConfigError, match="cleaner.commits.retained"):
+        t.clean({"hoodie.cleaner.commits.retained": 0})
+    with pytest.raises(ConfigError, match="KEEP_LATEST_COMMITS"):
+        t.clean({"cleaner_policy": "KEEP_NOTHING"})
+    assert tree(path) == before
+    last = t.clean({"hoodie.cleaner.commits.retained": "1"})
+    assert last.details["files_deleted"] == 1 and len(list(base_files(path))) == 2
+    with pytest.raises(CleanedInstantError):
+        t.read(as_of=w3)
+    assert_agrees_with_hudi(t, path, expected)
+    assert_agrees_with_hudi(t, path, expected, as_of=w4)
+
+
+def test_keep_latest_file_versions_keeps_the_newest_slices_of_each_file_group(spark, tmp_path):
+    """COW W1-W4, KEEP_LATEST_FILE_VERSIONS with 1 version: 3 of the 5 base files go; only W4 stays readable."""
+    path = tmp_path / "cow"
+    t = lf.Table.create(spark, path, partition_field="day")
+    (w1, w2, w3, w4), _, _ = four_writes(spark, t)
+    expected = values(snapshot(t.read()))
+    report = t.clean({"cleaner_policy": "KEEP_LATEST_FILE_VERSIONS", "cleaner_fileversions_retained": 1})
+    assert report.details["files_deleted"] == 3 and len(list(base_files(path))) == 2
+    assert report.details["earliest_readable_instant"] == w4
+    with pytest.raises(CleanedInstantError):
+        t.read(as_of=w3)
+    assert_agrees_with_hudi(t, path, expected)
+
+
+def test_a_clean_that_died_midway_is_finished_by_the_next_one(spark, tmp_path):
+    """COW W1-W4, a clean (retaining 2) requested and inflight whose writer died after deleting one of its
+    two files: the next clean finishes its plan and completes it; there is nothing more to delete."""
+    path = tmp_path / "cow"
+    t = lf.Table.create(spark, path, partition_field="day")
+    (w1, w2, w3, w4), _, _ = four_writes(spark, t)
+    expected = values(snapshot(t.read()))
+    ctx, cfg = t.context(), C.resolve({"cleaner_commits_retained": 2, "heartbeat_interval_ms": 100,
+                                       "heartbeat_tolerable_misses": 0}, [C.Scope.WRITE])
+    doomed, earliest, readable = _clean.plan_clean(ctx.timeline, cfg)
+    plan = _clean.plan_body(doomed, ctx.storage, cfg.cleaner_policy, earliest, readable, w4)
+    dying = WriteTransaction(ctx, "clean", Action.CLEAN, options=cfg)
+    dead = dying.start(plan=plan)
+    dying._stop_heartbeat()  # the writer died: its heartbeat stops, its instant stays inflight
+    (path / plan["labformat.paths"][0]).unlink()
+    report = t.clean({"cleaner_commits_retained": 2})
+    assert report.instant is None and report.details["finished_dead_cleans"] == [dead.time]
+    assert (path / f".hoodie/{dead.time}.clean").exists() and not t.context().timeline.pending()
+    assert all(not (path / p).exists() for p in plan["labformat.paths"]) and len(base_files(path)) == 3
+    with pytest.raises(CleanedInstantError, match=dead.time):
+        t.read(as_of=w2)
+    assert_agrees_with_hudi(t, path, expected)
+
+
+def test_clean_on_merge_on_read_deletes_a_compacted_slice_with_its_log_files(spark, tmp_path):
+    """MOR W1 bulk insert, W2 update in X (a log), compaction, W3 update in X (a log of the new slice),
+    clean retaining 1: X's first slice goes with its log; Y's only slice and the new one stay."""
+    path = tmp_path / "mor"
+    t = lf.Table.create(spark, path, partition_field="day", table_type=MOR)
+    w1 = t.bulk_insert(telemetry(spark, 40, partitions=1)).instant
+    key = key_of_day(t, "2024-01-15")
+    t.upsert(corrections(spark, [key], 1.0))
+    compaction = t.compact().instant
+    t.upsert(corrections(spark, [key], 2.0, seconds=10_001))
+    expected = values(snapshot(t.read()))
+    first_log = [p for p in path.rglob(f".*_{w1}.log.*")]
+    assert len(first_log) == 1
+    report = t.clean({"cleaner_commits_retained": 1})
+    assert report.details["files_deleted"] == 2 and report.details["file_slices_deleted"] == 1
+    assert not first_log[0].exists() and len(list(base_files(path))) == 2
+    assert_agrees_with_hudi(t, path, expected)
+    ro = values(snapshot(t.read(options={"query_type": "READ_OPTIMIZED"})))
+    assert values(hudi_read(path, read_optimized=True)) == ro
+    with pytest.raises(CleanedInstantError):
+        t.read(as_of=compaction)
+
+
+# ---- clustering ---------------------------------------------------------------------------------
+
+def test_clustering_rewrites_small_files_sorted_and_the_view_hides_the_replaced_ones(spark, tmp_path):
+    """COW W1 bulk insert of 16 small files (8 tasks x 2 days), clustering sorted by signal_dbm into 1 file a
+    day, W2 upsert (BLOOM) and W3 upsert (SIMPLE) of keys now in the new file groups, clean retaining 1:
+    same rows throughout (labformat and hudi-rs, latest and as of W1), a range query reads fewer files,
+    and the clean deletes the 16 replaced files."""
+    path = tmp_path / "cow"
+    t = lf.Table.create(spark, path, partition_field="day")
+    w1 = t.bulk_insert(telemetry(spark, 40, partitions=8)).instant
+    old = {s.file_id: s for s in t.file_slices()}
+    assert len(old) == 16
+    expected = values(snapshot(t.read()))
+    _, before = t.query("signal_dbm < 10")
+    report = t.cluster({**CLUSTER_ALL, "clustering_sort_columns": "signal_dbm"})
+    d = report.details
+    assert (d["files_in"], d["files_out"], d["clustering_groups"]) == (16, 2, 2) and report.files_created == 2
+    assert d["bytes_in"] == sum(s.size_bytes for s in old.values()) and d["bytes_out"] == report.bytes_written > 0
+    assert report.rows_written == 40 and report.seconds > 0
+    # Hudi's layout: the plan in the requested file, the replaced file groups in the completed one.
+    requested = json.loads((path / f".hoodie/{report.instant}.replacecommit.requested").read_text())
+    assert requested["operationType"] == "CLUSTER" and len(requested["clusteringPlan"]["inputGroups"]) == 2
+    assert (path / f".hoodie/{report.instant}.replacecommit.inflight").exists()
+    body = json.loads((path / f".hoodie/{report.instant}.replacecommit").read_text())
+    assert body["operationType"] == "CLUSTER"
+    assert sorted(f for ids in body["partitionToReplaceFileIds"].values() for f in ids) == sorted(old)
+    new = t.file_slices()
+    assert len(new) == 2 and not {s.file_id for s in new} & set(old)
+    for s in new:  # each new base file is sorted by the sort column
+        column = pq.read_table(path / s.path, columns=["signal_dbm"]).column(0).to_pylist()
+        assert column == sorted(column) and len(column) == 20
+    assert_agrees_with_hudi(t, path, expected)
+    assert_agrees_with_hudi(t, path, expected, as_of=w1)
+    assert len(t.file_slices(as_of=w1)) == 16
+    _, after = t.query("signal_dbm < 10")
+    assert after.rows_returned == before.rows_returned == 10
+    assert after.funnel["files_read"] == 2 < before.funnel["files_read"] == 4
+    assert after.stats_source == "metadata table"  # the metadata table follows the replaced file groups
+    # The indexes find keys in the new file groups: updates, never inserts.
+    keys = [key_of_day(t, "2024-01-15", 3), key_of_day(t, "2024-01-16", 5)]
+    for n, index in enumerate(["BLOOM", "SIMPLE"]):
+        up = t.upsert(corrections(spark, keys, 50.0 + n, seconds=10_000 + n), {"index_type": index})
+        assert (up.rows_updated, up.rows_inserted, up.files_created) == (2, 0, 0), up.summary()
+        assert {f.file_id for f in up.files} == {s.file_id for s in new}
+        expected.update({k: 50.0 + n for k in keys})
+    assert_agrees_with_hudi(t, path, expected)
+    assert t.cluster(CLUSTER_ALL).instant is None  # one file a day: nothing to put together
+    cleaned = t.clean({"cleaner_commits_retained": 1})
+    assert cleaned.details["replaced_file_groups_deleted"] == 16
+    assert len(list(base_files(path))) == 2
+    assert_agrees_with_hudi(t, path, expected)
+
+
+def test_clustering_a_merge_on_read_table_leaves_slices_with_logs_alone(spark, tmp_path):
+    """MOR W1 bulk insert of 16 small files, W2 update of one key (a log file), clustering: 15 files in,
+    the slice with the log file kept as it is; both readers agree, and W3 updates a clustered key."""
+    path = tmp_path / "mor"
+    t = lf.Table.create(spark, path, partition_field="day", table_type=MOR)
+    t.bulk_insert(telemetry(spark, 40, partitions=8))
+    key = key_of_day(t, "2024-01-15")
+    t.upsert(corrections(spark, [key], 9.0))
+    with_log = [s for s in t.file_slices() if s.has_logs]
+    assert len(with_log) == 1
+    expected = values(snapshot(t.read()))
+    report = t.cluster(CLUSTER_ALL)
+    assert (report.details["files_in"], report.details["files_out"]) == (15, 2)
+    assert with_log[0] in t.file_slices() and len(t.file_slices()) == 3
+    assert_agrees_with_hudi(t, path, expected)
+    other = key_of_day(t, "2024-01-16", 2)
+    up = t.upsert(corrections(spark, [other], 8.0))
+    assert up.rows_updated == 1 and up.log_files_written == 1
+    assert_agrees_with_hudi(t, path, {**expected, other: 8.0})
+
+
+def test_clustering_refuses_bucket_tables_and_unknown_sort_columns_leaving_the_table_as_it_was(spark, tmp_path):
+    bucket = lf.Table.create(spark, tmp_path / "bucket", partition_field="day", options={"index_type": "BUCKET"})
+    bucket.bulk_insert(telemetry(spark, 10))
+    before = tree(tmp_path / "bucket")
+    with pytest.raises(ConfigError, match="BUCKET"):
+        bucket.cluster(CLUSTER_ALL)
+    assert tree(tmp_path / "bucket") == before
+    t = lf.Table.create(spark, tmp_path / "cow", partition_field="day")
+    t.bulk_insert(telemetry(spark, 10, partitions=4))
+    before = tree(tmp_path / "cow")
+    with pytest.raises(ConfigError, match="'nope'"):
+        t.cluster({**CLUSTER_ALL, "clustering_sort_columns": "signal_dbm,nope"})
+    with pytest.raises(ConfigError, match="target.file.max.bytes"):
+        t.cluster({"hoodie.clustering.plan.strategy.target.file.max.bytes": "1.5"})
+    assert tree(tmp_path / "cow") == before
+
+
+def test_a_write_on_a_file_group_clustering_replaced_conflicts_either_way(spark, tmp_path):
+    """COW W1 bulk insert of 8 small files; (a) an upsert planned before a clustering commits after it:
+    WriteConflictError, rolled back; (b) a clustering planned before an upsert of one of its file groups
+    commits after it: WriteConflictError, rolled back. The rows are those of the writes that committed."""
+    path = tmp_path / "cow"
+    t = lf.Table.create(spark, path, partition_field="day")
+    t.bulk_insert(telemetry(spark, 40, partitions=4))
+    key = key_of_day(t, "2024-01-15")
+    cfg = C.resolve(None, [C.Scope.WRITE])
+    stale = t.context()
+    clustered = t.cluster(CLUSTER_ALL)
+    expected = values(snapshot(t.read()))
+    with pytest.raises(WriteConflictError, match=clustered.instant) as caught:
+        _upsert.run(stale, corrections(spark, [key], 1.0), cfg, Operation.UPSERT)
+    assert caught.value.other == clustered.instant
+    assert_agrees_with_hudi(t, path, expected)
+
+    path2 = tmp_path / "cow2"
+    t2 = lf.Table.create(spark, path2, partition_field="day")
+    t2.bulk_insert(telemetry(spark, 40, partitions=4))
+    stale = t2.context()
+    up = t2.upsert(corrections(spark, [key], 2.0))
+    with pytest.raises(WriteConflictError, match=up.instant):
+        _clustering.run(stale, C.resolve(CLUSTER_ALL, [C.Scope.WRITE]))
+    assert not list(path2.glob(".hoodie/*.replacecommit*"))
+    assert [i.action.value for i in t2.timeline()] == ["commit", "commit", "rollback"]
+    assert_agrees_with_hudi(t2, path2, values(snapshot(t2.read())))
+    assert values(snapshot(t2.read()))[key] == 2.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["after_write", "before_publish"])
+def test_writer_killed_during_a_clustering_is_rolled_back(spark, tmp_path, point):
+    """COW W1 bulk insert of 8 small files, a clustering killed at `point` (its base files written), an
+    upsert by the next writer, which rolls it back: its files and instant files go, both readers agree,
+    and a clustering then succeeds."""
+    path = tmp_path / "cow"
+    t = lf.Table.create(spark, path, partition_field="day")
+    first = t.bulk_insert(telemetry(spark, 40, partitions=4))
+    before = values(snapshot(t.read()))
+    parquet_before = set(base_files(path))
+    crash(path, "cluster", point, options={**CLUSTER_ALL, "heartbeat_interval_ms": 100,
+                                           "heartbeat_tolerable_misses": 1, "lock_expire_minutes": 0.01})
+    leftovers = set(base_files(path)) - parquet_before
+    assert leftovers and list(path.glob(".hoodie/*.replacecommit.inflight"))
+    reopened = lf.Table.open(spark, path)
+    assert [i.time for i in reopened.timeline()] == [first.instant] and len(reopened.file_slices()) == 8
+    assert_agrees_with_hudi(reopened, path, before)
+    key = sorted(before)[0]
+    report = reopened.upsert(corrections(spark, [key], 44.0))
+    assert len(report.rolled_back) == 1 and all(not p.exists() for p in leftovers)
+    assert not list(path.glob(".hoodie/*.replacecommit*"))
+    assert [i.action.value for i in reopened.timeline()] == ["commit", "rollback", "commit"]
+    assert_agrees_with_hudi(reopened, path, {**before, key: 44.0})
+    assert reopened.cluster(CLUSTER_ALL).details["files_out"] == 2
+    assert_agrees_with_hudi(reopened, path, {**before, key: 44.0})
