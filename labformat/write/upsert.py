@@ -340,8 +340,33 @@ def with_log_appends(plan: WritePlan, latest: dict[tuple[str, str], FileSlice],
 
 # ---- step 7 -------------------------------------------------------------------------------------
 
+_MASK32 = 0xFFFFFFFF
+
+
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK32
+
+
+def spark_hash_long(value: int, seed: int = 42) -> int:
+    """Spark's `hash()` of a LongType value (Murmur3_x86_32.hashLong, seed 42), as a signed int.
+
+    The hash partitioner of `repartition(n, col)` uses it, so the driver can pick routing keys
+    without a Spark job (one job saved whenever a new number of write targets comes up).
+    """
+    h = seed & _MASK32
+    for word in (value & _MASK32, (value >> 32) & _MASK32):  # the low half first, as hashLong
+        k = (word * 0xCC9E2D51) & _MASK32
+        k = (_rotl32(k, 15) * 0x1B873593) & _MASK32
+        h = (_rotl32(h ^ k, 13) * 5 + 0xE6546B64) & _MASK32
+    h ^= 8  # the input's length in bytes
+    h = ((h ^ (h >> 16)) * 0x85EBCA6B) & _MASK32
+    h = ((h ^ (h >> 13)) * 0xC2B2AE35) & _MASK32
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
 @lru_cache(maxsize=64)  # Spark's hash is fixed, so the answer for n never changes
-def task_keys(spark, n: int) -> tuple[int, ...]:
+def task_keys(n: int) -> tuple[int, ...]:
     """One value per task index such that Spark's hash partitioner sends it exactly there.
 
     `repartition(n, col)` places a row in partition pmod(hash(col), n); routing each target's
@@ -349,11 +374,10 @@ def task_keys(spark, n: int) -> tuple[int, ...]:
     file groups sharing one (Hudi does this with a custom partitioner).
     """
     found: dict[int, int] = {}
-    limit = 64 * n + 64
-    with describe(spark, "find task keys"):
-        rows = spark.range(0, limit).select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p")).collect()
-    for r in rows:
-        found.setdefault(r.p, r.id)
+    for value in range(64 * n + 64):
+        found.setdefault(spark_hash_long(value) % n, value)  # Python's % is pmod for n > 0
+        if len(found) == n:
+            break
     missing = [p for p in range(n) if p not in found]
     if missing:
         raise RuntimeError(f"no hash key found for task partitions {missing[:5]}")
@@ -525,7 +549,7 @@ def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_cou
                          bloom_type=cfg.bloom_filter_type, bloom_max_entries=cfg.bloom_dynamic_max_entries,
                          log_schema=avro_schema_json(data_schema, ctx.config.name, meta_columns=True)
                          if ctx.config.merge_on_read else None)
-        keys = task_keys(ctx.spark, len(plan.targets))
+        keys = task_keys(len(plan.targets))
         routed = route_records(tag, plan, keys)
         stats = write_file_groups(ctx, routed, plan, spec,
                                   Operation.DELETE.value if operation == Operation.DELETE
