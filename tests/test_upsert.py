@@ -180,3 +180,43 @@ def test_steps_run_without_adaptive_execution_and_the_session_gets_its_settings_
         t.upsert(changed(spark, 0, 10, 1.0).withColumn(
             "record_key", F.when(F.col("signal_dbm") == 3, None).otherwise(F.col("record_key"))))
     assert {key: conf.get(key, None) for key in before} == before
+
+
+# ---- hoodie.combine.before.upsert --------------------------------------------------------------
+
+def test_combine_before_upsert_false_on_a_unique_batch_writes_what_deduplication_would(spark, loaded):
+    t, _ = loaded
+    report = t.upsert(changed(spark, 350, 100, -1.0), {"hoodie.combine.before.upsert": "false"})
+    assert (report.rows_in, report.rows_deduplicated, report.rows_updated, report.rows_inserted) == (100, 0, 50, 50)
+    assert t.read().count() == 450
+    assert t.read().filter(F.col("battery_pct") == -1.0).count() == 100
+
+
+def test_combine_before_upsert_false_writes_every_duplicate(spark, loaded):
+    t, _ = loaded
+    twice = changed(spark, 0, 2, 5.0).unionByName(changed(spark, 1000, 1, 6.0))  # 2 updates, 1 insert
+    batch = twice.unionByName(twice)
+    kept = t.upsert(batch, {"combine_before_upsert": False})
+    # As Hudi warns: without combining, a key twice in the batch is stored twice.
+    assert (kept.rows_in, kept.rows_deduplicated, kept.rows_updated, kept.rows_inserted) == (6, 0, 4, 2)
+    rows = t.read()
+    assert rows.count() == 400 - 2 + 6
+    per_key = {r.record_key: r["count"] for r in rows.groupBy("record_key").count().filter("count > 1").collect()}
+    assert per_key == {"202401150900_drone0000": 2, "202401150900_drone0001": 2, "202401150910_drone0000": 2}
+
+
+def test_combine_before_upsert_true_keeps_one_row_per_key(spark, loaded):
+    t, _ = loaded
+    twice = changed(spark, 0, 2, 5.0).unionByName(changed(spark, 1000, 1, 6.0))
+    report = t.upsert(twice.unionByName(twice))  # the default: hoodie.combine.before.upsert=true
+    assert (report.rows_in, report.rows_deduplicated, report.rows_updated, report.rows_inserted) == (6, 3, 2, 1)
+    assert t.read().count() == 401 and t.read().select("record_key").distinct().count() == 401
+
+
+def test_combine_before_upsert_false_still_refuses_null_precombine_values(spark, loaded):
+    t, path = loaded
+    before = tree(path)
+    batch = changed(spark, 0, 5, 1.0).withColumn("updated_at", F.lit(None).cast("timestamp"))
+    with pytest.raises(lf.InvalidInputError, match="null precombine"):
+        t.upsert(batch, {"combine_before_upsert": False})
+    assert {k: v for k, v in tree(path).items() if k in before} == before

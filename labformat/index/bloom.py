@@ -115,13 +115,16 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, tuple[str, str]
         # unique: a bulk insert (no deduplication) may have left a key twice in one file.
         matched = pc.unique(pc.filter(in_file, pc.is_in(in_file, value_set=survivors.combine_chunks())))
     n = len(matched)
+    # Candidate rows whose key the file holds: the same as `n` for a deduplicated batch; without
+    # hoodie.combine.before.upsert a key may come twice, and both rows go to this file group.
+    rows_matched = int(pc.sum(pc.is_in(keys, value_set=matched)).as_py() or 0) if n else 0
     return pa.Table.from_arrays(
         [constant(part, n + 1),
          pa.concat_arrays([matched, pa.array([None], pa.string())]),
          constant(file_id, n + 1),
          pa.array([None] * n + [len(keys)], pa.int64()),
          pa.array([None] * n + [int(maybe.sum())], pa.int64()),
-         pa.array([None] * n + [n], pa.int64()),
+         pa.array([None] * n + [rows_matched], pa.int64()),
          pa.array([None] * n + [keys_read], pa.int64())],
         schema=_CHECKED_SCHEMA,
     )

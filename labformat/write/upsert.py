@@ -98,7 +98,7 @@ def shuffle_parallelism(input_partitions: int, cfg: Config) -> int:
 
 
 def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int, keys_only: bool = False,
-                dedupe: bool = True) -> tuple[DataFrame, int]:
+                dedupe: bool = True, combine: bool = True) -> tuple[DataFrame, int]:
     """Step 1: one record per (partition path, record key), the one with the highest precombine value.
 
     Ties on the precombine value are broken by the remaining columns, compared in order, so the
@@ -106,6 +106,9 @@ def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int,
     record stood for (the report's deduplicated count), NULL_ORDERING how many of them had a null
     precombine value (counted in the same aggregation; `partition_counts` sums it, and the upsert
     refuses the batch, as Hudi refuses a null ordering value). `input_count`: the partitions `df` is read in.
+
+    `combine` False (hoodie.combine.before.upsert=false): no shuffle; every input row is a record
+    of its own, in the same columns, and the partitions stay the input's.
     """
     # An empty input can have zero partitions; a shuffle needs at least one.
     parallelism = max(1, shuffle_parallelism(input_count, cfg))
@@ -120,6 +123,10 @@ def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int,
     if not dedupe:  # bulk insert into a BUCKET table: route rows to buckets, keep every row
         out = keyed.withColumn(COUNT, F.lit(1).cast("long"))
         return _with_partition(ctx, out), input_count
+    if not combine and not keys_only:
+        rows = keyed.withColumn(COUNT, F.lit(1).cast("long")).withColumn(
+            NULL_ORDERING, F.col(conf.precombine_field).isNull().cast("long"))
+        return _with_partition(ctx, rows.select(*group, COUNT, NULL_ORDERING, *df.columns)), input_count
     shuffled = keyed.repartition(parallelism, *group)
     if keys_only:
         deduped = _with_partition(ctx, shuffled.groupBy(*group).agg(F.count(F.lit(1)).alias(COUNT)))
@@ -508,12 +515,14 @@ def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_cou
                operation: Operation, index_type: str, lookup: IndexContext, steps: StepRecorder, data_schema, cleanup: list) -> WriteReport:
     """The steps themselves; `run` wraps them with input checks, the transaction and cleanup."""
     with steps.step("deduplicate"):
+        combine = cfg.combine_before_upsert or operation != Operation.UPSERT
         deduped, parallelism = deduplicate(ctx, df, cfg, input_count, keys_only=operation == Operation.DELETE,
-                                           dedupe=operation != Operation.BULK_INSERT)
+                                           dedupe=operation != Operation.BULK_INSERT, combine=combine)
         deduped = deduped.persist()
         cleanup.append(deduped)
         # Materialize here, so the shuffle's time and tasks belong to this step.
-        with describe(ctx.spark, "read input", *(("keep newest per key",) if operation != Operation.BULK_INSERT else ()),
+        with describe(ctx.spark, "read input",
+                      *(("keep newest per key",) if operation != Operation.BULK_INSERT and combine else ()),
                       "count per partition path"):
             counts = partition_counts(deduped)
         refuse_null_ordering(counts, ctx.config.precombine_field)
