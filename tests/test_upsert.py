@@ -220,3 +220,32 @@ def test_combine_before_upsert_false_still_refuses_null_precombine_values(spark,
     with pytest.raises(lf.InvalidInputError, match="null precombine"):
         t.upsert(batch, {"combine_before_upsert": False})
     assert {k: v for k, v in tree(path).items() if k in before} == before
+
+
+# ---- Spark jobs per step ---------------------------------------------------------------------------
+
+def _jobs(report) -> dict[str, int]:
+    return {s.name: s.jobs for s in report.steps if s.jobs}
+
+
+def test_spark_jobs_per_upsert_step_with_a_partition_field(spark, loaded):
+    t, _ = loaded
+    # BLOOM: its matches join the records by a shuffle in the write's job, never a broadcast job.
+    assert _jobs(t.upsert(changed(spark, 350, 100, -1.0), {"index_type": "BLOOM"})) == \
+        {"deduplicate": 1, "tag": 1, "write": 1}
+    # SIMPLE's tag: Spark's job reading the base files' schema, the broadcast of their keys, the profile.
+    assert _jobs(t.upsert(changed(spark, 350, 100, -2.0), {"index_type": "SIMPLE"})) == \
+        {"deduplicate": 1, "tag": 3, "write": 1}
+
+
+def test_task_keys_follow_sparks_hash_partitioner(spark):
+    from labformat.write.upsert import spark_hash_long, task_keys
+
+    values = [0, 1, -1, 42, 2**31, -(2**63), 2**63 - 1, 123456789012]
+    hashed = spark.createDataFrame([(v,) for v in values], "v long").select(F.hash("v").alias("h")).collect()
+    assert [r.h for r in hashed] == [spark_hash_long(v) for v in values]
+    for n in (1, 2, 7, 33):
+        keys = task_keys(n)
+        rows = (spark.createDataFrame([(k,) for k in keys], "k long").repartition(n, "k")
+                .select("k", F.spark_partition_id().alias("p")).collect())
+        assert [dict((r.k, r.p) for r in rows)[k] for k in keys] == list(range(n))

@@ -215,6 +215,9 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
     # Only (key, file group) pairs move to meet the incoming records: joined on the keys the
     # deduplicate step partitioned by, the records themselves stay where that shuffle put them.
     matches = checked.filter(F.col(KEY).isNotNull()).select(*ctx.join_keys, FILE_ID)
-    tagged = incoming.join(matches, on=ctx.join_keys, how="left")
+    # Never broadcast: that would collect the matched keys on the driver, in a Spark job of its own
+    # (the cached matches are small enough for Spark to choose it). Shuffled, they join the records
+    # in the write's job, one stage more.
+    tagged = incoming.join(matches.hint("shuffle_hash"), on=ctx.join_keys, how="left")
     updates = [(r[PART], r[FILE_ID], r.matched) for r in stats if r.matched > 0]
     return TagResult(tagged, funnel, source, cleanup=[checked], updates=updates)
