@@ -238,6 +238,26 @@ def test_spark_jobs_per_upsert_step_with_a_partition_field(spark, loaded):
         {"deduplicate": 1, "tag": 3, "write": 1}
 
 
+def test_without_a_partition_field_bloom_counts_step_1_in_the_tag_job(spark, tmp_path):
+    from labformat.spark import SparkUI
+
+    t = lf.Table.create(spark, tmp_path / "flat")
+    t.bulk_insert(telemetry(spark, 400), {"bulk_insert_sort_mode": "GLOBAL_SORT"})
+    older = changed(spark, 350, 10, 9.0).withColumn("updated_at", F.timestamp_seconds(F.lit(1700000000)))
+    report = t.upsert(changed(spark, 350, 100, -1.0).unionByName(older), {"upsert_parallelism": 3})
+    assert _jobs(report) == {"tag": 1, "write": 1}
+    # Step 1's counts come from the tag step's job: 10 stale duplicates dropped, the newest won.
+    assert (report.rows_in, report.rows_deduplicated, report.rows_updated, report.rows_inserted) == (110, 10, 50, 50)
+    assert t.read().filter(F.col("battery_pct") == 9.0).count() == 0 and t.read().count() == 450
+    dedupe, tag = report.step("deduplicate"), report.step("tag")
+    assert dedupe.tasks == 0 and dedupe.group == tag.group is not None
+    timeline = SparkUI(spark).task_timeline(dedupe.group)
+    per_stage = timeline.groupby("stage_label").size().to_dict()
+    assert per_stage["tag: keep newest per key, range pruning"] == report.details["shuffle_parallelism"] == 3
+    assert {"tag: read input", "tag: count per partition path", "tag: bloom + exact check, counts"} <= set(per_stage)
+    assert _jobs(t.upsert(changed(spark, 0, 5, 2.0), {"combine_before_upsert": False})) == {"tag": 1, "write": 1}
+
+
 def test_task_keys_follow_sparks_hash_partitioner(spark):
     from labformat.write.upsert import spark_hash_long, task_keys
 

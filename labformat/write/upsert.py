@@ -170,12 +170,35 @@ def _with_partition(ctx: TableContext, df: DataFrame) -> DataFrame:
     return df if ctx.config.partition_field else df.withColumn(PART, F.lit(""))
 
 
+def partition_counts_query(deduped: DataFrame) -> DataFrame:
+    """Records, input rows and null precombine values per partition path (PART, records, rows_in,
+    null_ordering); not run here."""
+    nulls = F.sum(NULL_ORDERING) if NULL_ORDERING in deduped.columns else F.lit(0).cast("long")
+    return deduped.groupBy(PART).agg(F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in"),
+                                     nulls.alias("null_ordering"))
+
+
 def partition_counts(deduped: DataFrame) -> dict[str, PartitionCount]:
     """The affected partitions with their counts; the one pass that also fills the persisted records."""
-    nulls = [F.sum(NULL_ORDERING).alias("null_ordering")] if NULL_ORDERING in deduped.columns else []
-    rows = deduped.groupBy(PART).agg(F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in"),
-                                     *nulls).collect()
-    return {r[PART]: PartitionCount(r.records, r.rows_in or 0, (r.null_ordering or 0) if nulls else 0) for r in rows}
+    return counts_by_partition((r[PART], r.records, r.rows_in, r.null_ordering)
+                               for r in partition_counts_query(deduped).collect())
+
+
+def counts_by_partition(rows) -> dict[str, PartitionCount]:
+    return {part: PartitionCount(records, rows_in or 0, nulls or 0) for part, records, rows_in, nulls in rows}
+
+
+def fuses_count_into_tag(ctx: TableContext, index_type: str, operation: Operation) -> bool:
+    """Whether step 1's count runs inside the tag step's Spark job, saving a job per upsert.
+
+    Only without a partition field: the one affected partition is then the table's root, known
+    before any count, so step 2 and the BLOOM lookup need nothing from step 1 but its lazy
+    records. With a partition field, step 2 lists only the partitions step 1 found, so the
+    count runs first, in a job of its own (as Hudi counts records per partition first).
+    """
+    conf = ctx.config
+    return (index_type == IndexType.BLOOM and conf.populate_meta_fields and not conf.partition_field
+            and operation in (Operation.UPSERT, Operation.DELETE))
 
 
 def refuse_null_ordering(counts: dict[str, PartitionCount], precombine_field: str) -> None:
@@ -197,9 +220,16 @@ def latest_file_slices(ctx: TableContext, partitions: set[str]) -> tuple[list[Fi
 
 # ---- step 3 -------------------------------------------------------------------------------------
 
-def tag_records(lookup: IndexContext, deduped: DataFrame, slices: list[FileSlice], files_in_table: int) -> TagResult:
-    """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert."""
-    result = _INDEXES[lookup.index_type](lookup, deduped, slices, files_in_table)
+def tag_records(lookup: IndexContext, deduped: DataFrame, slices: list[FileSlice], files_in_table: int,
+                counted: DataFrame | None = None, count_stages: tuple[str, ...] = (),
+                count_shuffles: bool = True) -> TagResult:
+    """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert.
+    `counted` (BLOOM only): step 1's count, run in the same job as the lookup."""
+    if counted is not None:
+        result = bloom.tag(lookup, deduped, slices, files_in_table, counted=counted, count_stages=count_stages,
+                           count_shuffles=count_shuffles)
+    else:
+        result = _INDEXES[lookup.index_type](lookup, deduped, slices, files_in_table)
     if result.updates is None:  # the profile will count the tagged records, and the write reads them again
         result.tagged = result.tagged.persist()
         result.cleanup.append(result.tagged)
@@ -514,27 +544,39 @@ def run(ctx: TableContext, df: DataFrame, cfg: Config, operation: Operation):
 def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_count: int, cfg: Config,
                operation: Operation, index_type: str, lookup: IndexContext, steps: StepRecorder, data_schema, cleanup: list) -> WriteReport:
     """The steps themselves; `run` wraps them with input checks, the transaction and cleanup."""
+    fused = fuses_count_into_tag(ctx, index_type, operation)
     with steps.step("deduplicate"):
         combine = cfg.combine_before_upsert or operation != Operation.UPSERT
         deduped, parallelism = deduplicate(ctx, df, cfg, input_count, keys_only=operation == Operation.DELETE,
                                            dedupe=operation != Operation.BULK_INSERT, combine=combine)
         deduped = deduped.persist()
         cleanup.append(deduped)
-        # Materialize here, so the shuffle's time and tasks belong to this step.
-        with describe(ctx.spark, "read input",
-                      *(("keep newest per key",) if operation != Operation.BULK_INSERT and combine else ()),
-                      "count per partition path"):
-            counts = partition_counts(deduped)
-        refuse_null_ordering(counts, ctx.config.precombine_field)
+        count_stages = ("read input",) + (("keep newest per key",) if operation != Operation.BULK_INSERT
+                                          and combine else ())
+        counted = partition_counts_query(deduped)
+        if fused:
+            counts = None  # counted in the tag step's job, which also runs this step's shuffle
+            partitions = {""}
+        else:
+            # Materialize here, so the shuffle's time and tasks belong to this step.
+            with describe(ctx.spark, *count_stages, "count per partition path"):
+                counts = partition_counts(deduped)
+            refuse_null_ordering(counts, ctx.config.precombine_field)
+            partitions = set(counts)
         if NULL_ORDERING in deduped.columns:
             deduped = deduped.drop(NULL_ORDERING)  # still read from the persisted records
-        partitions = set(counts)
     with steps.step("latest_file_slices"):
         slices, files_in_table = latest_file_slices(ctx, partitions)
     with steps.step("tag"):
-        tag = tag_records(lookup, deduped, slices, files_in_table)
+        tag = tag_records(lookup, deduped, slices, files_in_table, counted=counted if fused else None,
+                          count_stages=count_stages, count_shuffles=parallelism > 1)
         cleanup.extend(tag.cleanup)
+        if fused:
+            counts = counts_by_partition(tag.partition_counts)
+            refuse_null_ordering(counts, ctx.config.precombine_field)
         profile = workload_profile(tag, counts, index_type)
+    if fused:
+        steps.ran_in("deduplicate", "tag")
     with steps.step("small_files"):
         small = find_small_files(slices, cfg) if operation != Operation.DELETE and index_type != IndexType.BUCKET else {}
     with steps.step("record_size"):
