@@ -243,12 +243,12 @@ def test_without_a_partition_field_bloom_counts_step_1_in_the_tag_job(spark, tmp
 
     t = lf.Table.create(spark, tmp_path / "flat")
     t.bulk_insert(telemetry(spark, 400), {"bulk_insert_sort_mode": "GLOBAL_SORT"})
-    older = changed(spark, 350, 10, 9.0).withColumn("updated_at", F.timestamp_seconds(F.lit(1700000000)))
+    older = changed(spark, 350, 10, 9.25).withColumn("updated_at", F.timestamp_seconds(F.lit(1700000000)))
     report = t.upsert(changed(spark, 350, 100, -1.0).unionByName(older), {"upsert_parallelism": 3})
     assert _jobs(report) == {"tag": 1, "write": 1}
     # Step 1's counts come from the tag step's job: 10 stale duplicates dropped, the newest won.
     assert (report.rows_in, report.rows_deduplicated, report.rows_updated, report.rows_inserted) == (110, 10, 50, 50)
-    assert t.read().filter(F.col("battery_pct") == 9.0).count() == 0 and t.read().count() == 450
+    assert t.read().filter(F.col("battery_pct") == 9.25).count() == 0 and t.read().count() == 450
     dedupe, tag = report.step("deduplicate"), report.step("tag")
     assert dedupe.tasks == 0 and dedupe.group == tag.group is not None
     timeline = SparkUI(spark).task_timeline(dedupe.group)
