@@ -186,6 +186,12 @@ OPTIONS: tuple[Option, ...] = (
            "HUDI_0_13 sizes the deduplication shuffle as above; LEGACY is Hudi < 0.13: exactly "
            "`upsert_parallelism` partitions, 200 when it is 0 (the lab compares both).",
            Scope.WRITE, one_of("HUDI_0_13", "LEGACY")),
+    Option("combine_before_upsert", "hoodie.combine.before.upsert", True,
+           "Upsert step 1: keep one record per key, the one with the highest precombine value (a "
+           "shuffle of the batch by key). false skips that shuffle, for batches known to hold each key "
+           "once: every input row is then written, so a key twice in the batch is stored twice (Hudi: "
+           "\"otherwise it can lead to duplicate keys and violate the uniqueness guarantees\"). Rows "
+           "with a null precombine value are refused either way.", Scope.WRITE, parse_bool),
     Option("bloom_prune_by_ranges", "hoodie.bloom.index.prune.by.ranges", True,
            "BLOOM index: skip files whose min/max record key cannot hold an incoming key before "
            "checking bloom filters.", Scope.WRITE, parse_bool),

@@ -190,3 +190,16 @@ def test_fixed_cost_section_renders_the_latest_run(tmp_path):
     text = fixed_cost_markdown(tmp_path, "../bench/results")
     assert "**1.56 s**" in text and "2026-11-21.json" in text and "2.5" not in text
     assert "| tag | 0.70 |" in text and "| commit |" not in text  # steps under 5 ms are left out
+
+
+def test_fixed_cost_section_shows_spark_jobs_per_step_when_recorded(tmp_path):
+    import json
+
+    from labformat.bench.render import fixed_cost_markdown
+
+    (tmp_path / "2026-11-23.json").write_text(json.dumps({
+        "date": "2026-11-23", "index_type": "BLOOM", "repeat": 5, "median_seconds": 0.8, "min_seconds": 0.7,
+        "max_seconds": 0.9, "first_seconds": 3.0, "median_step_seconds": {"tag": 0.4, "write": 0.3, "deduplicate": 0.01},
+        "step_jobs": {"tag": 1, "write": 1}}))
+    text = fixed_cost_markdown(tmp_path, "../bench/results")
+    assert "| tag | 0.40 | 1 |" in text and "| deduplicate | 0.01 | 0 |" in text and "Spark jobs" in text

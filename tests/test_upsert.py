@@ -180,3 +180,92 @@ def test_steps_run_without_adaptive_execution_and_the_session_gets_its_settings_
         t.upsert(changed(spark, 0, 10, 1.0).withColumn(
             "record_key", F.when(F.col("signal_dbm") == 3, None).otherwise(F.col("record_key"))))
     assert {key: conf.get(key, None) for key in before} == before
+
+
+# ---- hoodie.combine.before.upsert --------------------------------------------------------------
+
+def test_combine_before_upsert_false_on_a_unique_batch_writes_what_deduplication_would(spark, loaded):
+    t, _ = loaded
+    report = t.upsert(changed(spark, 350, 100, -1.0), {"hoodie.combine.before.upsert": "false"})
+    assert (report.rows_in, report.rows_deduplicated, report.rows_updated, report.rows_inserted) == (100, 0, 50, 50)
+    assert t.read().count() == 450
+    assert t.read().filter(F.col("battery_pct") == -1.0).count() == 100
+
+
+def test_combine_before_upsert_false_writes_every_duplicate(spark, loaded):
+    t, _ = loaded
+    twice = changed(spark, 0, 2, 5.0).unionByName(changed(spark, 1000, 1, 6.0))  # 2 updates, 1 insert
+    batch = twice.unionByName(twice)
+    kept = t.upsert(batch, {"combine_before_upsert": False})
+    # As Hudi warns: without combining, a key twice in the batch is stored twice.
+    assert (kept.rows_in, kept.rows_deduplicated, kept.rows_updated, kept.rows_inserted) == (6, 0, 4, 2)
+    rows = t.read()
+    assert rows.count() == 400 - 2 + 6
+    per_key = {r.record_key: r["count"] for r in rows.groupBy("record_key").count().filter("count > 1").collect()}
+    assert per_key == {"202401150900_drone0000": 2, "202401150900_drone0001": 2, "202401150910_drone0000": 2}
+
+
+def test_combine_before_upsert_true_keeps_one_row_per_key(spark, loaded):
+    t, _ = loaded
+    twice = changed(spark, 0, 2, 5.0).unionByName(changed(spark, 1000, 1, 6.0))
+    report = t.upsert(twice.unionByName(twice))  # the default: hoodie.combine.before.upsert=true
+    assert (report.rows_in, report.rows_deduplicated, report.rows_updated, report.rows_inserted) == (6, 3, 2, 1)
+    assert t.read().count() == 401 and t.read().select("record_key").distinct().count() == 401
+
+
+def test_combine_before_upsert_false_still_refuses_null_precombine_values(spark, loaded):
+    t, path = loaded
+    before = tree(path)
+    batch = changed(spark, 0, 5, 1.0).withColumn("updated_at", F.lit(None).cast("timestamp"))
+    with pytest.raises(lf.InvalidInputError, match="null precombine"):
+        t.upsert(batch, {"combine_before_upsert": False})
+    assert {k: v for k, v in tree(path).items() if k in before} == before
+
+
+# ---- Spark jobs per step ---------------------------------------------------------------------------
+
+def _jobs(report) -> dict[str, int]:
+    return {s.name: s.jobs for s in report.steps if s.jobs}
+
+
+def test_spark_jobs_per_upsert_step_with_a_partition_field(spark, loaded):
+    t, _ = loaded
+    # BLOOM: its matches join the records by a shuffle in the write's job, never a broadcast job.
+    assert _jobs(t.upsert(changed(spark, 350, 100, -1.0), {"index_type": "BLOOM"})) == \
+        {"deduplicate": 1, "tag": 1, "write": 1}
+    # SIMPLE's tag: Spark's job reading the base files' schema, the broadcast of their keys, the profile.
+    assert _jobs(t.upsert(changed(spark, 350, 100, -2.0), {"index_type": "SIMPLE"})) == \
+        {"deduplicate": 1, "tag": 3, "write": 1}
+
+
+def test_without_a_partition_field_bloom_counts_step_1_in_the_tag_job(spark, tmp_path):
+    from labformat.spark import SparkUI
+
+    t = lf.Table.create(spark, tmp_path / "flat")
+    t.bulk_insert(telemetry(spark, 400), {"bulk_insert_sort_mode": "GLOBAL_SORT"})
+    older = changed(spark, 350, 10, 9.25).withColumn("updated_at", F.timestamp_seconds(F.lit(1700000000)))
+    report = t.upsert(changed(spark, 350, 100, -1.0).unionByName(older), {"upsert_parallelism": 3})
+    assert _jobs(report) == {"tag": 1, "write": 1}
+    # Step 1's counts come from the tag step's job: 10 stale duplicates dropped, the newest won.
+    assert (report.rows_in, report.rows_deduplicated, report.rows_updated, report.rows_inserted) == (110, 10, 50, 50)
+    assert t.read().filter(F.col("battery_pct") == 9.25).count() == 0 and t.read().count() == 450
+    dedupe, tag = report.step("deduplicate"), report.step("tag")
+    assert dedupe.tasks == 0 and dedupe.group == tag.group is not None
+    timeline = SparkUI(spark).task_timeline(dedupe.group)
+    per_stage = timeline.groupby("stage_label").size().to_dict()
+    assert per_stage["tag: keep newest per key, range pruning"] == report.details["shuffle_parallelism"] == 3
+    assert {"tag: read input", "tag: count per partition path", "tag: bloom + exact check, counts"} <= set(per_stage)
+    assert _jobs(t.upsert(changed(spark, 0, 5, 2.0), {"combine_before_upsert": False})) == {"tag": 1, "write": 1}
+
+
+def test_task_keys_follow_sparks_hash_partitioner(spark):
+    from labformat.write.upsert import spark_hash_long, task_keys
+
+    values = [0, 1, -1, 42, 2**31, -(2**63), 2**63 - 1, 123456789012]
+    hashed = spark.createDataFrame([(v,) for v in values], "v long").select(F.hash("v").alias("h")).collect()
+    assert [r.h for r in hashed] == [spark_hash_long(v) for v in values]
+    for n in (1, 2, 7, 33):
+        keys = task_keys(n)
+        rows = (spark.createDataFrame([(k,) for k in keys], "k long").repartition(n, "k")
+                .select("k", F.spark_partition_id().alias("p")).collect())
+        assert [dict((r.k, r.p) for r in rows)[k] for k in keys] == list(range(n))

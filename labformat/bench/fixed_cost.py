@@ -50,7 +50,8 @@ def measure(spark, repeat: int, index_type: str = "BLOOM") -> dict:
             if report.files_rewritten + report.files_created != 1:
                 raise RuntimeError(f"expected one file group touched, got {report.files_rewritten} rewritten "
                                    f"+ {report.files_created} created")
-            runs.append({"seconds": seconds, **{f"{s.name}_s": s.seconds for s in report.steps if s.seconds}})
+            runs.append({"seconds": seconds, **{f"{s.name}_s": s.seconds for s in report.steps if s.seconds},
+                         "jobs": {s.name: s.jobs for s in report.steps if s.jobs}})
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     warm = runs[1:]
@@ -60,6 +61,8 @@ def measure(spark, repeat: int, index_type: str = "BLOOM") -> dict:
         "median_seconds": statistics.median(r["seconds"] for r in warm),
         "min_seconds": min(r["seconds"] for r in warm), "max_seconds": max(r["seconds"] for r in warm),
         "median_step_seconds": {k[:-2]: statistics.median(r.get(k, 0.0) for r in warm) for k in steps},
+        # Spark jobs per step (the same every run): what the fixed cost is mostly made of.
+        "step_jobs": warm[-1]["jobs"] if warm else {},
         "runs": runs,
     }
 
@@ -82,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(result, indent=2) + "\n")
     refresh_docs()
     steps = ", ".join(f"{k} {v:.2f}" for k, v in sorted(result["median_step_seconds"].items(), key=lambda kv: -kv[1]))
-    print(f"{args.index} upsert touching one file group: median {result['median_seconds']:.2f} s "
+    jobs = result["step_jobs"]
+    print(f"{args.index} upsert touching one file group: {sum(jobs.values())} Spark jobs ({jobs}), "
+          f"median {result['median_seconds']:.2f} s "
           f"(min {result['min_seconds']:.2f}, max {result['max_seconds']:.2f}, {args.repeat} runs after a "
           f"{result['first_seconds']:.2f} s warm-up); median per step: {steps}\nwrote {path}")
     return 0

@@ -479,7 +479,10 @@ def fixed_cost_markdown(folder: Path, results_link: str) -> str:
         return ""
     r = json.loads(runs[-1].read_text())
     steps = sorted(r["median_step_seconds"].items(), key=lambda kv: -kv[1])
-    rows = [[name, f"{seconds:.2f}"] for name, seconds in steps if seconds >= 0.005]
+    jobs = r.get("step_jobs")  # recorded since issue 17's job count
+    rows = [[name, f"{seconds:.2f}"] + ([str(jobs.get(name, 0))] if jobs is not None else [])
+            for name, seconds in steps if seconds >= 0.005]
+    header = ["step", "median seconds"] + (["Spark jobs"] if jobs is not None else [])
     return "\n".join([
         "", "## Fixed cost of a commit", "",
         f"`python -m labformat.bench.fixed_cost` ({r['date']}, [JSON]({results_link}/{FIXED_COST_DIR}/{runs[-1].name})): "
@@ -487,7 +490,7 @@ def fixed_cost_markdown(folder: Path, results_link: str) -> str:
         f"Median of {r['repeat']} runs after one warm-up: **{r['median_seconds']:.2f} s** "
         f"(min {r['min_seconds']:.2f}, max {r['max_seconds']:.2f}; the warm-up took {r['first_seconds']:.2f} s). "
         "Issue 17's goal is at most 0.6 s.", "",
-        _table(["step", "median seconds"], rows), ""])
+        _table(header, rows), ""])
 
 
 def _relative(target: Path, start: Path) -> str:

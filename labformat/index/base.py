@@ -53,3 +53,6 @@ class TagResult:
     # (partition, file group, records) the index itself counted, when it did: the workload profile
     # then needs no pass over the tagged records, and `tagged` is left lazy for the write to consume.
     updates: list[tuple[str, str, int]] | None = None
+    # (partition, records, input rows, rows with a null precombine value): step 1's counts, when
+    # the index counted them in its own job (`counted` given to BLOOM's tag).
+    partition_counts: list[tuple[str, int, int, int]] | None = None

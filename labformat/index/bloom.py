@@ -115,13 +115,16 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, tuple[str, str]
         # unique: a bulk insert (no deduplication) may have left a key twice in one file.
         matched = pc.unique(pc.filter(in_file, pc.is_in(in_file, value_set=survivors.combine_chunks())))
     n = len(matched)
+    # Candidate rows whose key the file holds: the same as `n` for a deduplicated batch; without
+    # hoodie.combine.before.upsert a key may come twice, and both rows go to this file group.
+    rows_matched = int(pc.sum(pc.is_in(keys, value_set=matched)).as_py() or 0) if n else 0
     return pa.Table.from_arrays(
         [constant(part, n + 1),
          pa.concat_arrays([matched, pa.array([None], pa.string())]),
          constant(file_id, n + 1),
          pa.array([None] * n + [len(keys)], pa.int64()),
          pa.array([None] * n + [int(maybe.sum())], pa.int64()),
-         pa.array([None] * n + [n], pa.int64()),
+         pa.array([None] * n + [rows_matched], pa.int64()),
          pa.array([None] * n + [keys_read], pa.int64())],
         schema=_CHECKED_SCHEMA,
     )
@@ -141,7 +144,33 @@ def _ranges_from_metadata(ctx: IndexContext, slices: list[FileSlice]):
     return out, "metadata table"
 
 
-def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_in_table: int) -> TagResult:
+_STATS = ("candidates", "after_bloom", "matched", "keys_read")
+_COUNTS = ("records", "rows_in", "null_ordering")
+
+
+def _with_counts(stats: DataFrame, counted: DataFrame) -> DataFrame:
+    """The per-file stats rows and step 1's per-partition counts as one query (counts: FILE_ID null)."""
+    def nulls(names):
+        return [F.lit(None).cast("long").alias(n) for n in names]
+
+    files = stats.select(PART, FILE_ID, *_STATS, *nulls(_COUNTS))
+    parts = counted.select(PART, F.lit(None).cast("string").alias(FILE_ID), *nulls(_STATS), *_COUNTS)
+    return files.unionByName(parts)
+
+
+def _split_counts(rows) -> tuple[list, list[tuple[str, int, int, int]]]:
+    stats = [r for r in rows if r[FILE_ID] is not None]
+    counts = [(r[PART], r.records, r.rows_in or 0, r.null_ordering or 0) for r in rows if r[FILE_ID] is None]
+    return stats, counts
+
+
+def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_in_table: int,
+        counted: DataFrame | None = None, count_stages: tuple[str, ...] = ("read input",),
+        count_shuffles: bool = True) -> TagResult:
+    """`counted`: step 1's count per partition path, not run yet: counted in the same Spark job as
+    the lookup (one job for both; `count_stages` label the stages step 1 adds to it, and
+    `count_shuffles` says whether the count has a stage of its own: not when the records are in
+    one Spark partition, which already holds every group)."""
     if not ctx.meta_fields:
         # Files without meta fields have no key range or bloom filter (Hudi writes none), and Hudi's
         # bloom index refuses such tables; their keys are looked up as the SIMPLE index does.
@@ -178,7 +207,12 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
     if not files:
         funnel.update(after_range_pruning=0, after_bloom=0, matched=0, false_positives=0)
         funnel.update({key: 0 for key in KEY_FUNNEL})
-        return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, source, updates=[])
+        counts = None
+        if counted is not None:
+            with describe(ctx.spark, *count_stages, "count per partition path"):
+                counts = [(r[PART], r.records, r.rows_in or 0, r.null_ordering or 0) for r in counted.collect()]
+        return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, source, updates=[],
+                         partition_counts=counts)
 
     candidates = incoming.select(PART, KEY).mapInArrow(
         partial(prune_by_ranges, files=files, prune=ctx.prune_by_ranges), CANDIDATE_DDL)
@@ -196,8 +230,17 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
     tasks = max(1, min(len(slices), 2 * ctx.spark.sparkContext.defaultParallelism))
     checked = candidates.repartition(tasks, FILE_ID).groupBy(FILE_ID).applyInArrow(check, CHECKED_DDL)
     checked = checked.persist()
-    with describe(ctx.spark, "range pruning", "bloom + exact check"):
-        stats = checked.filter(F.col(KEY).isNull()).collect()  # one row per file that survived range pruning
+    stats_rows = checked.filter(F.col(KEY).isNull())  # one row per file that survived range pruning
+    counts = None
+    if counted is None:
+        with describe(ctx.spark, "range pruning", "bloom + exact check"):
+            stats = stats_rows.collect()
+    else:
+        # One job: step 1's shuffle fills the cached batch the pruning tasks read in the same stage,
+        # and its count branch reads that cache too (a union, each branch a stage of its own).
+        with describe(ctx.spark, *count_stages[:-1], f"{count_stages[-1]}, range pruning",
+                      *(("count per partition path",) if count_shuffles else ()), "bloom + exact check, counts"):
+            stats, counts = _split_counts(_with_counts(stats_rows, counted).collect())
     funnel.update(
         after_range_pruning=len(stats),
         after_bloom=sum(1 for r in stats if r.after_bloom > 0),
@@ -212,6 +255,9 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
     # Only (key, file group) pairs move to meet the incoming records: joined on the keys the
     # deduplicate step partitioned by, the records themselves stay where that shuffle put them.
     matches = checked.filter(F.col(KEY).isNotNull()).select(*ctx.join_keys, FILE_ID)
-    tagged = incoming.join(matches, on=ctx.join_keys, how="left")
+    # Never broadcast: that would collect the matched keys on the driver, in a Spark job of its own
+    # (the cached matches are small enough for Spark to choose it). Shuffled, they join the records
+    # in the write's job, one stage more.
+    tagged = incoming.join(matches.hint("shuffle_hash"), on=ctx.join_keys, how="left")
     updates = [(r[PART], r[FILE_ID], r.matched) for r in stats if r.matched > 0]
-    return TagResult(tagged, funnel, source, cleanup=[checked], updates=updates)
+    return TagResult(tagged, funnel, source, cleanup=[checked], updates=updates, partition_counts=counts)

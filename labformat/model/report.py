@@ -18,7 +18,9 @@ class StepReport:
     seconds: float
     tasks: int
     jobs: int = 0
-    group: str | None = None  # the Spark job group the step ran under (for the UI's task timelines)
+    # The Spark job group the step ran under (for the UI's task timelines); for a step whose work ran
+    # inside a later step's job (jobs 0, see StepRecorder.ran_in), that step's group.
+    group: str | None = None
 
 
 @dataclass(frozen=True)

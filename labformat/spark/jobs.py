@@ -6,7 +6,7 @@ import itertools
 import re
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from labformat.model.report import StepReport
 
@@ -46,6 +46,16 @@ class StepRecorder:
             self.sc.setLocalProperty("spark.jobGroup.id", None)
             self.sc.setLocalProperty("spark.job.description", None)
             self.steps.append(StepReport(name, seconds, tasks, len(job_ids), group if job_ids else None))
+
+    def ran_in(self, name: str, other: str) -> None:
+        """Step `name`'s Spark work ran inside step `other`'s job (a fused job): `name` keeps its own
+        (driver) time, no jobs and no tasks of its own, and points at `other`'s job group, so that
+        its task timeline is the job that did its work."""
+        group = next((s.group for s in reversed(self.steps) if s.name == other), None)
+        for i in range(len(self.steps) - 1, -1, -1):
+            if self.steps[i].name == name:
+                self.steps[i] = replace(self.steps[i], group=group)
+                return
 
 
 def input_partitions(df) -> int:

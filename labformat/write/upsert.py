@@ -98,7 +98,7 @@ def shuffle_parallelism(input_partitions: int, cfg: Config) -> int:
 
 
 def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int, keys_only: bool = False,
-                dedupe: bool = True) -> tuple[DataFrame, int]:
+                dedupe: bool = True, combine: bool = True) -> tuple[DataFrame, int]:
     """Step 1: one record per (partition path, record key), the one with the highest precombine value.
 
     Ties on the precombine value are broken by the remaining columns, compared in order, so the
@@ -106,6 +106,9 @@ def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int,
     record stood for (the report's deduplicated count), NULL_ORDERING how many of them had a null
     precombine value (counted in the same aggregation; `partition_counts` sums it, and the upsert
     refuses the batch, as Hudi refuses a null ordering value). `input_count`: the partitions `df` is read in.
+
+    `combine` False (hoodie.combine.before.upsert=false): no shuffle; every input row is a record
+    of its own, in the same columns, and the partitions stay the input's.
     """
     # An empty input can have zero partitions; a shuffle needs at least one.
     parallelism = max(1, shuffle_parallelism(input_count, cfg))
@@ -120,6 +123,10 @@ def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int,
     if not dedupe:  # bulk insert into a BUCKET table: route rows to buckets, keep every row
         out = keyed.withColumn(COUNT, F.lit(1).cast("long"))
         return _with_partition(ctx, out), input_count
+    if not combine and not keys_only:
+        rows = keyed.withColumn(COUNT, F.lit(1).cast("long")).withColumn(
+            NULL_ORDERING, F.col(conf.precombine_field).isNull().cast("long"))
+        return _with_partition(ctx, rows.select(*group, COUNT, NULL_ORDERING, *df.columns)), input_count
     shuffled = keyed.repartition(parallelism, *group)
     if keys_only:
         deduped = _with_partition(ctx, shuffled.groupBy(*group).agg(F.count(F.lit(1)).alias(COUNT)))
@@ -163,12 +170,35 @@ def _with_partition(ctx: TableContext, df: DataFrame) -> DataFrame:
     return df if ctx.config.partition_field else df.withColumn(PART, F.lit(""))
 
 
+def partition_counts_query(deduped: DataFrame) -> DataFrame:
+    """Records, input rows and null precombine values per partition path (PART, records, rows_in,
+    null_ordering); not run here."""
+    nulls = F.sum(NULL_ORDERING) if NULL_ORDERING in deduped.columns else F.lit(0).cast("long")
+    return deduped.groupBy(PART).agg(F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in"),
+                                     nulls.alias("null_ordering"))
+
+
 def partition_counts(deduped: DataFrame) -> dict[str, PartitionCount]:
     """The affected partitions with their counts; the one pass that also fills the persisted records."""
-    nulls = [F.sum(NULL_ORDERING).alias("null_ordering")] if NULL_ORDERING in deduped.columns else []
-    rows = deduped.groupBy(PART).agg(F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in"),
-                                     *nulls).collect()
-    return {r[PART]: PartitionCount(r.records, r.rows_in or 0, (r.null_ordering or 0) if nulls else 0) for r in rows}
+    return counts_by_partition((r[PART], r.records, r.rows_in, r.null_ordering)
+                               for r in partition_counts_query(deduped).collect())
+
+
+def counts_by_partition(rows) -> dict[str, PartitionCount]:
+    return {part: PartitionCount(records, rows_in or 0, nulls or 0) for part, records, rows_in, nulls in rows}
+
+
+def fuses_count_into_tag(ctx: TableContext, index_type: str, operation: Operation) -> bool:
+    """Whether step 1's count runs inside the tag step's Spark job, saving a job per upsert.
+
+    Only without a partition field: the one affected partition is then the table's root, known
+    before any count, so step 2 and the BLOOM lookup need nothing from step 1 but its lazy
+    records. With a partition field, step 2 lists only the partitions step 1 found, so the
+    count runs first, in a job of its own (as Hudi counts records per partition first).
+    """
+    conf = ctx.config
+    return (index_type == IndexType.BLOOM and conf.populate_meta_fields and not conf.partition_field
+            and operation in (Operation.UPSERT, Operation.DELETE))
 
 
 def refuse_null_ordering(counts: dict[str, PartitionCount], precombine_field: str) -> None:
@@ -190,9 +220,16 @@ def latest_file_slices(ctx: TableContext, partitions: set[str]) -> tuple[list[Fi
 
 # ---- step 3 -------------------------------------------------------------------------------------
 
-def tag_records(lookup: IndexContext, deduped: DataFrame, slices: list[FileSlice], files_in_table: int) -> TagResult:
-    """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert."""
-    result = _INDEXES[lookup.index_type](lookup, deduped, slices, files_in_table)
+def tag_records(lookup: IndexContext, deduped: DataFrame, slices: list[FileSlice], files_in_table: int,
+                counted: DataFrame | None = None, count_stages: tuple[str, ...] = (),
+                count_shuffles: bool = True) -> TagResult:
+    """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert.
+    `counted` (BLOOM only): step 1's count, run in the same job as the lookup."""
+    if counted is not None:
+        result = bloom.tag(lookup, deduped, slices, files_in_table, counted=counted, count_stages=count_stages,
+                           count_shuffles=count_shuffles)
+    else:
+        result = _INDEXES[lookup.index_type](lookup, deduped, slices, files_in_table)
     if result.updates is None:  # the profile will count the tagged records, and the write reads them again
         result.tagged = result.tagged.persist()
         result.cleanup.append(result.tagged)
@@ -340,8 +377,33 @@ def with_log_appends(plan: WritePlan, latest: dict[tuple[str, str], FileSlice],
 
 # ---- step 7 -------------------------------------------------------------------------------------
 
+_MASK32 = 0xFFFFFFFF
+
+
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK32
+
+
+def spark_hash_long(value: int, seed: int = 42) -> int:
+    """Spark's `hash()` of a LongType value (Murmur3_x86_32.hashLong, seed 42), as a signed int.
+
+    The hash partitioner of `repartition(n, col)` uses it, so the driver can pick routing keys
+    without a Spark job (one job saved whenever a new number of write targets comes up).
+    """
+    h = seed & _MASK32
+    for word in (value & _MASK32, (value >> 32) & _MASK32):  # the low half first, as hashLong
+        k = (word * 0xCC9E2D51) & _MASK32
+        k = (_rotl32(k, 15) * 0x1B873593) & _MASK32
+        h = (_rotl32(h ^ k, 13) * 5 + 0xE6546B64) & _MASK32
+    h ^= 8  # the input's length in bytes
+    h = ((h ^ (h >> 16)) * 0x85EBCA6B) & _MASK32
+    h = ((h ^ (h >> 13)) * 0xC2B2AE35) & _MASK32
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
 @lru_cache(maxsize=64)  # Spark's hash is fixed, so the answer for n never changes
-def task_keys(spark, n: int) -> tuple[int, ...]:
+def task_keys(n: int) -> tuple[int, ...]:
     """One value per task index such that Spark's hash partitioner sends it exactly there.
 
     `repartition(n, col)` places a row in partition pmod(hash(col), n); routing each target's
@@ -349,11 +411,10 @@ def task_keys(spark, n: int) -> tuple[int, ...]:
     file groups sharing one (Hudi does this with a custom partitioner).
     """
     found: dict[int, int] = {}
-    limit = 64 * n + 64
-    with describe(spark, "find task keys"):
-        rows = spark.range(0, limit).select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p")).collect()
-    for r in rows:
-        found.setdefault(r.p, r.id)
+    for value in range(64 * n + 64):
+        found.setdefault(spark_hash_long(value) % n, value)  # Python's % is pmod for n > 0
+        if len(found) == n:
+            break
     missing = [p for p in range(n) if p not in found]
     if missing:
         raise RuntimeError(f"no hash key found for task partitions {missing[:5]}")
@@ -483,25 +544,39 @@ def run(ctx: TableContext, df: DataFrame, cfg: Config, operation: Operation):
 def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_count: int, cfg: Config,
                operation: Operation, index_type: str, lookup: IndexContext, steps: StepRecorder, data_schema, cleanup: list) -> WriteReport:
     """The steps themselves; `run` wraps them with input checks, the transaction and cleanup."""
+    fused = fuses_count_into_tag(ctx, index_type, operation)
     with steps.step("deduplicate"):
+        combine = cfg.combine_before_upsert or operation != Operation.UPSERT
         deduped, parallelism = deduplicate(ctx, df, cfg, input_count, keys_only=operation == Operation.DELETE,
-                                           dedupe=operation != Operation.BULK_INSERT)
+                                           dedupe=operation != Operation.BULK_INSERT, combine=combine)
         deduped = deduped.persist()
         cleanup.append(deduped)
-        # Materialize here, so the shuffle's time and tasks belong to this step.
-        with describe(ctx.spark, "read input", *(("keep newest per key",) if operation != Operation.BULK_INSERT else ()),
-                      "count per partition path"):
-            counts = partition_counts(deduped)
-        refuse_null_ordering(counts, ctx.config.precombine_field)
+        count_stages = ("read input",) + (("keep newest per key",) if operation != Operation.BULK_INSERT
+                                          and combine else ())
+        counted = partition_counts_query(deduped)
+        if fused:
+            counts = None  # counted in the tag step's job, which also runs this step's shuffle
+            partitions = {""}
+        else:
+            # Materialize here, so the shuffle's time and tasks belong to this step.
+            with describe(ctx.spark, *count_stages, "count per partition path"):
+                counts = partition_counts(deduped)
+            refuse_null_ordering(counts, ctx.config.precombine_field)
+            partitions = set(counts)
         if NULL_ORDERING in deduped.columns:
             deduped = deduped.drop(NULL_ORDERING)  # still read from the persisted records
-        partitions = set(counts)
     with steps.step("latest_file_slices"):
         slices, files_in_table = latest_file_slices(ctx, partitions)
     with steps.step("tag"):
-        tag = tag_records(lookup, deduped, slices, files_in_table)
+        tag = tag_records(lookup, deduped, slices, files_in_table, counted=counted if fused else None,
+                          count_stages=count_stages, count_shuffles=parallelism > 1)
         cleanup.extend(tag.cleanup)
+        if fused:
+            counts = counts_by_partition(tag.partition_counts)
+            refuse_null_ordering(counts, ctx.config.precombine_field)
         profile = workload_profile(tag, counts, index_type)
+    if fused:
+        steps.ran_in("deduplicate", "tag")
     with steps.step("small_files"):
         small = find_small_files(slices, cfg) if operation != Operation.DELETE and index_type != IndexType.BUCKET else {}
     with steps.step("record_size"):
@@ -525,7 +600,7 @@ def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_cou
                          bloom_type=cfg.bloom_filter_type, bloom_max_entries=cfg.bloom_dynamic_max_entries,
                          log_schema=avro_schema_json(data_schema, ctx.config.name, meta_columns=True)
                          if ctx.config.merge_on_read else None)
-        keys = task_keys(ctx.spark, len(plan.targets))
+        keys = task_keys(len(plan.targets))
         routed = route_records(tag, plan, keys)
         stats = write_file_groups(ctx, routed, plan, spec,
                                   Operation.DELETE.value if operation == Operation.DELETE
