@@ -162,6 +162,18 @@ OPTIONS: tuple[Option, ...] = (
     Option("bucket_num", "hoodie.bucket.index.num.buckets", 4,
            "File groups per partition of a BUCKET table; fixed when the table is created.",
            Scope.TABLE, parse_int, at_least(1)),
+    # Table options a write may override, as Hudi's writer takes them per write; a table stores
+    # them in hoodie.properties only when created with values other than these defaults.
+    Option("compact_inline", "hoodie.compact.inline", False,
+           "Merge-on-read: after an upsert or a delete commits its deltacommit, the writer schedules and "
+           "runs a compaction (as `Table.compact`) once `compact_inline_max_delta_commits` delta commits "
+           "have completed since the last compaction; the write's report holds the compaction's "
+           "(`report.compaction`). Refused on a COPY_ON_WRITE table, which has no log files.",
+           Scope.TABLE, parse_bool, per_write=True),
+    Option("compact_inline_max_delta_commits", "hoodie.compact.inline.max.delta.commits", 5,
+           "Merge-on-read with `compact_inline`: compact once this many delta commits (bulk inserts, "
+           "upserts, deletes) have completed since the last compaction, or since the table began.",
+           Scope.TABLE, parse_int, at_least(1), per_write=True),
     # write scope
     Option("bulk_insert_sort_mode", "hoodie.bulkinsert.sort.mode", "NONE",
            "How bulk insert orders rows before writing: NONE (as they come), GLOBAL_SORT (by partition "

@@ -93,6 +93,9 @@ class TableConfig:
     populate_meta_fields: bool = True
     create_schema: str | None = None  # hoodie.table.create.schema: the Avro schema Hudi created the table with
     table_type: str = COPY_ON_WRITE  # or MERGE_ON_READ (`hoodie.table.type`)
+    # Merge-on-read: the table's own `hoodie.compact.inline` and its delta-commit count (a write may override them).
+    compact_inline: bool = False
+    compact_inline_max_delta_commits: int = C.option("compact_inline_max_delta_commits").default
 
     @property
     def merge_on_read(self) -> bool:
@@ -107,6 +110,9 @@ class TableConfig:
         if options.table_type == MERGE_ON_READ and options.index_type == IndexType.BUCKET.value:
             raise ConfigError("hoodie.table.type=MERGE_ON_READ with hoodie.index.type=BUCKET is not supported "
                               "yet: a merge-on-read table takes the BLOOM or SIMPLE index")
+        if options.table_type != MERGE_ON_READ and options.compact_inline:
+            raise ConfigError(f"hoodie.compact.inline=true needs hoodie.table.type=MERGE_ON_READ: compaction merges "
+                              f"log files into base files, and a {options.table_type} table has none")
         return cls(
             name=name, record_key=record_key, precombine_field=precombine_field,
             partition_field=partition_field or None,
@@ -119,6 +125,8 @@ class TableConfig:
             bloom_filter_enable=options.metadata_enable and options.bloom_filter_enable,
             keygen=KeyGenerator.for_fields(record_key, partition_field or None, options.hive_style_partitioning),
             table_type=options.table_type,
+            compact_inline=options.compact_inline,
+            compact_inline_max_delta_commits=options.compact_inline_max_delta_commits,
         )
 
     @classmethod
@@ -153,6 +161,8 @@ class TableConfig:
             populate_meta_fields=(props.get(POPULATE_META_FIELDS) or "true").strip().lower() != "false",
             create_schema=props.get(CREATE_SCHEMA) or None,
             table_type=value("table_type"),
+            compact_inline=value("compact_inline"),
+            compact_inline_max_delta_commits=value("compact_inline_max_delta_commits"),
         )
 
     def to_properties(self) -> dict[str, str]:
@@ -176,6 +186,10 @@ class TableConfig:
             props[_key("column_stats_columns")] = ",".join(self.column_stats_columns)
         if self.index_type is IndexType.BUCKET:
             props[_key("bucket_num")] = str(self.bucket_num)
+        if (self.compact_inline, self.compact_inline_max_delta_commits) != (
+                C.option("compact_inline").default, C.option("compact_inline_max_delta_commits").default):
+            props[_key("compact_inline")] = str(self.compact_inline).lower()
+            props[_key("compact_inline_max_delta_commits")] = str(self.compact_inline_max_delta_commits)
         return props
 
 

@@ -214,16 +214,21 @@ class Table:
         An empty input commits nothing (the report's instant is None).
         """
         _require_spark_dataframe(df, "bulk_insert")
-        return _bulk_insert.run(self.context(), df, C.resolve(options, [C.Scope.WRITE]))
+        cfg = C.resolve(options, [C.Scope.WRITE])
+        ctx = self.context()
+        _compaction.inline_settings(ctx.config, cfg)  # refuses hoodie.compact.inline on copy-on-write
+        return _bulk_insert.run(ctx, df, cfg)
 
     def upsert(self, df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Insert new records and update existing ones, Hudi's seven steps (see labformat.write.upsert).
 
         The batch is deduplicated by record key first: the row with the highest precombine
-        value wins. An empty batch commits nothing (the report's instant is None).
+        value wins. An empty batch commits nothing (the report's instant is None). On a
+        merge-on-read table with `hoodie.compact.inline`, the compaction that may follow the commit
+        is in `report.compaction`.
         """
         _require_spark_dataframe(df, "upsert")
-        return _upsert.run(self.context(), df, C.resolve(options, [C.Scope.WRITE]), Operation.UPSERT)
+        return self._delta_write(df, options, Operation.UPSERT)
 
     def delete(self, keys_df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Delete the records whose keys (and partition field, if any) `keys_df` holds.
@@ -232,7 +237,15 @@ class Table:
         matches nothing commits nothing.
         """
         _require_spark_dataframe(keys_df, "delete")
-        return _upsert.run(self.context(), keys_df, C.resolve(options, [C.Scope.WRITE]), Operation.DELETE)
+        return self._delta_write(keys_df, options, Operation.DELETE)
+
+    def _delta_write(self, df: DataFrame, options: Mapping[str, Any] | None, operation: Operation) -> WriteReport:
+        """An upsert or a delete, then (merge-on-read, `hoodie.compact.inline`) the inline compaction."""
+        cfg = C.resolve(options, [C.Scope.WRITE])
+        ctx = self.context()
+        _compaction.inline_settings(ctx.config, cfg)  # a refusal comes before anything is written
+        report = _upsert.run(ctx, df, cfg, operation)
+        return _compaction.after_delta_commit(self.context(), cfg, report)
 
     def compact(self, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Merge-on-read: merge every file slice that has log files into a new base file (Hudi's

@@ -84,9 +84,12 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
                    for d in run["days"]), run["engine"]
     rewrite = next(r for r in result["runs"] if r["engine"] == "spark-rewrite")
     assert all(d["files_rewritten"] >= 1 for d in rewrite["days"])
-    # Each batch corrects yesterday's readings, which some existing file holds: every engine rewrote one.
+    # Each batch corrects yesterday's readings, which some existing file holds: every copy-on-write engine
+    # rewrote one; merge-on-read appended a log file to it instead.
     for run in result["runs"]:
-        if run["engine"] != "io-floor":
+        if run["engine"] == "labformat-mor":
+            assert all(d["log_files_written"] >= 1 for d in run["days"])
+        elif run["engine"] != "io-floor":
             assert sum(d["files_rewritten"] for d in run["days"]) >= spec.batch_days, run["engine"]
 
     for run in result["runs"]:
@@ -118,11 +121,20 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     for query in ("point lookup", "one-hour window", "drone_id filter"):
         assert len({q["rows"] for (name, _), q in queries.items() if name == query}) == 1
     assert queries[("point lookup", "labformat-bloom (skipping on)")]["rows"] == 1
+    # labformat-mor: queried with its log files, compacted, queried again; the same rows every time.
+    compaction = result["compaction"]
+    assert compaction["engine"] == "labformat-mor" and compaction["file_slices_compacted"] >= 1
+    assert compaction["log_files_compacted"] >= compaction["file_slices_compacted"] and compaction["seconds"] > 0
+    for query in ("point lookup", "one-hour window", "drone_id filter"):
+        before = queries[(query, "labformat-mor (log files, before compaction)")]
+        after = queries[(query, "labformat-mor (after compaction)")]
+        assert before["rows"] == after["rows"] == queries[(query, "labformat-bloom (skipping on)")]["rows"]
+        assert len(after["seconds"]) == 1 and after["files_total"] == before["files_total"]
 
     summary = summarize(result)
     assert set(summary) == set(ENGINES)
     names, split = step_split(result)
-    assert set(split) == {"labformat-bloom", "labformat-simple", "labformat-bucket"}
+    assert set(split) == {"labformat-bloom", "labformat-simple", "labformat-bucket", "labformat-mor"}
     assert {"deduplicate", "tag", "write", "commit"} <= set(names)
     # Each step's median is at most the whole upsert's, which holds them all.
     assert all(split[e][n] <= split[e]["(whole upsert)"] for e in split for n in names)
@@ -131,7 +143,8 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     docs = refresh_docs(tmp_path / "results", tmp_path / "docs" / "benchmarks.md", presets=("tiny",))
     text = docs.read_text()
     assert all(engine in text for engine in ENGINES)
-    assert "All 6 finished tables equal labformat-bloom's" in text
+    assert "All 7 finished tables equal labformat-bloom's" in text
+    assert "labformat-mor against issue 18's goals" in text and "after compaction ÷" in text
     assert "The I/O floor alone takes" in text and "can be at most" in text
     assert "## Workload `seed`, preset `tiny`" in text and "Files rewritten per day" in text
     assert "`late` at `tiny`" in text  # not recorded: the page says how to add it
@@ -175,6 +188,35 @@ def test_goals_are_per_workload_and_preset():
     # Runs recorded before workloads had names: the spec's late corrections say which one it was.
     assert workload_of({"dataset": {"spec": {"late_fraction": 0.01}}}) == "late"
     assert workload_of({"dataset": {"spec": {"late_fraction": 0.0}}}) == "seed"
+
+
+def test_merge_on_read_goals_are_rendered_for_the_late_workload():
+    """Issue 18's goals: labformat-mor's total upsert time against delta-rs's, and each query after the
+    compaction within 1.2x labformat-bloom's (skipping on), at late/small and late/medium."""
+    from labformat.bench.render import MOR_TARGETS, mor_table
+
+    def s(total):
+        return {"total": {"median": total}, "days": {1: {"median": total}}}
+
+    summary = {"labformat-bloom": s(30.0), "labformat-mor": s(8.0), "delta-rs": s(10.0)}
+    queries = [{"query": "point lookup", "engine": "labformat-bloom (skipping on)", "seconds": [0.2, 0.3, 0.2]},
+               {"query": "point lookup", "engine": "labformat-mor (log files, before compaction)", "seconds": [0.9]},
+               {"query": "point lookup", "engine": "labformat-mor (after compaction)", "seconds": [0.22]},
+               {"query": "drone_id filter", "engine": "labformat-bloom (skipping on)", "seconds": [0.4]},
+               {"query": "drone_id filter", "engine": "labformat-mor (after compaction)", "seconds": [0.6]}]
+    result = {"preset": "small", "workload": "late", "dataset": {"spec": {}},
+              "engines": ["labformat-bloom", "labformat-mor", "delta-rs"], "queries": queries,
+              "compaction": {"file_slices_compacted": 3, "log_files_compacted": 9, "log_bytes_compacted": 2**20,
+                             "bytes_written": 3 * 2**20, "seconds": 1.5}}
+    text = mor_table(result, summary)
+    assert "| upserts, total: labformat-mor ÷ delta-rs | 0.80 | ≤ 1 (total): met |" in text
+    assert "| upserts, total: labformat-mor ÷ labformat-bloom | 0.27 |  |" in text
+    assert "point lookup: after compaction ÷ labformat-bloom (skipping on) | 1.10 (0.90 s with logs" in text
+    assert "≤ 1.2: met" in text and "≤ 1.2: not met" in text  # drone_id filter: 1.5x
+    assert "3 file slices, 9 log files (1.0 MiB)" in text
+    assert set(MOR_TARGETS) == {("late", "small"), ("late", "medium")}
+    assert "goal" not in mor_table({**result, "preset": "tiny"}, summary).split("\n", 2)[2]
+    assert mor_table(result, {k: v for k, v in summary.items() if k != "labformat-mor"}) == ""
 
 
 def test_fixed_cost_section_renders_the_latest_run(tmp_path):

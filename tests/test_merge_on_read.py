@@ -230,6 +230,116 @@ def test_copy_on_write_tables_write_commits_and_no_log_files(spark, tmp_path):
     assert not [p for p in path.rglob(".*.log.*")]
 
 
+# ---- inline compaction (hoodie.compact.inline) ------------------------------------------------------
+
+INLINE = "hoodie.compact.inline"
+EVERY = "hoodie.compact.inline.max.delta.commits"
+
+
+def test_inline_compaction_runs_once_max_delta_commits_have_completed(spark, mor):
+    """v6 MOR 1 bulk insert, then upserts with inline compaction every 2 delta commits (write options):
+    the first upsert is the 2nd delta commit, so its writer compacts; the next one is the 1st since."""
+    t, path, _ = mor
+    expected = values(snapshot(t.read()))
+    keys = sorted(expected)[:4]
+    options = {INLINE: "true", EVERY: 2}
+    report = t.upsert(corrections(spark, keys[:2], 21.0), options)
+    compaction = report.compaction
+    assert report.log_files_written >= 1 and report.details["delta_commits_since_compaction"] == 2
+    assert compaction is not None and compaction.instant > report.instant
+    assert compaction.details["file_slices_compacted"] == report.log_files_written == compaction.files_rewritten
+    assert report.summary()["compaction_instant"] == compaction.instant
+    assert [i.action.value for i in t.timeline()] == ["deltacommit", "deltacommit", "commit"]
+    assert (path / f".hoodie/{compaction.instant}.compaction.requested").exists()
+    assert (path / f".hoodie/{compaction.instant}.commit").exists()
+    assert not any(s.has_logs for s in t.file_slices())
+    expected.update({k: 21.0 for k in keys[:2]})
+    assert_agrees_with_hudi(t, path, expected)
+    # The 1st delta commit since the compaction: its logs stay.
+    later = t.upsert(corrections(spark, keys[2:], 22.0, seconds=10_001), options)
+    assert later.compaction is None and later.details["delta_commits_since_compaction"] == 1
+    assert any(s.has_logs for s in t.file_slices())
+    expected.update({k: 22.0 for k in keys[2:]})
+    assert_agrees_with_hudi(t, path, expected)
+    # A delete is a delta commit too: the 2nd since, so its writer compacts.
+    gone = t.delete(telemetry(spark, 40).where(F.col("record_key") == keys[0]).select("record_key", "day"), options)
+    assert gone.compaction is not None and not any(s.has_logs for s in t.file_slices())
+    del expected[keys[0]]
+    assert_agrees_with_hudi(t, path, expected)
+    # Off by default: no compaction, whatever the count.
+    assert t.upsert(corrections(spark, keys[1:2], 23.0, seconds=10_002)).compaction is None
+    assert t.upsert(corrections(spark, keys[1:2], 24.0, seconds=10_003)).compaction is None
+    assert [i.action.value for i in t.timeline()][-2:] == ["deltacommit", "deltacommit"]
+
+
+def test_inline_compaction_from_the_table_properties_waits_for_its_count(spark, tmp_path):
+    """v6 MOR created with inline compaction every 3 delta commits: after 2 (bulk insert, upsert) none ran
+    and the logs stay; the 3rd compacts; a write may turn it off for itself."""
+    path = tmp_path / "mor3"
+    t = lf.Table.create(spark, path, partition_field="day", table_type=MOR, options={INLINE: True, EVERY: 3})
+    props = (path / ".hoodie/hoodie.properties").read_text()
+    assert f"{INLINE}=true" in props and f"{EVERY}=3" in props
+    reopened = lf.Table.open(spark, path)
+    assert (reopened.config.compact_inline, reopened.config.compact_inline_max_delta_commits) == (True, 3)
+    t.bulk_insert(telemetry(spark, 40))
+    expected = values(snapshot(t.read()))
+    keys = sorted(expected)[:3]
+    second = reopened.upsert(corrections(spark, keys[:1], 31.0))
+    assert second.compaction is None and second.details["delta_commits_since_compaction"] == 2
+    assert [i.action.value for i in t.timeline()] == ["deltacommit", "deltacommit"]
+    assert any(s.has_logs for s in t.file_slices())
+    expected[keys[0]] = 31.0
+    assert_agrees_with_hudi(t, path, expected)
+    # The write's own option wins over the table's: this 3rd delta commit compacts nothing.
+    third = t.upsert(corrections(spark, keys[1:2], 32.0), {INLINE: False})
+    assert third.compaction is None and "delta_commits_since_compaction" not in third.details
+    fourth = t.upsert(corrections(spark, keys[2:], 33.0))
+    assert fourth.details["delta_commits_since_compaction"] == 4 and fourth.compaction is not None
+    assert not any(s.has_logs for s in t.file_slices())
+    expected.update({keys[1]: 32.0, keys[2]: 33.0})
+    assert_agrees_with_hudi(t, path, expected)
+    # Default values are not written into a new table's properties.
+    plain = lf.Table.create(spark, tmp_path / "plain", table_type=MOR, options={INLINE: False})
+    assert "hoodie.compact" not in (tmp_path / "plain/.hoodie/hoodie.properties").read_text()
+    assert plain.config.compact_inline_max_delta_commits == 5
+
+
+def test_inline_compaction_is_refused_on_copy_on_write_and_bad_counts(spark, tmp_path):
+    from tests.helpers import tree
+
+    with pytest.raises(ConfigError, match="MERGE_ON_READ"):
+        lf.Table.create(spark, tmp_path / "c", options={INLINE: True})
+    assert not (tmp_path / "c/.hoodie/hoodie.properties").exists()
+    with pytest.raises(ConfigError, match="must be >= 1"):
+        lf.Table.create(spark, tmp_path / "m", table_type=MOR, options={EVERY: 0})
+    cow = lf.Table.create(spark, tmp_path / "cow")
+    cow.bulk_insert(telemetry(spark, 20))
+    before = tree(tmp_path / "cow")
+    for write in (lambda o: cow.upsert(corrections(spark, ["202401150900_drone0001"], 3.0), o),
+                  lambda o: cow.bulk_insert(telemetry(spark, 5, start=100), o)):
+        with pytest.raises(ConfigError, match="COPY_ON_WRITE"):
+            write({INLINE: "true"})
+    assert tree(tmp_path / "cow") == before
+    assert cow.upsert(corrections(spark, ["202401150900_drone0001"], 3.0), {INLINE: False}).compaction is None
+
+
+def test_a_failed_inline_compaction_leaves_the_delta_commit_and_says_so(spark, mor, monkeypatch):
+    from labformat.write import compaction
+
+    t, path, _ = mor
+    key = sorted(values(snapshot(t.read())))[0]
+
+    def broken(ctx, cfg):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(compaction, "run", broken)
+    with pytest.raises(RuntimeError, match="disk full") as failed:
+        t.upsert(corrections(spark, [key], 41.0), {INLINE: True, EVERY: 1})
+    assert any("committed as deltacommit" in note for note in failed.value.__notes__)
+    assert [i.action.value for i in t.timeline()] == ["deltacommit", "deltacommit"]
+    assert values(snapshot(t.read()))[key] == 41.0
+
+
 def crash(path, operation: str, point: str, options: dict | None = None) -> None:
     """Run tests/crash_writer.py's `operation` on the table in a process of its own, killed at `point`
     (`options`: the writer's, short-lived heartbeat and lock included; crash_writer's own by default)."""

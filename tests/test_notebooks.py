@@ -31,6 +31,9 @@ REQUIRED_CHARTS = {
     "bulk insert timeline and its 16-core projection": "task-timeline-bulk-insert",
     # The concurrency issue's: two writers on one file group, one commit and one conflict.
     "two writers' race": "race-conflict",
+    # Issue 18's: write cost against read cost per day, copy-on-write beside merge-on-read, compactions marked.
+    "copy-on-write vs merge-on-read": "cow-vs-mor",
+    "compaction frequency": "compaction-sweep",
 }
 
 
@@ -38,10 +41,10 @@ def read(path):
     return nbformat.read(path, as_version=4)
 
 
-def test_the_workshop_is_five_staged_notebooks_with_solutions_beside_them():
+def test_the_workshop_is_six_staged_notebooks_with_solutions_beside_them():
     names = [p.name for p in LEARNER]
     assert names == ["00-setup-and-dataset.ipynb", "01-bulk-insert.ipynb", "02-daily-upserts.ipynb",
-                     "03-query-skipping.ipynb", "05-concurrent-writers.ipynb"]
+                     "03-query-skipping.ipynb", "04-merge-on-read.ipynb", "05-concurrent-writers.ipynb"]
     assert [p.name for p in SOLUTIONS] == names
 
 

@@ -4,6 +4,9 @@ Every engine gets the same cached drone dataset and writes its table under its o
 
 - `labformat-bloom`, `labformat-simple`, `labformat-bucket`: labformat with that index
   (bulk insert with GLOBAL_SORT, then `Table.upsert` per batch);
+- `labformat-mor`: labformat on a merge-on-read table with the BLOOM index: each upsert a delta
+  commit (updates appended to log files), inline compaction off during the days; the runner
+  times the queries before and after one `Table.compact()` at the end;
 - `spark-rewrite`: the no-index way in plain PySpark: read the whole table, union the batch,
   keep the newest row per key, write everything to a new version folder;
 - `delta-rs`: `write_deltalake` for the load, `DeltaTable.merge` on the key per batch;
@@ -41,10 +44,11 @@ PRECOMBINE = datasets.PRECOMBINE_FIELD
 HISTORY_FILES = {"tiny": 4, "small": 32, "medium": 320, "large": 1000}
 WORKLOADS = ("seed", "late")
 
-ENGINES = ("labformat-bloom", "labformat-simple", "labformat-bucket", "spark-rewrite", "delta-rs", "pyiceberg",
-           "io-floor")
+ENGINES = ("labformat-bloom", "labformat-simple", "labformat-bucket", "labformat-mor", "spark-rewrite", "delta-rs",
+           "pyiceberg", "io-floor")
 # The engine every other table is checked against, and whose rewritten files the I/O floor rewrites.
 REFERENCE = "labformat-bloom"
+MOR = "labformat-mor"
 PEERS = ("delta-rs", "pyiceberg")
 
 
@@ -160,6 +164,7 @@ class Labformat(Engine):
     """labformat with one index type: GLOBAL_SORT bulk insert, then `Table.upsert` per batch."""
 
     uses_spark = True
+    table_type = "COPY_ON_WRITE"
 
     def __init__(self, workload: Workload, root, spark=None, index_type: str = "BLOOM"):
         super().__init__(workload, root, spark)
@@ -182,7 +187,7 @@ class Labformat(Engine):
 
         w = self.workload
         table = lf.Table.create(self.spark, self.table_path, record_key=KEY, precombine_field=PRECOMBINE,
-                                options={"index_type": self.index_type})
+                                options={"index_type": self.index_type}, table_type=self.table_type)
         # One base file per write task (no max_file_size: Hudi's 120 MB is far above a task's share),
         # as the workshop loads its history.
         table.bulk_insert(datasets.load_history(self.spark, w.cached),
@@ -204,16 +209,17 @@ class Labformat(Engine):
 
     def after_day(self, day: int) -> dict[str, Any]:
         report = self._report
+        # Base files replaced by a new slice; a merge-on-read log file leaves its slice's base file as it was.
+        rewritten = [f for f in report.files if not f.created and not f.log_file]
         return {
             # Where the upsert's time went, step by step (the report's split), for the profile table.
             "steps": {step.name: round(step.seconds, 4) for step in report.steps},
             "files_rewritten": report.files_rewritten,
             "files_created": report.files_created,
-            "bytes_rewritten": sum(os.path.getsize(self._slices[(f.partition_path, f.file_id)])
-                                   for f in report.files if not f.created),
+            "log_files_written": report.log_files_written,
+            "bytes_rewritten": sum(os.path.getsize(self._slices[(f.partition_path, f.file_id)]) for f in rewritten),
             # The previous slice of every file group that got a new one: what the I/O floor rewrites.
-            "rewritten_base_files": sorted(self._slices[(f.partition_path, f.file_id)]
-                                           for f in report.files if not f.created),
+            "rewritten_base_files": sorted(self._slices[(f.partition_path, f.file_id)] for f in rewritten),
         }
 
     def check_source(self) -> dict[str, str]:
@@ -231,6 +237,26 @@ class Labformat(Engine):
             self.query(condition, terms, skipping)
             scan = self._scans[(condition, skipping)]
         return scan.funnel["files_read"], scan.funnel["files_in_snapshot"]
+
+
+class LabformatMor(Labformat):
+    """labformat on a merge-on-read table, BLOOM index: GLOBAL_SORT bulk insert (a delta commit of base files),
+    then `Table.upsert` per batch with inline compaction off, so each day's updates stay in log files; the
+    runner compacts once after the last day (`compact`), between its query rounds."""
+
+    table_type = "MERGE_ON_READ"
+
+    def __init__(self, workload: Workload, root, spark=None):
+        super().__init__(workload, root, spark, "BLOOM")
+        self.name = MOR
+
+    def upsert(self, day: int) -> None:
+        batch = datasets.load_batch(self.spark, self.workload.cached, day)
+        self._report = self._table().upsert(batch, {**self.workload.write_options, "hoodie.compact.inline": False})
+
+    def compact(self):
+        """Merge every file slice with log files into a new base file; the compaction's WriteReport."""
+        return self._table().compact(self.workload.write_options)
 
 
 class SparkRewrite(Engine):
@@ -464,6 +490,8 @@ def _rewrite_file(source: str, target: Path) -> None:
 
 def make_engine(name: str, workload: Workload, root, spark=None, rewritten: dict[int, list[str]] | None = None) -> Engine:
     """The engine called `name` (one of ENGINES), writing under `root`."""
+    if name == MOR:
+        return LabformatMor(workload, root, spark)
     if name.startswith("labformat-"):
         index = name.removeprefix("labformat-").upper()
         if index not in ("BLOOM", "SIMPLE", "BUCKET"):

@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from labformat.bench.engines import ENGINES, REFERENCE, WORKLOADS
+from labformat.bench.engines import ENGINES, MOR, REFERENCE, WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -25,6 +25,14 @@ TARGETS = {
     ("seed", "small"): (("spark-rewrite", "last day", 0.2),),
     ("seed", "medium"): (("spark-rewrite", "last day", 0.1), ("delta-rs", "total", 1.0)),
 }
+# Issue 18's goals for labformat-mor on the late workload, per (workload, preset): its total upsert time
+# divided by an engine's (highest ratio allowed), and each standard query's median after the compaction
+# divided by labformat-bloom's with skipping on (highest ratio allowed).
+MOR_TARGETS = {
+    ("late", "small"): {"upsert": (("delta-rs", "total", 1.0),), "query_after_compaction": 1.2},
+    ("late", "medium"): {"upsert": (("delta-rs", "total", 1.0),), "query_after_compaction": 1.2},
+}
+MOR_BEFORE, MOR_AFTER = f"{MOR} (log files, before compaction)", f"{MOR} (after compaction)"
 
 
 def workload_of(result: dict[str, Any]) -> str:
@@ -212,6 +220,47 @@ def query_table(result: dict[str, Any]) -> str:
     return _table(["query", "engine", "seconds", "files read", "rows"], rows)
 
 
+def _query_median(result: dict[str, Any], query: str, label: str) -> float | None:
+    found = [q for q in result["queries"] if q["query"] == query and q["engine"] == label]
+    return statistics.median(found[0]["seconds"]) if found else None
+
+
+def mor_table(result: dict[str, Any], summary: dict[str, dict[str, Any]]) -> str:
+    """labformat-mor against its goals: total upsert time against each goal's engine, then per query the median
+    seconds of copy-on-write (labformat-bloom, skipping on), merge-on-read with its logs and after compaction."""
+    if MOR not in summary:
+        return ""
+    goals = MOR_TARGETS.get((workload_of(result), result["preset"]), {})
+    upsert_goals = {engine: (day, limit) for engine, day, limit in goals.get("upsert", ())}
+    mor = summary[MOR]
+    rows = []
+    for engine in [e for e in result["engines"] if e != MOR]:
+        ratio = mor["total"]["median"] / summary[engine]["total"]["median"]
+        goal = ""
+        if engine in upsert_goals:
+            _, limit = upsert_goals[engine]
+            goal = f"≤ {limit:g} (total): {'met' if ratio <= limit else 'not met'}"
+        rows.append([f"upserts, total: {MOR} ÷ {engine}", f"{ratio:.2f}", goal])
+    cow = f"{REFERENCE} (skipping on)"
+    limit = goals.get("query_after_compaction")
+    for query in dict.fromkeys(q["query"] for q in result["queries"]):
+        base, before, after = (_query_median(result, query, label) for label in (cow, MOR_BEFORE, MOR_AFTER))
+        if base is None or after is None:
+            continue
+        ratio = after / base
+        goal = f"≤ {limit:g}: {'met' if ratio <= limit else 'not met'}" if limit else ""
+        shown = f"{before:.2f} s with logs, " if before is not None else ""
+        rows.append([f"{query}: after compaction ÷ {cow}",
+                     f"{ratio:.2f} ({shown}{after:.2f} s after, {base:.2f} s copy-on-write)", goal])
+    table = _table(["labformat-mor", "ratio", "issue 18 goal"], rows)
+    c = result.get("compaction")
+    if c:
+        table += (f"\n\nThe compaction after the last day: {c['file_slices_compacted']} file slices, "
+                  f"{c['log_files_compacted']} log files ({_mb(c['log_bytes_compacted'])}) merged into new base files "
+                  f"({_mb(c['bytes_written'])}) in {c['seconds']:.2f} s, not counted in the upsert times.")
+    return table
+
+
 def run_facts(result: dict[str, Any]) -> str:
     m, d, o = result["machine"], result["dataset"], result["options"]
     v = m["versions"]
@@ -263,8 +312,13 @@ def run_sections(result: dict[str, Any], chart: str | None, level: str = "##") -
               rewritten_table(result), "",
               f"{level} Bytes written, write amplification, memory (medians over repetitions)", "",
               cost_table(result, summary), "",
-              f"{level} Queries, seconds: median (min–max)", "", query_table(result), "",
-              f"{level} Correctness", "", check_line(result), ""]
+              f"{level} Queries, seconds: median (min–max)", "", query_table(result), ""]
+    if MOR in summary:
+        parts += [f"{level} Merge-on-read: {MOR} against issue 18's goals", "",
+                  f"{MOR} upserts each day as a delta commit (updates appended to log files, inline compaction "
+                  "off), and is compacted once after the last day; its queries run before and after that "
+                  "compaction.", "", mor_table(result, summary), ""]
+    parts += [f"{level} Correctness", "", check_line(result), ""]
     return parts
 
 
@@ -374,6 +428,9 @@ a chart and a report beside it, and rewrites this page. Engines:
 
 - `labformat-bloom`, `labformat-simple`, `labformat-bucket`: labformat with that index (bulk insert
   with GLOBAL_SORT, then `Table.upsert` per batch);
+- `labformat-mor`: labformat on a merge-on-read table, BLOOM index: each upsert a delta commit whose
+  updates go to log files, inline compaction off; after the last day its queries run with the logs,
+  then once more after one `Table.compact()` (timed apart, not in the upsert times);
 - `spark-rewrite`: the no-index way in plain PySpark: read the whole table, union the batch, keep the
   newest row per key (window over `updated_at`), write everything as a new version folder;
 - `delta-rs`: `write_deltalake` loads the history; each day `DeltaTable.merge` on the key (update all

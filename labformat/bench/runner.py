@@ -13,7 +13,8 @@ Per upsert day the run records wall time (the engine's whole call: opening the t
 reading the batch, deduplicating, merging, committing) and bytes written (sizes of the files
 that are new or changed in the engine's folder afterwards). Then every finished table is
 checked against labformat-bloom's (row count and a hash of all values, see checksum.py),
-and the lab's standard queries run on the last repetition's tables.
+and the lab's standard queries run on the last repetition's tables; labformat-mor's table is
+queried with its log files, then compacted (timed) and queried again.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from labformat import datasets
-from labformat.bench.engines import (ENGINES, HISTORY_FILES, PEERS, REFERENCE, WORKLOADS, Engine, Workload,
+from labformat.bench.engines import (ENGINES, HISTORY_FILES, MOR, PEERS, REFERENCE, WORKLOADS, Engine, Workload,
                                      make_engine)
 from labformat.bench.memory import PeakRss
 from labformat.bench.queries import parse_condition
@@ -159,30 +160,14 @@ def check_tables(spark, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 # ---- the queries -------------------------------------------------------------------------------------------
 
-def run_queries(spark, workload: Workload, runs: list[dict[str, Any]], repeat: int,
-                log: Callable[[str], None]) -> list[dict[str, Any]]:
-    """The lab's standard queries on one repetition's tables, alternating engines; rows must agree.
+Contender = tuple[str, Engine, bool]  # (label, engine, data skipping on?)
 
-    labformat runs each query with data skipping on and off; the peers with their own pruning.
-    After one untimed warm-up round, each timed call is the whole query: opening the table,
-    planning, and reading every column of every matching row.
-    """
-    import labformat as lf
-    from labformat.lab.queries import standard_queries
 
-    roots = {run["engine"]: run["root"] for run in runs}
-    ours = REFERENCE if REFERENCE in roots else next((n for n in roots if n.startswith("labformat-")), None)
-    if ours is None:
-        return []
-    table = make_engine(ours, workload, roots[ours], spark)
-    # (label, engine, data skipping on?) in the order they alternate.
-    contenders: list[tuple[str, Engine, bool]] = [(f"{ours} (skipping on)", table, True),
-                                                  (f"{ours} (skipping off)", table, False)]
-    contenders += [(name, make_engine(name, workload, roots[name]), True) for name in PEERS if name in roots]
-    conditions = {query: (condition, parse_condition(condition))
-                  for query, condition in standard_queries(lf.Table.open(spark, table.table_path),
-                                                           workload.cached.spec).items()}
-    for condition, terms in conditions.values():  # the untimed round: first-call costs out of the way
+def _timed_rounds(contenders: list[Contender], conditions: dict[str, tuple[str, Any]], repeat: int
+                  ) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], int]]:
+    """One untimed round (first-call costs out of the way), then `repeat` timed rounds alternating the contenders;
+    per (query, label) the seconds of each timed call and the rows returned."""
+    for condition, terms in conditions.values():
         for _, engine, skipping in contenders:
             engine.query(condition, terms, skipping)
     times: dict[tuple[str, str], list[float]] = {}
@@ -193,9 +178,17 @@ def run_queries(spark, workload: Workload, runs: list[dict[str, Any]], repeat: i
                 started = time.perf_counter()
                 rows[(query, label)] = engine.query(condition, terms, skipping)
                 times.setdefault((query, label), []).append(round(time.perf_counter() - started, 4))
+    return times, rows
+
+
+def _query_results(contenders: list[Contender], conditions: dict[str, tuple[str, Any]], times, rows,
+                   log: Callable[[str], None], expected: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """The results of timed rounds; BenchmarkError when the contenders' rows (or `expected`, per query) disagree."""
     results = []
     for query, (condition, terms) in conditions.items():
         answers = {label: rows[(query, label)] for label, _, _ in contenders}
+        if expected is not None:
+            answers = {"(the first round)": expected[query], **answers}
         if len(set(answers.values())) != 1:
             raise BenchmarkError(f"query {query!r} ({condition}) returns different row counts: {answers}")
         for label, engine, skipping in contenders:
@@ -205,6 +198,67 @@ def run_queries(spark, workload: Workload, runs: list[dict[str, Any]], repeat: i
         log(f"  {query}: {answers[contenders[0][0]]:,} rows; " + ", ".join(
             f"{label} {statistics.median(times[(query, label)]):.2f} s" for label, _, _ in contenders))
     return results
+
+
+def _conditions(spark, workload: Workload, table_path) -> dict[str, tuple[str, Any]]:
+    import labformat as lf
+    from labformat.lab.queries import standard_queries
+
+    return {query: (condition, parse_condition(condition))
+            for query, condition in standard_queries(lf.Table.open(spark, table_path), workload.cached.spec).items()}
+
+
+def run_queries(spark, workload: Workload, runs: list[dict[str, Any]], repeat: int,
+                log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The lab's standard queries on one repetition's tables, alternating engines; rows must agree.
+
+    labformat runs each query with data skipping on and off; labformat-mor with its log files
+    (before the compaction of `compact_and_query`); the peers with their own pruning. After one
+    untimed warm-up round, each timed call is the whole query: opening the table, planning, and
+    reading every column of every matching row.
+    """
+    roots = {run["engine"]: run["root"] for run in runs}
+    ours = REFERENCE if REFERENCE in roots else next((n for n in roots if n.startswith("labformat-")), None)
+    if ours is None:
+        return []
+    table = make_engine(ours, workload, roots[ours], spark)
+    contenders: list[Contender] = [(f"{ours} (skipping on)", table, True), (f"{ours} (skipping off)", table, False)]
+    if MOR in roots and ours != MOR:
+        contenders.append((mor_label(before=True), make_engine(MOR, workload, roots[MOR], spark), True))
+    contenders += [(name, make_engine(name, workload, roots[name]), True) for name in PEERS if name in roots]
+    conditions = _conditions(spark, workload, table.table_path)
+    times, rows = _timed_rounds(contenders, conditions, repeat)
+    return _query_results(contenders, conditions, times, rows, log)
+
+
+def mor_label(before: bool) -> str:
+    return f"{MOR} ({'log files, before compaction' if before else 'after compaction'})"
+
+
+def compact_and_query(spark, workload: Workload, runs: list[dict[str, Any]], repeat: int, earlier: list[dict[str, Any]],
+                      log: Callable[[str], None]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """labformat-mor's table of `runs` compacted (`Table.compact()`, timed), then the standard queries on it again,
+    warm-up and `repeat` rounds as `run_queries`; their rows must equal `earlier`'s. (None, []) without that engine."""
+    roots = {run["engine"]: run["root"] for run in runs}
+    if MOR not in roots:
+        return None, []
+    engine = make_engine(MOR, workload, roots[MOR], spark)
+    started = time.perf_counter()
+    report = engine.compact()
+    seconds = time.perf_counter() - started
+    compaction = {"engine": MOR, "seconds": round(seconds, 4), "instant": report.instant,
+                  "file_slices_compacted": report.details["file_slices_compacted"],
+                  "log_files_compacted": report.details["log_files_compacted"],
+                  "log_bytes_compacted": report.details["log_bytes_compacted"], "bytes_written": report.bytes_written}
+    log(f"  {MOR}: compacted {compaction['file_slices_compacted']} file slices "
+        f"({compaction['log_files_compacted']} log files) in {seconds:.2f} s")
+    contenders: list[Contender] = [(mor_label(before=False), engine, True)]
+    conditions = _conditions(spark, workload, engine.table_path)
+    expected = {}
+    for q in earlier:
+        expected.setdefault(q["query"], q["rows"])
+    times, rows = _timed_rounds(contenders, conditions, repeat)
+    return compaction, _query_results(contenders, conditions, times, rows, log, expected or None)
 
 
 # ---- the whole run ------------------------------------------------------------------------------------------
@@ -328,6 +382,8 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
     log("queries ...")
     last = [run for run in runs if run["repetition"] == repeat - 1]
     queries = run_queries(spark, workload, last, repeat, log)
+    compaction, after = compact_and_query(spark, workload, last, repeat, queries, log)
+    queries += after
     for repetition in range(repeat - 1):  # keep only the last repetition's tables (disk)
         shutil.rmtree(work / f"rep{repetition + 1}", ignore_errors=True)
     for run in runs:
@@ -350,4 +406,5 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
         "runs": runs,
         "check": check,
         "queries": queries,
+        "compaction": compaction,
     }

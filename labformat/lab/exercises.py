@@ -209,6 +209,50 @@ def skipped_share(exercise: str, answer, timings: pd.DataFrame, query: str) -> C
                  "what are the min and max drone_id of a file that holds a few minutes of every drone?")
 
 
+# ------------------------------------------------------------------ 04: merge-on-read
+
+def compactions(exercise: str, answer, run) -> Check:
+    """How many inline compactions the month's upserts triggered (`lab.merge_on_read.side_by_side`'s run)."""
+    days = run.compaction_days
+    expected = len(days)
+    upserts = int(run.days["day"].max()) if len(run.days) else 0
+    return count(exercise, answer, expected,
+                 f"{expected} compactions, after the upserts of days {', '.join(map(str, days)) or '(none)'}: the bulk "
+                 f"insert is delta commit 1, the {upserts} upserts are delta commits 2 to {upserts + 1}, and a "
+                 f"compaction follows once {run.every} delta commits have completed since the last one.",
+                 "the bulk insert of a merge-on-read table is a delta commit too; count the delta commits and "
+                 "divide by hoodie.compact.inline.max.delta.commits.")
+
+
+def logs_after_compaction(exercise: str, answer, run) -> Check:
+    """Log files the snapshot query read on the first day a compaction ran (it runs before that query)."""
+    from labformat.lab.merge_on_read import MOR
+
+    if not run.compaction_days:
+        raise lf.LabformatError("no compaction ran in this run")
+    day = run.compaction_days[0]
+    row = run.of(MOR).loc[day]
+    expected = int(row["logs_read"])
+    return count(exercise, answer, expected,
+                 f"Day {day}: the compaction merged {int(row['slices_compacted'])} file slices into new base files "
+                 f"right after the upsert, so the query read {int(row['files_read'])} base files and {expected} "
+                 "log files.",
+                 "a compaction writes a new base file for every file slice that had log files; what is left "
+                 "to merge on read right after it?")
+
+
+def most_bytes_written(exercise: str, answer, totals: pd.DataFrame) -> Check:
+    """Which `max.delta.commits` setting of the sweep (`lab.merge_on_read.sweep_totals`) wrote the most bytes:
+    a label such as "every 2" or "never" (a bare number N means "every N")."""
+    expected = str(totals["mb_written"].idxmax())
+    given = f"every {int(answer)}" if _number(answer) is not None and float(answer).is_integer() else answer
+    runs = ", ".join(f"{name}: {int(n)}" for name, n in totals["compactions"].items())
+    return check(exercise, given, expected, f"{expected} wrote the most bytes: it compacted most often "
+                 f"(compactions {runs}), and each compaction writes a new base file for every file slice with logs.",
+                 "answer with one of " + ", ".join(repr(n) for n in totals.index)
+                 + ". Each compaction writes a new base file for every file slice with logs, whole.")
+
+
 # ------------------------------------------------------------------ 05: concurrent writers
 
 def writers_conflict(exercise: str, answer, runs) -> Check:

@@ -76,7 +76,7 @@ def run_workshop(args, out: Path) -> int:
     folder = runner.SOLUTIONS_DIR if args.notebooks == "solutions" else runner.NOTEBOOKS_DIR
     started = time.perf_counter()
     print(f"Running the workshop ({args.notebooks} notebooks) at preset {args.preset} into {out} ...", flush=True)
-    done = runner.run_workshop(out, args.preset, folder)
+    done = runner.run_workshop(out, args.preset, folder, tuple(args.only or ()))
     seconds = time.perf_counter() - started
     print(f"\nDone in {seconds:.0f} s: {len(done)} notebooks in {out / 'notebooks'}, "
           f"{sum(len(e.charts) for e in done)} charts in {out / 'charts'}, summary in {out / 'summary.md'}")
@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks", default="solutions", choices=["solutions", "learner"],
                         help="run the solution notebooks (every exercise answered, the default) or the learners' "
                              "(exercises left blank)")
+    parser.add_argument("--only", nargs="+", metavar="NN",
+                        help="run only the notebooks whose name starts with these prefixes (e.g. --only 04); "
+                             "the summary then covers those")
     parser.add_argument("--bulk-insert-only", action="store_true",
                         help="only generate the dataset and bulk insert it into one table, and print what happened")
     parser.add_argument("--key-style", default="monotonic", choices=["monotonic", "random"],

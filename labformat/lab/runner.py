@@ -163,15 +163,21 @@ def charts(nb: nbformat.NotebookNode) -> list[tuple[str, bytes]]:
     return result
 
 
-def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR) -> list[Executed]:
-    """Execute every notebook of `folder` into out/notebooks, its charts into out/charts, then out/summary.md."""
+def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
+                 only: tuple[str, ...] = ()) -> list[Executed]:
+    """Execute every notebook of `folder` (or those whose name starts with one of `only`, e.g. "04") into
+    out/notebooks, its charts into out/charts, then out/summary.md (of the notebooks run)."""
     out = Path(out)
     for sub in ("notebooks", "charts", "summary"):
         (out / sub).mkdir(parents=True, exist_ok=True)
+    chosen = [p for p in notebooks(folder) if not only or p.name.startswith(tuple(only))]
+    # A partial run leaves the other notebooks' summaries and charts of an earlier run alone.
+    prefixes = tuple(p.stem for p in chosen) + tuple(f"{p.stem[:2]}-" for p in chosen) if only else ("",)
     for stale in list((out / "summary").glob("*.json")) + list((out / "charts").glob("*.png")):  # incl. claims
-        stale.unlink()
+        if stale.name.startswith(prefixes):
+            stale.unlink()
     done = []
-    for source in notebooks(folder):
+    for source in chosen:
         started = time.perf_counter()
         print(f"  running {source.name} at {preset} ...", flush=True)
         nb = strip_run_metadata(execute(source, preset, out=out))

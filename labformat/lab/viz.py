@@ -689,6 +689,95 @@ def plot_bloom_sweep(frame: pd.DataFrame, axes=None):
     return [ax_pairs, ax_fp, ax_read]
 
 
+# ---------------------------------------------------------------- merge-on-read (04)
+
+_TABLE_COLORS = {"copy-on-write": "tab:blue", "merge-on-read": "tab:orange"}
+
+
+def _mark_compactions(ax, days: list[int], label: bool) -> None:
+    for i, day in enumerate(days):
+        ax.axvline(day, color="black", linestyle=":", linewidth=1, label="compaction" if label and i == 0 else None)
+
+
+def plot_cow_vs_mor(days: pd.DataFrame, axes=None):
+    """Write cost against read cost per upsert day, copy-on-write beside merge-on-read (LHBench's refresh
+    charts: each round's merge, then its queries), from `lab.merge_on_read.side_by_side(...).days`.
+
+    Four panels sharing the days: seconds of each day's write (merge-on-read's inline compaction
+    stacked, hatched) and of the snapshot query after it (one run each); MB written; the base files
+    and log files that query read. Days on which a compaction ran are marked with dotted lines.
+    """
+    ax_write, ax_read, ax_bytes, ax_files = _new_axes(axes, 4, nrows=2, ncols=2, figsize=(14, 8), sharex=True)
+    tables = [t for t in _TABLE_COLORS if t in set(days["table"])]
+    width = 0.8 / max(len(tables), 1)
+    compacted = sorted(days.loc[days["compacted"], "day"].astype(int).unique())
+    for j, table in enumerate(tables):
+        rows = days[days["table"] == table].sort_values("day")
+        x = rows["day"].to_numpy(dtype=float) - 0.4 + width * (j + 0.5)
+        color = _TABLE_COLORS[table]
+        upsert = (rows["write_s"] - rows["compaction_s"]).to_numpy(dtype=float)
+        ax_write.bar(x, upsert, width, color=color, label=f"{table}: upsert")
+        if rows["compacted"].any():
+            ax_write.bar(x, rows["compaction_s"], width, bottom=upsert, color=color, hatch="//", edgecolor="black",
+                         linewidth=0.3, label=f"{table}: inline compaction")
+        ax_read.bar(x, rows["query_s"], width, color=color, label=table)
+        mb_upsert = (rows["upsert_bytes"] / 2**20).to_numpy(dtype=float)
+        ax_bytes.bar(x, mb_upsert, width, color=color, label=f"{table}: upsert")
+        if rows["compacted"].any():
+            ax_bytes.bar(x, rows["compaction_bytes"] / 2**20, width, bottom=mb_upsert, color=color, hatch="//",
+                         edgecolor="black", linewidth=0.3, label=f"{table}: compaction")
+        files = rows["files_read"].to_numpy(dtype=float)
+        ax_files.bar(x, files, width, color=color, label=f"{table}: base files")
+        if rows["logs_read"].any():
+            ax_files.bar(x, rows["logs_read"], width, bottom=files, color="tab:red", alpha=0.7,
+                         label=f"{table}: log files")
+    titles = ((ax_write, "Write cost: seconds per day (one run each)", "seconds"),
+              (ax_read, "Read cost: the snapshot query after each day (one run each)", "seconds"),
+              (ax_bytes, "Write cost: MB written per day", "MB"),
+              (ax_files, "Read cost: files the snapshot query read", "files"))
+    for i, (ax, title, unit) in enumerate(titles):
+        _mark_compactions(ax, compacted, label=i == 0)
+        ax.set_title(title)
+        ax.set_ylabel(unit)
+        ax.legend(fontsize="small", loc="upper left")
+    for ax in (ax_bytes, ax_files):
+        ax.set_xlabel("upsert day")
+    if len(days):
+        ticks = sorted(days["day"].astype(int).unique())
+        ax_files.set_xticks(ticks if len(ticks) <= 15 else ticks[::2])
+    return [ax_write, ax_read, ax_bytes, ax_files]
+
+
+def plot_compaction_sweep(totals: pd.DataFrame, axes=None):
+    """How often to compact: per `max.delta.commits` setting (`lab.merge_on_read.sweep_totals`), the
+    write seconds of the days (upserts and compactions) against the queries' mean seconds, one point
+    each; beside it the exact costs, MB written and log files read over the days."""
+    ax_trade, ax_counts = _new_axes(axes, 2, nrows=1, ncols=2, figsize=(13, 4.5))
+    for (setting, row), color in zip(totals.iterrows(), _colors(len(totals))):
+        ax_trade.scatter(row["write_s"], row["mean_query_s"], s=80, color=color, edgecolor="black", zorder=3)
+        ax_trade.annotate(f"{setting} ({int(row['compactions'])} compactions)", (row["write_s"], row["mean_query_s"]),
+                          xytext=(8, 4), textcoords="offset points", fontsize="small")
+    ax_trade.set_xlabel("seconds writing: upserts and inline compactions, all days")
+    ax_trade.set_ylabel("mean seconds of the snapshot query")
+    ax_trade.set_title("Compaction frequency: write time against query time")
+    ax_trade.margins(0.3)
+    x = np.arange(len(totals))
+    bars = ax_counts.bar(x - 0.2, totals["mb_written"], 0.4, color="tab:purple", label="MB written")
+    ax_counts.bar_label(bars, fmt="{:,.1f}", fontsize="small")
+    twin = ax_counts.twinx()
+    bars = twin.bar(x + 0.2, totals["logs_read"], 0.4, color="tab:red", alpha=0.7, label="log files read")
+    twin.bar_label(bars, fmt="{:,.0f}", fontsize="small")
+    ax_counts.set_xticks(x)
+    ax_counts.set_xticklabels(list(totals.index))
+    ax_counts.set_xlabel("hoodie.compact.inline.max.delta.commits")
+    ax_counts.set_ylabel("MB written, all days")
+    twin.set_ylabel("log files the queries read, all days")
+    handles = ax_counts.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+    ax_counts.legend(handles, [h.get_label() for h in handles], fontsize="small", loc="upper center")
+    ax_counts.set_title("Exact costs: bytes written, log files read")
+    return [ax_trade, ax_counts]
+
+
 # ---------------------------------------------------------------- concurrent writers
 
 _OUTCOME_MARK = {"committed": ("o", "tab:green")}  # anything else (a conflict, a refusal): a red cross

@@ -111,3 +111,26 @@ def file_size_explorer(spark, preset: str | None = None) -> W.VBox:
         display(frame.drop(columns="planning_runs_s"))
 
     return _explorer(controls, run)
+
+
+def compaction_explorer(spark, preset: str | None = None) -> W.VBox:
+    """`hoodie.compact.inline.max.delta.commits` values and days of late corrections into merge-on-read
+    tables side by side -> write time against query time, bytes written and log files read."""
+    from labformat.lab import merge_on_read
+
+    controls = [
+        _preset(preset),
+        W.SelectMultiple(options=["1", "2", "3", "5", "10", "never"], value=("2", "5", "never"), rows=4,
+                         description="max delta commits:"),
+        W.IntSlider(value=merge_on_read.SWEEP_DAYS, min=1, max=30, description="days:"),
+    ]
+
+    def run(v):
+        spec = datasets.spec(v["preset"], scenario="late")
+        settings = [None if s == "never" else int(s) for s in v["max delta commits"]]
+        sweep = merge_on_read.compaction_sweep(spark, spec, settings, days=v["days"], progress=True)
+        totals = merge_on_read.sweep_totals(sweep)
+        viz.plot_compaction_sweep(totals)
+        display(totals.round(3))
+
+    return _explorer(controls, run)

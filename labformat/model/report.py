@@ -64,6 +64,8 @@ class WriteReport:
     options: Mapping[str, Any] = field(default_factory=dict)
     rolled_back: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)  # index type, parallelism, bytes read, ...
+    # Merge-on-read with hoodie.compact.inline: the compaction this write's writer ran after it committed.
+    compaction: "WriteReport | None" = None
 
     @property
     def files_created(self) -> int:
@@ -126,4 +128,6 @@ class WriteReport:
             **{k: v for k, v in self.details.items()},
             **{f"{s.name}_s": round(s.seconds, 3) for s in self.steps},
             **{f"{s.name}_tasks": s.tasks for s in self.steps},
+            **({"compaction_instant": self.compaction.instant, "compaction_seconds": round(self.compaction.seconds, 3)}
+               if self.compaction is not None else {}),
         }

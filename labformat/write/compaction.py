@@ -5,18 +5,22 @@ holding the plan, marks it inflight, merges each planned slice's base file and l
 task of its own (the same merge a snapshot read does) and writes the result as the file group's
 next base file, then publishes `<instant>.commit`. The new slice has no logs; later delta
 commits append to it. Older slices stay for time travel until cleaning (not yet written).
+
+Inline compaction (`hoodie.compact.inline`): `after_delta_commit` runs `run` right after an upsert
+or a delete has committed, once `hoodie.compact.inline.max.delta.commits` delta commits have
+completed since the last compaction (Hudi's NUM_COMMITS trigger); the write's report carries it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Iterator
 
 import pyarrow as pa
 
 from labformat.config import Config
-from labformat.context import TableContext
+from labformat.context import TableConfig, TableContext
 from labformat.errors import ConfigError
 from labformat.fileformat.arrow_columns import constant
 from labformat.fileformat.base_file_stat import BaseFileStat
@@ -28,6 +32,7 @@ from labformat.read.merge_on_read import merge_file_slice
 from labformat.schema import FILE_NAME
 from labformat.spark.jobs import StepRecorder, describe
 from labformat.storage import Storage
+from labformat.timeline import Timeline
 from labformat.write.arrow_writer import BaseFileWriter, WriteSpec, task_identity
 from labformat.write.transaction import WriteTransaction
 
@@ -122,3 +127,50 @@ def run(ctx: TableContext, cfg: Config) -> WriteReport:
     return WriteReport("compact", instant.time, rows_in=rows_written, rows_written=rows_written, rows_inserted=0,
                        steps=tuple(steps.steps), files=files, options=dict(cfg), rolled_back=tx.rolled_back,
                        details=details)
+
+
+# ---- inline compaction --------------------------------------------------------------------------
+
+def inline_settings(config: TableConfig, cfg: Config) -> tuple[bool, int]:
+    """(compact inline?, after how many delta commits): the write's options over the table's own.
+    ConfigError, before anything is written, for a write that asks for it on a copy-on-write table."""
+    enabled = config.compact_inline if cfg.compact_inline is None else cfg.compact_inline
+    every = (config.compact_inline_max_delta_commits if cfg.compact_inline_max_delta_commits is None
+             else cfg.compact_inline_max_delta_commits)
+    if not config.merge_on_read:
+        if cfg.compact_inline:
+            raise ConfigError(f"hoodie.compact.inline=true: compaction merges log files into base files, and "
+                              f"this is a {config.table_type} table, which has none")
+        return False, every
+    return enabled, every
+
+
+def delta_commits_since_compaction(timeline: Timeline) -> int:
+    """Completed delta commits after the latest completed compaction (a `commit` on a merge-on-read
+    table), or since the table began: what Hudi's NUM_COMMITS trigger counts."""
+    completed = [i for i in timeline.instants if i.is_completed]
+    last = max((i.time for i in completed if i.action is Action.COMMIT), default="")
+    return sum(1 for i in completed if i.action is Action.DELTA_COMMIT and i.time > last)
+
+
+def after_delta_commit(ctx: TableContext, cfg: Config, write: WriteReport) -> WriteReport:
+    """`write` (an upsert or a delete that has committed), with the inline compaction its writer ran
+    when `hoodie.compact.inline` is on and enough delta commits have completed; `ctx` is the table as
+    of after the write. A compaction that fails is rolled back; the delta commit stays, and the
+    error says so."""
+    enabled, every = inline_settings(ctx.config, cfg)
+    if not enabled or write.instant is None:
+        return write
+    since = delta_commits_since_compaction(ctx.timeline)
+    details = {**write.details, "delta_commits_since_compaction": since, "compact_inline_max_delta_commits": every}
+    if since < every:
+        return replace(write, details=details)
+    try:
+        compacted = run(ctx, cfg)
+    except Exception as exc:
+        exc.add_note(f"labformat: the {write.operation} committed as deltacommit {write.instant}; only its inline "
+                     "compaction failed, and was rolled back")
+        raise
+    if compacted.instant is None:  # every slice's logs were rolled back or deleted: nothing to merge
+        return replace(write, details={**details, "inline_compaction": "nothing to compact"})
+    return replace(write, details=details, compaction=compacted)
