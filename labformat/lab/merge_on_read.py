@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 import labformat as lf
 from labformat import datasets
+from labformat.lab import workshop
 
 COW, MOR = "COPY_ON_WRITE", "MERGE_ON_READ"
 LABELS = {COW: "copy-on-write", MOR: "merge-on-read"}
@@ -57,18 +58,6 @@ def sweep_settings(spec: datasets.DatasetSpec) -> tuple[int | None, ...]:
 
 def setting_label(every: int | None) -> str:
     return "never" if every is None else f"every {every}"
-
-
-def _scratch(workdir: Path | None, name: str) -> Path:
-    import shutil
-
-    from labformat.lab import workshop
-
-    if workdir is None:
-        return workshop.scratch(name)
-    path = Path(workdir) / name
-    shutil.rmtree(path, ignore_errors=True)
-    return path
 
 
 def load(spark, spec: datasets.DatasetSpec, path: Path, table_type: str) -> lf.Table:
@@ -163,7 +152,7 @@ def side_by_side(spark, spec: datasets.DatasetSpec, every: int, days: int | None
     from labformat.lab.workshop import scaled_sizes
 
     cached = datasets.generate(spark, spec)
-    tables = {t: load(spark, spec, _scratch(workdir, f"04-{LABELS[t]}"), t) for t in (COW, MOR)}
+    tables = {t: load(spark, spec, workshop.scratch(f"04-{LABELS[t]}", workdir), t) for t in (COW, MOR)}
     options = scaled_sizes(tables[COW]).options
     per_table = {COW: options, MOR: {**options, **inline_options(every)}}
     for table in tables.values():  # untimed: the first scan of a table pays for listings and Python workers
@@ -226,7 +215,7 @@ def compaction_sweep(spark, spec: datasets.DatasetSpec, settings: Iterable[int |
     settings = tuple(sweep_settings(spec) if settings is None else settings)
     days = min(days or SWEEP_DAYS, spec.batch_days)
     cached = datasets.generate(spark, spec)
-    tables = {every: load(spark, spec, _scratch(workdir, f"04-sweep-{setting_label(every).replace(' ', '-')}"), MOR)
+    tables = {every: load(spark, spec, workshop.scratch(f"04-sweep-{setting_label(every).replace(' ', '-')}", workdir), MOR)
               for every in settings}
     options = scaled_sizes(next(iter(tables.values()))).options
     for table in tables.values():

@@ -14,24 +14,13 @@ from tqdm.auto import tqdm
 
 import labformat as lf
 from labformat import datasets
+from labformat.lab import workshop
 from labformat.lab.daily import DailyRun, run_daily_upserts
 from labformat.lab.queries import standard_queries
 from labformat.lab.viz import key_ranges_frame
 
 
 INPUT_PARTITIONS = 4
-
-
-def _scratch(workdir: Path | None, name: str) -> Path:
-    import shutil
-
-    from labformat.lab import workshop
-
-    if workdir is None:
-        return workshop.scratch(name)
-    path = Path(workdir) / name
-    shutil.rmtree(path, ignore_errors=True)
-    return path
 
 
 def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[str], options: Mapping[str, Any],
@@ -49,7 +38,7 @@ def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[st
     history = datasets.load_history(spark, cached).repartition(INPUT_PARTITIONS)
     result = {}
     for mode in tqdm(list(modes), desc="sort modes", disable=not progress):
-        table = lf.Table.create(spark, _scratch(workdir, f"sort-{mode.lower()}"), record_key=datasets.RECORD_KEY,
+        table = lf.Table.create(spark, workshop.scratch(f"sort-{mode.lower()}", workdir), record_key=datasets.RECORD_KEY,
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
         report = table.bulk_insert(history, {**options, "bulk_insert_sort_mode": mode})
         files = key_ranges_frame(table)
@@ -65,7 +54,7 @@ def copy_table(table: lf.Table, name: str, workdir: Path | None = None) -> lf.Ta
     """A copy of `table` (its whole folder) at a scratch path: one bulk insert, many experiments."""
     import shutil
 
-    target = _scratch(workdir, name)
+    target = workshop.scratch(name, workdir)
     shutil.copytree(table.path, target)
     return lf.Table.open(table.spark, target)
 
@@ -83,7 +72,7 @@ def daily_upserts(spark, spec: datasets.DatasetSpec, name: str, index_type: str 
     total = days or spec.batch_days
     bar = tqdm(total=total, desc=f"{index_type} upserts", unit="day", disable=not progress)
     try:
-        return run_daily_upserts(spark, spec, _scratch(workdir, name), index_type=index_type, options=options,
+        return run_daily_upserts(spark, spec, workshop.scratch(name, workdir), index_type=index_type, options=options,
                                  days=total, on_day=lambda day, report: bar.update(1))
     finally:
         bar.close()
@@ -142,7 +131,7 @@ def compare_indexes_timed(base: lf.Table, spec: datasets.DatasetSpec, indexes: I
     origins = {}
     for index in indexes:
         if index == "BUCKET":
-            bucket = lf.Table.create(spark, _scratch(workdir, "index-bucket-base"), record_key=datasets.RECORD_KEY,
+            bucket = lf.Table.create(spark, workshop.scratch("index-bucket-base", workdir), record_key=datasets.RECORD_KEY,
                                      precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None,
                                      options={"index_type": "BUCKET"})
             bucket.bulk_insert(datasets.load_history(spark, cached), {**options, "bulk_insert_sort_mode": "GLOBAL_SORT"})
@@ -189,13 +178,11 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
     """
     import statistics
 
-    from labformat.lab import workshop
-
     cached = datasets.generate(spark, spec)
     history, batch = datasets.load_history(spark, cached), datasets.load_batch(spark, cached, day)
     rows = []
     for n in tqdm(list(history_files), desc="file sizes", disable=not progress):
-        table = lf.Table.create(spark, _scratch(workdir, f"size-{n}-files"), record_key=datasets.RECORD_KEY,
+        table = lf.Table.create(spark, workshop.scratch(f"size-{n}-files", workdir), record_key=datasets.RECORD_KEY,
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
         table.bulk_insert(history, workshop.history_options(spec, n))
         sizes = workshop.scaled_sizes(table)
@@ -270,7 +257,7 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
     rows = []
     for num_entries, fpp in tqdm(list(filters), desc="bloom filters", disable=not progress):
         write_options = {**base, "bloom_num_entries": num_entries, "bloom_fpp": fpp}
-        table = lf.Table.create(spark, _scratch(workdir, f"bloom-{num_entries}-{fpp:g}"),
+        table = lf.Table.create(spark, workshop.scratch(f"bloom-{num_entries}-{fpp:g}", workdir),
                                 record_key=datasets.RECORD_KEY, precombine_field=datasets.PRECOMBINE_FIELD,
                                 partition_field=None, options={"index_type": "BLOOM"})
         table.bulk_insert(history, {**write_options, "bulk_insert_sort_mode": "GLOBAL_SORT",
@@ -302,14 +289,12 @@ def bulk_insert_parallelism(spark, spec: datasets.DatasetSpec, parallelisms: Ite
     (its span here), and the write stage projected onto `project_to` cores from the measured task
     durations (projected_write_stage_s, cores_busy_projected): a projection, not a measurement.
     """
-    from labformat.lab import workshop
-
     cached = datasets.generate(spark, spec)
     history = datasets.load_history(spark, cached).repartition(INPUT_PARTITIONS)
     settings = list(parallelisms)
 
     def bulk_insert(parallelism: int, name: str) -> lf.WriteReport:
-        table = lf.Table.create(spark, _scratch(workdir, name), record_key=datasets.RECORD_KEY,
+        table = lf.Table.create(spark, workshop.scratch(name, workdir), record_key=datasets.RECORD_KEY,
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
         return table.bulk_insert(history, {"bulk_insert_sort_mode": "GLOBAL_SORT",
                                            "bulk_insert_parallelism": parallelism})

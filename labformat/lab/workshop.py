@@ -56,11 +56,12 @@ def out_dir() -> Path:
     return Path(os.environ.get(OUT_ENV) or REPO_ROOT / "out")
 
 
-def scratch(name: str) -> Path:
-    """An empty folder for a notebook's table `name`, under out/work/<preset>/ (emptied first)."""
+def scratch(name: str, workdir: str | os.PathLike | None = None) -> Path:
+    """An empty folder for a notebook's table `name`, under `workdir` (a test's) or else
+    out/work/<preset>/ (emptied first)."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise lf.ConfigError(f"scratch table names are letters, digits, '_', '.', '-'; got {name!r}")
-    path = out_dir() / "work" / preset() / name
+    path = (Path(workdir) if workdir is not None else out_dir() / "work" / preset()) / name
     shutil.rmtree(path, ignore_errors=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
