@@ -19,7 +19,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from labformat.fileformat.bloom_filter import BloomSpec

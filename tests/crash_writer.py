@@ -7,14 +7,47 @@ writer in the test goes on without waiting minutes.
 
 import json
 import os
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 from pyspark.sql import functions as F
 
 import labformat as lf
+from labformat.heartbeat import HEARTBEAT_DIR, heartbeat_status
+from labformat.storage import Storage
 from tests.helpers import telemetry
 
 SHORT_LIVED = {"heartbeat_interval_ms": 100, "heartbeat_tolerable_misses": 1, "lock_expire_minutes": 0.01}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def crash(path, point: str, operation: str | None = None, options: dict | None = None) -> subprocess.CompletedProcess:
+    """Run this module's `operation` (bulk insert by default) on the table at `path` in a process of
+    its own, killed at `point`; return once that process is gone and its heartbeat has expired.
+
+    A killed writer's instant counts as live until its heartbeat is older than its tolerance
+    (Hudi's rule): the next writer in a test must not race that clock, which on a loaded machine
+    it can lose, so this waits for the heartbeat to be judged dead as a writer would judge it.
+    """
+    env = dict(os.environ, LABFORMAT_CRASH_AT=point, PYTHONPATH=str(ROOT))
+    env.pop("CRASH_WRITER_OPERATION", None)
+    if operation:
+        env["CRASH_WRITER_OPERATION"] = operation
+    argv = [sys.executable, "-m", "tests.crash_writer", str(path)] + ([json.dumps(options)] if options else [])
+    proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 86, proc.stdout + proc.stderr  # died at the crash point, not elsewhere
+    assert "finished without crashing" not in proc.stdout
+    storage = Storage(path)
+    beats = [info.path.rsplit("/", 1)[-1] for info in storage.list(HEARTBEAT_DIR)]
+    deadline = time.monotonic() + 30
+    for instant in (b for b in beats if not b.startswith(".")):
+        while heartbeat_status(storage, instant, 0.1, 1).alive:
+            assert time.monotonic() < deadline, f"the dead writer's heartbeat {instant} still looks alive after 30 s"
+            time.sleep(0.05)
+    return proc
+
 
 if __name__ == "__main__":
     path = sys.argv[1]

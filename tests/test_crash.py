@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 import labformat as lf
+from tests.crash_writer import crash
 from tests.helpers import ALL_COLUMNS, assert_same_rows, hudi_snapshot, snapshot, telemetry
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("point", ["after_requested", "after_write", "before_publish"])
@@ -23,11 +20,7 @@ def test_killed_writer_leaves_last_commit_readable_and_is_rolled_back(spark, tmp
     first = t.bulk_insert(telemetry(spark, 200))
     before = snapshot(t.read())
 
-    env = dict(os.environ, LABFORMAT_CRASH_AT=point, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "tests.crash_writer", str(path)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 86, proc.stdout + proc.stderr  # died at the crash point, not elsewhere
-    assert "finished without crashing" not in proc.stdout
+    crash(path, point)
 
     # The dead writer's instant is pending; readers see exactly the last completed commit.
     reopened = lf.Table.open(spark, path)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import date, datetime, timezone
-from decimal import Decimal
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa

@@ -7,12 +7,8 @@ checked against a pandas model, labformat's own read and Apache Hudi's reader (h
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -24,10 +20,10 @@ import labformat as lf
 from labformat.errors import CleanedInstantError, ConfigError, InstantNotFoundError
 from labformat.fileformat.log_file import BlockType, read_blocks
 from labformat.model.log_file import LogFile
-from tests.helpers import DATA_COLUMNS, assert_same_rows, hudi_snapshot, snapshot, telemetry
+from tests import crash_writer
+from tests.helpers import DATA_COLUMNS, assert_same_rows, snapshot, telemetry
 
 pytestmark = pytest.mark.spark
-ROOT = Path(__file__).resolve().parents[1]
 MOR = "MERGE_ON_READ"
 
 
@@ -343,11 +339,7 @@ def test_a_failed_inline_compaction_leaves_the_delta_commit_and_says_so(spark, m
 def crash(path, operation: str, point: str, options: dict | None = None) -> None:
     """Run tests/crash_writer.py's `operation` on the table in a process of its own, killed at `point`
     (`options`: the writer's, short-lived heartbeat and lock included; crash_writer's own by default)."""
-    env = dict(os.environ, LABFORMAT_CRASH_AT=point, PYTHONPATH=str(ROOT), CRASH_WRITER_OPERATION=operation)
-    argv = [sys.executable, "-m", "tests.crash_writer", str(path)] + ([json.dumps(options)] if options else [])
-    proc = subprocess.run(argv, env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 86, proc.stdout + proc.stderr  # died at the crash point, not elsewhere
+    crash_writer.crash(path, point, operation, options)
 
 
 @pytest.mark.slow

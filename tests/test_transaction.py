@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
@@ -15,9 +12,9 @@ from pyspark.sql import types as T
 import labformat as lf
 from labformat.model.instant import Action, State
 from labformat.write.transaction import WriteTransaction
+from tests.crash_writer import crash
 from tests.helpers import ALL_COLUMNS, assert_same_rows, hudi_snapshot, snapshot, telemetry, tree
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def timeline_files(path):
@@ -211,11 +208,7 @@ def test_writer_killed_after_commit_leaves_its_commit_complete(spark, tmp_path):
     t = lf.Table.create(spark, path, partition_field="day")
     first = t.bulk_insert(telemetry(spark, 200))
 
-    env = dict(os.environ, LABFORMAT_CRASH_AT="after_commit", PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "tests.crash_writer", str(path)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 86, proc.stdout + proc.stderr  # died at the crash point, not elsewhere
-    assert "finished without crashing" not in proc.stdout
+    crash(path, "after_commit")
 
     reopened = lf.Table.open(spark, path)
     commits = reopened.timeline()
