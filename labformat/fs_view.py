@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from labformat.errors import CorruptTableError
+from labformat.model.commit import LOG_KEYS_IN_BASE_KEY
 from labformat.model.file_group import FileGroup, FileSlice
 from labformat.storage import Storage
 from labformat.timeline import Timeline
@@ -23,11 +24,12 @@ class FileSystemView:
         replaced: dict[tuple[str, str], str] = {}
         for instant in timeline.completed_writes(as_of):
             metadata = timeline.commit_metadata(instant)
+            keys_in_base = metadata.extra_metadata.get(LOG_KEYS_IN_BASE_KEY) == "true"
             for stat in metadata.write_stats:
                 key = (stat.partition_path, stat.file_id)
                 group = self._groups.setdefault(key, FileGroup(stat.partition_path, stat.file_id))
                 if stat.is_log_file:
-                    group.add_log(stat.path, stat.file_size_bytes)
+                    group.add_log(stat.path, stat.file_size_bytes, keys_in_base)
                     continue
                 group.add(FileSlice(stat.partition_path, stat.file_id, instant.time, stat.path,
                                     stat.file_size_bytes, stat.num_writes))

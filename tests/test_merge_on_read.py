@@ -11,6 +11,7 @@ import shutil
 import tempfile
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from pyspark.sql import functions as F
 import labformat as lf
 from labformat.errors import CleanedInstantError, ConfigError, InstantNotFoundError
 from labformat.fileformat.log_file import BlockType, read_blocks
+from labformat.model.commit import LOG_KEYS_IN_BASE_KEY
 from labformat.model.log_file import LogFile
 from tests import crash_writer
 from tests.helpers import DATA_COLUMNS, assert_same_rows, snapshot, telemetry
@@ -208,12 +210,59 @@ def test_query_never_prunes_a_file_slice_by_stats_its_logs_do_not_cover(spark, m
     t.upsert(corrections(spark, [key], 999.0))
     df, report = t.query("battery_pct > 900")
     assert report.rows_returned == 1 and snapshot(df)["record_key"].tolist() == [key]
-    assert "log files kept without pruning" in report.stats_source
+    assert "log files of updates only judged on their base file's record keys" in report.stats_source
     assert report.details["log_files_read"] >= 1 and report.details["file_slices_merged"] >= 1
     # Base-only slices are still pruned: the slice with the log is all that is read.
     assert report.funnel["after_column_stats"] == report.details["file_slices_merged"] < report.funnel["files_in_snapshot"]
     df, report = t.query(F.col("record_key") == key)
     assert report.rows_returned == 1 and snapshot(df)["battery_pct"].tolist() == [999.0]
+
+
+def test_logs_of_updates_leave_a_file_slice_keyed_by_its_base_file(spark, tmp_path):
+    """v6 MOR 1 bulk insert of 40 rows into 4 base files (unpartitioned), 2 upserts of 1 key: the
+    delta commits say their logs hold base-file keys only, so the second upsert range-prunes
+    and never opens the log, and record-key queries prune the slice with logs like any other.
+    The same table with that mark removed (as Hudi writes its logs): the log's keys are read,
+    and the slice is kept by every query."""
+    path = tmp_path / "mor"
+    t = lf.Table.create(spark, path, table_type=MOR)
+    t.bulk_insert(telemetry(spark, 40, partitions=4))
+    assert len(t.file_slices()) == 4
+    expected = values(snapshot(t.read()))
+    key = sorted(expected)[0]
+    first = t.upsert(corrections(spark, [key], 8.0))
+    body = json.loads((path / f".hoodie/{first.instant}.deltacommit").read_text())
+    assert body["extraMetadata"][LOG_KEYS_IN_BASE_KEY] == "true"
+    (logged,) = [s for s in t.file_slices() if s.has_logs]
+    assert logged.keyed_by_base_file
+    rows_in_base = pq.read_metadata(path / logged.path).num_rows
+
+    second = t.upsert(corrections(spark, [key], 9.0, seconds=10_001))
+    assert second.funnel["after_range_pruning"] == 1  # only the slice whose base range holds the key
+    assert second.funnel["keys_read_by_exact_check"] == rows_in_base  # the base file's keys, no log
+    assert second.funnel["log_files_read"] == 0
+    expected[key] = 9.0
+    assert_agrees_with_hudi(t, path, expected)
+    _, by_key = t.query(F.col("record_key") == key)
+    _, outside = t.query(F.col("record_key") > sorted(expected)[-1])
+    assert by_key.rows_returned == 1 and by_key.funnel["after_column_stats"] == 1
+    assert outside.rows_returned == 0 and outside.funnel["after_column_stats"] == 0
+    assert "judged on their base file's record keys" in by_key.stats_source
+
+    for instant in (first.instant, second.instant):  # as if Apache Hudi had written these logs
+        commit = path / f".hoodie/{instant}.deltacommit"
+        body = json.loads(commit.read_text())
+        del body["extraMetadata"][LOG_KEYS_IN_BASE_KEY]
+        commit.write_text(json.dumps(body))
+    unmarked = lf.Table.open(spark, path)
+    assert not [s for s in unmarked.file_slices() if s.has_logs][0].keyed_by_base_file
+    third = unmarked.upsert(corrections(spark, [key], 10.0, seconds=10_002))
+    assert third.funnel["keys_read_by_exact_check"] == rows_in_base + 1  # the logs' one key too
+    assert third.funnel["log_files_read"] == 2
+    _, outside = unmarked.query(F.col("record_key") > sorted(expected)[-1])
+    assert outside.funnel["after_column_stats"] == 1 and "kept without pruning" in outside.stats_source
+    expected[key] = 10.0
+    assert_agrees_with_hudi(unmarked, path, expected)
 
 
 def test_copy_on_write_tables_write_commits_and_no_log_files(spark, tmp_path):

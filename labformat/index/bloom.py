@@ -24,10 +24,10 @@ from labformat.storage import Storage
 
 CANDIDATE_DDL = f"{PART} string, {KEY} string, {FILE_ID} string, path string"
 CHECKED_DDL = (f"{PART} string, {KEY} string, {FILE_ID} string, candidates long, after_bloom long, matched long, "
-               "keys_read long")
+               "keys_read long, logs_read long")
 _CHECKED_SCHEMA = pa.schema([(PART, pa.string()), (KEY, pa.string()), (FILE_ID, pa.string()),
                              ("candidates", pa.int64()), ("after_bloom", pa.int64()), ("matched", pa.int64()),
-                             ("keys_read", pa.int64())])
+                             ("keys_read", pa.int64()), ("logs_read", pa.int64())])
 # The key-level funnel `tag` reports, in order: (key, file) pairs after range pruning, after the
 # bloom filter, really matched; pairs the filter let through in vain; keys the exact check read.
 KEY_FUNNEL = ("keys_after_range_pruning", "keys_after_bloom", "keys_matched", "keys_false_positives",
@@ -38,7 +38,8 @@ def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
     """Task (a): pair each incoming key with the files of its partition whose key range holds it.
 
     `files` maps a partition path to (min keys, max keys, file ids, paths, whether the slice has
-    log files: then every key of the partition is its candidate). Keys are sorted
+    log files that may hold keys its base file does not: then every key of the partition is its
+    candidate). Keys are sorted
     once per batch, so each file's candidates are one slice found by binary search.
     Without pruning every file of the partition is a candidate for every key.
     """
@@ -57,7 +58,7 @@ def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
             if prune:
                 lo = np.searchsorted(keys, mins, side="left")
                 hi = np.searchsorted(keys, maxs, side="right")
-                # A slice with log files: its base file's range says nothing of its logs' keys.
+                # A slice whose logs may hold inserts: its base file's range says nothing of their keys.
                 lo[unbounded] = 0
                 hi[unbounded] = len(keys)
             else:
@@ -83,12 +84,14 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, tuple[str, str]
     A file without a filter (Hudi writes none without meta fields) passes every candidate on.
 
     Returns the keys really found in the file, plus one stats row (KEY null) counting
-    candidates, keys that passed the bloom filter, keys really present, and the keys the exact
-    check read from the file (all of its rows when a candidate passed the filter, else none).
+    candidates, keys that passed the bloom filter, keys really present, the keys the exact check
+    read from the file (all of its rows when a candidate passed the filter, else none) and the
+    log files whose keys it read.
 
-    A merge-on-read slice with log files (`logs`: base path -> log paths) is checked as Hudi
-    does: the base file's filter, and the keys its log files hold, read from the logs themselves
-    (they have no filter); a key in either counts.
+    A merge-on-read slice whose log files may hold keys its base file does not (`logs`: base path
+    -> log paths) is checked on the base file's filter and on the keys its logs hold, read from the
+    logs themselves (they have no filter); a key in either counts. Logs of updates and deletes
+    only are not in `logs`: every key they hold is in the base file already.
     """
     file_id = table.column(FILE_ID)[0].as_py()
     part = table.column(PART)[0].as_py()
@@ -98,7 +101,8 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, tuple[str, str]
     bloom = decode(blooms[path][1], blooms[path][0]) if blooms is not None else bloom_filter(base_uri, path)
     maybe = bloom.might_contain(keys) if bloom is not None else np.ones(len(keys), dtype=bool)
     log_keys = pa.array([], pa.string())
-    if logs and path in logs:
+    logs_read = len(logs[path]) if logs and path in logs else 0
+    if logs_read:
         blocks = [b for log in logs[path] for b in read_blocks(storage.read_bytes(log))]
         log_keys = pa.array(sorted(block_keys(live_blocks(blocks))), pa.string())
         maybe = maybe | pc.is_in(keys, value_set=log_keys).to_numpy(zero_copy_only=False)
@@ -125,7 +129,8 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, tuple[str, str]
          pa.array([None] * n + [len(keys)], pa.int64()),
          pa.array([None] * n + [int(maybe.sum())], pa.int64()),
          pa.array([None] * n + [rows_matched], pa.int64()),
-         pa.array([None] * n + [keys_read], pa.int64())],
+         pa.array([None] * n + [keys_read], pa.int64()),
+         pa.array([None] * n + [logs_read], pa.int64())],
         schema=_CHECKED_SCHEMA,
     )
 
@@ -144,7 +149,7 @@ def _ranges_from_metadata(ctx: IndexContext, slices: list[FileSlice]):
     return out, "metadata table"
 
 
-_STATS = ("candidates", "after_bloom", "matched", "keys_read")
+_STATS = ("candidates", "after_bloom", "matched", "keys_read", "logs_read")
 _COUNTS = ("records", "rows_in", "null_ordering")
 
 
@@ -196,17 +201,19 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
         if info.num_rows == 0 or info.min_key is None:
             continue  # an empty base file (every row deleted) holds no key
         by_partition.setdefault(s.partition_path, []).append((info.min_key, info.max_key, s.file_id, s.path,
-                                                              s.has_logs))
+                                                              not s.keyed_by_base_file))
     files = {
         part: tuple(np.array(col, dtype=object) for col in zip(*entries))[:4]
         + (np.array([e[4] for e in entries], dtype=bool),)
         for part, entries in by_partition.items()
     }
-    logs = {s.path: list(s.log_paths) for s in slices if s.has_logs}
+    # Logs of updates and deletes only (a BLOOM or SIMPLE writer's) add no key to their slice: the
+    # base file's range and filter decide, and the logs are never opened. Other logs are read.
+    logs = {s.path: list(s.log_paths) for s in slices if not s.keyed_by_base_file}
     funnel = {"files_in_table": files_in_table, "files_in_affected_partitions": len(slices)}
     if not files:
         funnel.update(after_range_pruning=0, after_bloom=0, matched=0, false_positives=0)
-        funnel.update({key: 0 for key in KEY_FUNNEL})
+        funnel.update({key: 0 for key in KEY_FUNNEL}, log_files_read=0)
         counts = None
         if counted is not None:
             with describe(ctx.spark, *count_stages, "count per partition path"):
@@ -251,6 +258,7 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
         keys_matched=sum(r.matched for r in stats),
         keys_false_positives=sum(r.after_bloom - r.matched for r in stats),
         keys_read_by_exact_check=sum(r.keys_read for r in stats),
+        log_files_read=sum(r.logs_read for r in stats),  # merge-on-read: logs that may hold inserts
     )
     # Only (key, file group) pairs move to meet the incoming records: joined on the keys the
     # deduplicate step partitioned by, the records themselves stay where that shuffle put them.

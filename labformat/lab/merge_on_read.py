@@ -90,9 +90,13 @@ def upsert_and_query(table: lf.Table, batch, options: dict[str, Any], condition:
         "instant": report.instant,
         "write_s": write_s,
         "compaction_s": compaction.seconds if compaction else 0.0,
-        # Two of the upsert's steps: the index lookup (slices with logs are never range-pruned, and their
-        # logs' keys are read) and the write (copy-on-write rewrites base files, merge-on-read appends logs).
+        # Two of the upsert's steps: the index lookup and the write (copy-on-write rewrites base
+        # files, merge-on-read appends logs).
         "tag_s": report.step("tag").seconds,
+        # Key ranges the BLOOM index kept, and the log files it opened: none, since a log of updates
+        # holds no key its base file lacks (inserts go to base files).
+        "slices_after_range_pruning": report.funnel.get("after_range_pruning", 0),
+        "index_logs_read": report.funnel.get("log_files_read", 0),
         "write_step_s": report.step("write").seconds,
         "upsert_bytes": report.bytes_written,
         "compaction_bytes": compaction.bytes_written if compaction else 0,

@@ -15,6 +15,12 @@ SPARK_SCHEMA_KEY = "labformat.sparkSchema"  # extraMetadata key: the exact Spark
 # and completion before it. With concurrent writers an instant may complete after a later one;
 # version-6 timeline file names hold no completion time (Hudi 1.x added one), so it lives here.
 COMPLETION_TIME_KEY = "labformat.completionTime"
+# extraMetadata key of a delta commit: "true" when its log files hold only keys their file slice's
+# base file already holds (updates and deletes: its writer's index sends inserts to base files, as
+# BLOOM and SIMPLE do). A slice whose logs all say so is keyed by its base file alone: range
+# pruning, bloom filters and record-key stats of the base file cover the whole slice. Hudi writes
+# no such key (and its bucket or Flink writers put inserts in logs), so its logs never count.
+LOG_KEYS_IN_BASE_KEY = "labformat.logKeysInBaseFile"
 
 
 @dataclass(frozen=True)

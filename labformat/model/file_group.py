@@ -25,6 +25,9 @@ class FileSlice:
     num_records: int = 0
     log_paths: tuple[str, ...] = ()
     log_bytes: int = 0
+    # Every key of the log files is one the base file holds (see commit.LOG_KEYS_IN_BASE_KEY):
+    # then the base file's key range, bloom filter and record-key stats stand for the whole slice.
+    log_keys_in_base: bool = True
 
     @property
     def base_file(self) -> BaseFile:
@@ -35,13 +38,22 @@ class FileSlice:
         return bool(self.log_paths)
 
     @property
+    def keyed_by_base_file(self) -> bool:
+        """The base file alone says which record keys the slice holds: no logs, or logs of updates
+        and deletes only. A slice with a log that may hold inserts is not (its keys are unknown
+        until its logs are read)."""
+        return not self.log_paths or self.log_keys_in_base
+
+    @property
     def log_files(self) -> tuple[LogFile, ...]:
         return tuple(LogFile.parse(p) for p in self.log_paths)
 
-    def with_log(self, path: str, size_bytes: int) -> "FileSlice":
-        """This slice with one more log file, kept in log version order."""
+    def with_log(self, path: str, size_bytes: int, keys_in_base: bool = False) -> "FileSlice":
+        """This slice with one more log file, kept in log version order (`keys_in_base`: the log holds
+        only keys of the base file)."""
         paths = sorted({*self.log_paths, path}, key=lambda p: (LogFile.parse(p).version, p))
-        return replace(self, log_paths=tuple(paths), log_bytes=self.log_bytes + size_bytes)
+        return replace(self, log_paths=tuple(paths), log_bytes=self.log_bytes + size_bytes,
+                       log_keys_in_base=self.log_keys_in_base and keys_in_base)
 
 
 @dataclass
@@ -55,12 +67,12 @@ class FileGroup:
     def add(self, file_slice: FileSlice) -> None:
         self.slices[file_slice.base_instant_time] = file_slice
 
-    def add_log(self, path: str, size_bytes: int) -> None:
+    def add_log(self, path: str, size_bytes: int, keys_in_base: bool = False) -> None:
         """A log file of the slice its name's base instant names; ignored when that slice is unknown
         (a log-only file group, which labformat never writes and hudi-rs does not read either)."""
         base_instant = LogFile.parse(path).base_instant_time
         if base_instant in self.slices:
-            self.slices[base_instant] = self.slices[base_instant].with_log(path, size_bytes)
+            self.slices[base_instant] = self.slices[base_instant].with_log(path, size_bytes, keys_in_base)
 
     def latest_slice(self, as_of: str | None = None) -> FileSlice | None:
         """The newest slice written at or before `as_of` (all slices when None)."""

@@ -147,17 +147,35 @@ def prune_by_column_stats(scan: ScanContext, slices: tuple[FileSlice, ...]) -> P
     if stats is None:
         source = f"footers ({source})"
         stats = footer_column_stats(ctx.storage.base_uri, [s.path for s in slices])
+    key = ctx.config.record_key if ctx.config.keygen.single_field_key else None
     kept = tuple(s for s in slices
-                 if s.has_logs or might_match(scan.predicate, stats.get(s.path, {})) is not ROWS_CANNOT_MATCH)
-    return Pruned(kept, source + _unpruned_logs(slices))
+                 if might_match(scan.predicate, _slice_stats(s, stats.get(s.path, {}), key)) is not ROWS_CANNOT_MATCH)
+    return Pruned(kept, source + _unpruned_logs(slices, key is not None))
 
 
-def _unpruned_logs(slices: tuple[FileSlice, ...]) -> str:
-    """What a stage says about the file slices with log files it kept whatever their base file's stats:
-    an update in a log may match where the base file's stats say nothing can, and log files have
-    no stats of their own, so such a slice is never pruned by stats (merge-on-read)."""
-    n = sum(1 for s in slices if s.has_logs)
-    return f"; {n} file slice(s) with log files kept without pruning (log files have no stats)" if n else ""
+def _slice_stats(s: FileSlice, base_stats: dict, record_key: str | None) -> dict:
+    """The stats that hold for a whole file slice: its base file's when it has no logs. An update in a
+    log may match where the base file's stats say nothing can, and logs have no stats of their own;
+    but a log of updates and deletes only holds no key the base file lacks, so the base file's
+    record-key stats still bound the slice's keys."""
+    if not s.has_logs:
+        return base_stats
+    if s.keyed_by_base_file and record_key is not None and record_key in base_stats:
+        return {record_key: base_stats[record_key]}
+    return {}
+
+
+def _unpruned_logs(slices: tuple[FileSlice, ...], by_key: bool) -> str:
+    """What a stage says about the file slices with log files: judged on their base file's record-key
+    stats or filter only (logs of updates and deletes), or kept without pruning (merge-on-read)."""
+    keyed = sum(1 for s in slices if s.has_logs and s.keyed_by_base_file) if by_key else 0
+    unpruned = sum(1 for s in slices if s.has_logs) - keyed
+    notes = []
+    if keyed:
+        notes.append(f"{keyed} file slice(s) with log files of updates only judged on their base file's record keys")
+    if unpruned:
+        notes.append(f"{unpruned} file slice(s) with log files kept without pruning (log files have no stats)")
+    return "".join(f"; {n}" for n in notes)
 
 
 def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned:
@@ -176,13 +194,13 @@ def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> 
             [s.path for s in slices])
     if blooms is None:
         source = f"footers ({source})"
-        blooms = {s.path: bloom_filter(ctx.storage.base_uri, s.path) for s in slices if not s.has_logs}
-    # An empty key set means the condition is never TRUE: no file can hold a match. A slice with log
-    # files is kept: its base file's filter knows nothing of the keys its logs hold. A file without
-    # a filter (Hudi writes none without meta fields) cannot be ruled out either.
-    kept = tuple(s for s in slices if probe and (s.has_logs or blooms[s.path] is None
+        blooms = {s.path: bloom_filter(ctx.storage.base_uri, s.path) for s in slices if s.keyed_by_base_file}
+    # An empty key set means the condition is never TRUE: no file can hold a match. A slice whose
+    # logs may hold inserts is kept: its base file's filter knows nothing of their keys. A file
+    # without a filter (Hudi writes none without meta fields) cannot be ruled out either.
+    kept = tuple(s for s in slices if probe and (not s.keyed_by_base_file or blooms[s.path] is None
                                                  or blooms[s.path].might_contain(probe).any()))
-    return Pruned(kept, source + _unpruned_logs(slices))
+    return Pruned(kept, source + _unpruned_logs(slices, True))
 
 
 PARTITION_PRUNING = PruningStage("partition_pruning", prune_partitions)

@@ -32,6 +32,7 @@ from labformat.index.base import BUCKET, COUNT, FILE_ID, KEY, PART, IndexContext
 from labformat.index.bucket import bucket_prefix
 from labformat.metadata import MetadataReader
 from labformat.model.base_file import new_file_id
+from labformat.model.commit import LOG_KEYS_IN_BASE_KEY
 from labformat.model.enums import IndexType, Operation
 from labformat.model.file_group import FileSlice
 from labformat.write import sizing
@@ -606,7 +607,10 @@ def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_cou
                                   Operation.DELETE.value if operation == Operation.DELETE
                                   else Operation.UPSERT.value)
     with steps.step("commit"):
-        tx.commit(stats, data_schema)
+        # BLOOM and SIMPLE cannot index logs, so inserts went to base files: the logs this delta
+        # commit wrote hold keys of their base files only (BUCKET puts inserts in a bucket's logs).
+        keyed = ctx.config.merge_on_read and index_type != IndexType.BUCKET
+        tx.commit(stats, data_schema, extra={LOG_KEYS_IN_BASE_KEY: "true"} if keyed else None)
 
     files = tuple(s.to_file_report() for s in sorted(stats, key=lambda s: s.path))
     incoming_bytes = sum(s.incoming_bytes for s in stats)
