@@ -48,6 +48,8 @@ def test_side_by_side_compacts_every_n_and_both_tables_hold_the_same_rows(month)
     assert (mor_days.loc[run.compaction_days, "logs_read"] == 0).all()
     assert mor_days.loc[2, "logs_read"] == mor_days.loc[2, "log_files_written"] > 0
     assert (mor_days.loc[run.compaction_days, "slices_compacted"] > 0).all()
+    # Logs hold updates of their base files' keys only: the index never opens one.
+    assert (mor_days["index_logs_read"] == 0).all() and (mor_days["slices_after_range_pruning"] > 0).all()
     assert (cow["rows"] == mor_days["rows"]).all() and (cow["rows"] > 0).all()
     assert mor.differing_rows(run.tables[mor.COW], run.tables[mor.MOR]) == 0
     totals = run.totals()
