@@ -235,10 +235,18 @@ def mor_label(before: bool) -> str:
     return f"{MOR} ({'log files, before compaction' if before else 'after compaction'})"
 
 
+def cow_beside_compacted() -> str:
+    """The label of copy-on-write's queries timed in the same rounds as the compacted merge-on-read table's."""
+    return f"{REFERENCE} (skipping on, beside {MOR} after compaction)"
+
+
 def compact_and_query(spark, workload: Workload, runs: list[dict[str, Any]], repeat: int, earlier: list[dict[str, Any]],
                       log: Callable[[str], None]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """labformat-mor's table of `runs` compacted (`Table.compact()`, timed), then the standard queries on it again,
-    warm-up and `repeat` rounds as `run_queries`; their rows must equal `earlier`'s. (None, []) without that engine."""
+    warm-up and `repeat` rounds as `run_queries`; their rows must equal `earlier`'s. (None, []) without that engine.
+
+    Copy-on-write's table (the reference's, skipping on) runs in the same rounds, alternating, so the
+    goal's ratio compares two timings taken side by side, not two phases of the run."""
     roots = {run["engine"]: run["root"] for run in runs}
     if MOR not in roots:
         return None, []
@@ -253,6 +261,8 @@ def compact_and_query(spark, workload: Workload, runs: list[dict[str, Any]], rep
     log(f"  {MOR}: compacted {compaction['file_slices_compacted']} file slices "
         f"({compaction['log_files_compacted']} log files) in {seconds:.2f} s")
     contenders: list[Contender] = [(mor_label(before=False), engine, True)]
+    if REFERENCE in roots:
+        contenders.append((cow_beside_compacted(), make_engine(REFERENCE, workload, roots[REFERENCE], spark), True))
     conditions = _conditions(spark, workload, engine.table_path)
     expected = {}
     for q in earlier:
