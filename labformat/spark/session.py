@@ -31,7 +31,10 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "true",
     # Progress bars on the JVM's stderr end up inside notebook cells and break nbval.
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.memory": "4g",
+    # Spark's own default. The JVM grows its heap towards the limit whatever the work needs: at
+    # `small`, 10 days of upserts peaked at 2.83 GiB for the process tree with 4g, 1.76 GiB with 1g,
+    # and were no slower (15.5 s against 17.6 s). A cluster sets its own.
+    "spark.driver.memory": "1g",
     # Whole-stage codegen of wide projections (the drone generator's) yields Java methods over
     # 8 KB, which the JIT never compiles: they would run interpreted, about 6x slower.
     "spark.sql.codegen.hugeMethodLimit": "8000",
