@@ -120,3 +120,18 @@ def test_file_group_latest_slice_as_of():
     assert group.latest_slice().base_instant_time == "20240103000000000"
     assert group.latest_slice("20240102120000000").base_instant_time == "20240102000000000"
     assert group.latest_slice("20231231000000000") is None
+
+
+@given(st.permutations(range(1, 13)))
+def test_a_slices_log_files_are_kept_in_version_order_whatever_order_they_are_added_in(versions):
+    """Versions 1-12 added in any order (10 sorts after 9, not after 1), one of them twice: each log
+    once, by version; the slice is keyed by its base file only if every log said so."""
+    group = FileGroup("p", "f-0")
+    group.add(FileSlice("p", "f-0", "20240115090000000", "p/f-0_0-1-0_20240115090000000.parquet"))
+    name = "p/.f-0_20240115090000000.log.{}_0-1-0"
+    for v in versions:
+        group.add_log(name.format(v), 10, keys_in_base=v != 7)
+    group.add_log(name.format(versions[0]), 10, keys_in_base=True)
+    latest = group.latest_slice()
+    assert latest.log_paths == tuple(name.format(v) for v in range(1, 13))
+    assert latest.has_logs and not latest.keyed_by_base_file
