@@ -50,6 +50,11 @@ ENGINES = ("labformat-bloom", "labformat-simple", "labformat-bucket", "labformat
 REFERENCE = "labformat-bloom"
 MOR = "labformat-mor"
 PEERS = ("delta-rs", "pyiceberg")
+# The query rounds' labels around labformat-mor's compaction: the runner times under them, the
+# report divides by them. Copy-on-write runs again beside the compacted table (same rounds).
+COW_SKIPPING_ON = f"{REFERENCE} (skipping on)"
+MOR_BEFORE, MOR_AFTER = f"{MOR} (log files, before compaction)", f"{MOR} (after compaction)"
+COW_BESIDE = f"{REFERENCE} (skipping on, beside {MOR} after compaction)"
 
 
 @dataclass(frozen=True)

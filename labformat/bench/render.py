@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from labformat.bench.engines import ENGINES, MOR, REFERENCE, WORKLOADS
+from labformat.bench.engines import COW_BESIDE, COW_SKIPPING_ON, ENGINES, MOR, MOR_AFTER, MOR_BEFORE, REFERENCE, WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -32,7 +32,6 @@ MOR_TARGETS = {
     ("late", "small"): {"upsert": (("delta-rs", "total", 1.0),), "query_after_compaction": 1.2},
     ("late", "medium"): {"upsert": (("delta-rs", "total", 1.0),), "query_after_compaction": 1.2},
 }
-MOR_BEFORE, MOR_AFTER = f"{MOR} (log files, before compaction)", f"{MOR} (after compaction)"
 
 
 def workload_of(result: dict[str, Any]) -> str:
@@ -241,14 +240,13 @@ def mor_table(result: dict[str, Any], summary: dict[str, dict[str, Any]]) -> str
             _, limit = upsert_goals[engine]
             goal = f"≤ {limit:g} (total): {'met' if ratio <= limit else 'not met'}"
         rows.append([f"upserts, total: {MOR} ÷ {engine}", f"{ratio:.2f}", goal])
-    cow = f"{REFERENCE} (skipping on)"
-    beside = f"{REFERENCE} (skipping on, beside {MOR} after compaction)"  # runner.cow_beside_compacted()
+    cow = COW_SKIPPING_ON
     limit = goals.get("query_after_compaction")
     for query in dict.fromkeys(q["query"] for q in result["queries"]):
         before, after = (_query_median(result, query, label) for label in (MOR_BEFORE, MOR_AFTER))
         # Copy-on-write timed in the compacted table's own rounds when the run has it (side by side);
         # records made before that compare with its earlier rounds.
-        base, against = _query_median(result, query, beside), f"{cow[:-1]}, same rounds)"
+        base, against = _query_median(result, query, COW_BESIDE), f"{cow[:-1]}, same rounds)"
         if base is None:
             base, against = _query_median(result, query, cow), cow
         if base is None or after is None:

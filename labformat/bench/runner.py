@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from labformat import datasets
-from labformat.bench.engines import (ENGINES, HISTORY_FILES, MOR, PEERS, REFERENCE, WORKLOADS, Engine, Workload,
-                                     make_engine)
+from labformat.bench.engines import (COW_BESIDE, ENGINES, HISTORY_FILES, MOR, MOR_AFTER, MOR_BEFORE, PEERS, REFERENCE,
+                                     WORKLOADS, Engine, Workload, make_engine)
 from labformat.bench.memory import PeakRss
 from labformat.bench.queries import parse_condition
 from labformat.errors import LabformatError
@@ -224,20 +224,11 @@ def run_queries(spark, workload: Workload, runs: list[dict[str, Any]], repeat: i
     table = make_engine(ours, workload, roots[ours], spark)
     contenders: list[Contender] = [(f"{ours} (skipping on)", table, True), (f"{ours} (skipping off)", table, False)]
     if MOR in roots and ours != MOR:
-        contenders.append((mor_label(before=True), make_engine(MOR, workload, roots[MOR], spark), True))
+        contenders.append((MOR_BEFORE, make_engine(MOR, workload, roots[MOR], spark), True))
     contenders += [(name, make_engine(name, workload, roots[name]), True) for name in PEERS if name in roots]
     conditions = _conditions(spark, workload, table.table_path)
     times, rows = _timed_rounds(contenders, conditions, repeat)
     return _query_results(contenders, conditions, times, rows, log)
-
-
-def mor_label(before: bool) -> str:
-    return f"{MOR} ({'log files, before compaction' if before else 'after compaction'})"
-
-
-def cow_beside_compacted() -> str:
-    """The label of copy-on-write's queries timed in the same rounds as the compacted merge-on-read table's."""
-    return f"{REFERENCE} (skipping on, beside {MOR} after compaction)"
 
 
 def compact_and_query(spark, workload: Workload, runs: list[dict[str, Any]], repeat: int, earlier: list[dict[str, Any]],
@@ -260,9 +251,9 @@ def compact_and_query(spark, workload: Workload, runs: list[dict[str, Any]], rep
                   "log_bytes_compacted": report.details["log_bytes_compacted"], "bytes_written": report.bytes_written}
     log(f"  {MOR}: compacted {compaction['file_slices_compacted']} file slices "
         f"({compaction['log_files_compacted']} log files) in {seconds:.2f} s")
-    contenders: list[Contender] = [(mor_label(before=False), engine, True)]
+    contenders: list[Contender] = [(MOR_AFTER, engine, True)]
     if REFERENCE in roots:
-        contenders.append((cow_beside_compacted(), make_engine(REFERENCE, workload, roots[REFERENCE], spark), True))
+        contenders.append((COW_BESIDE, make_engine(REFERENCE, workload, roots[REFERENCE], spark), True))
     conditions = _conditions(spark, workload, engine.table_path)
     expected = {}
     for q in earlier:
