@@ -269,3 +269,21 @@ def test_task_keys_follow_sparks_hash_partitioner(spark):
         rows = (spark.createDataFrame([(k,) for k in keys], "k long").repartition(n, "k")
                 .select("k", F.spark_partition_id().alias("p")).collect())
         assert [dict((r.k, r.p) for r in rows)[k] for k in keys] == list(range(n))
+
+
+def test_deduplication_keeps_columns_named_like_sql_keywords(spark, tmp_path):
+    # Step 1 builds its newest-record struct as SQL text: columns named `order`, `select` or `from`
+    # (valid Avro names) must survive it, in their order.
+    base = telemetry(spark, 20).withColumn("order", F.lit(1.0)).withColumn("select", F.lit("a")) \
+        .withColumn("from", F.lit(2))
+    t = lf.Table.create(spark, tmp_path / "t", partition_field="day")
+    t.bulk_insert(base)
+    newer = base.limit(5).withColumn("updated_at", F.timestamp_seconds(F.lit(1800000000))) \
+        .withColumn("select", F.lit("b"))
+    older = base.limit(5).withColumn("select", F.lit("c"))
+    report = t.upsert(older.unionByName(newer))
+    assert report.rows_deduplicated == 5 and report.rows_updated == 5
+    got = t.read()
+    assert [c for c in got.columns if not c.startswith("_hoodie")] == base.columns
+    assert sorted(r[0] for r in got.groupBy("select").count().collect()) == ["a", "b"]
+    assert got.filter(F.col("select") == "b").count() == 5
