@@ -149,6 +149,9 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     assert "The I/O floor alone takes" in text and "can be at most" in text
     assert "## Workload `seed`, preset `tiny`" in text and "Files rewritten per day" in text
     assert "`late` at `tiny`" in text  # not recorded: the page says how to add it
+    # In process, the record names the heap of the session the engines really ran on.
+    heap = spark.sparkContext.getConf().get("spark.driver.memory", "1g")
+    assert result["options"]["driver_memory"] == heap and f"`spark.driver.memory` {heap}" in text
 
 
 @pytest.mark.spark
@@ -250,3 +253,11 @@ def test_fixed_cost_section_shows_spark_jobs_per_step_when_recorded(tmp_path):
         "step_jobs": {"tag": 1, "write": 1}}))
     text = fixed_cost_markdown(tmp_path, "../bench/results")
     assert "| tag | 0.40 | 1 |" in text and "| deduplicate | 0.01 | 0 |" in text and "Spark jobs" in text
+
+
+def test_every_spark_engine_of_a_run_gets_the_same_driver_memory():
+    from labformat.bench.runner import driver_memory_of, spark_conf
+    from labformat.spark.session import DEFAULT_CONF
+
+    assert spark_conf(None) == {} and driver_memory_of(None) == DEFAULT_CONF["spark.driver.memory"]
+    assert spark_conf("4g") == {"spark.driver.memory": "4g"} and driver_memory_of("4g") == "4g"

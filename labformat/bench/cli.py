@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="labformat max_file_size and the peers' target file size (default: Hudi's scaled "
                              "to labformat-bloom's history files, as the workshop does); give --small-file-limit too")
     parser.add_argument("--small-file-limit", default=None, help="labformat small_file_limit")
+    parser.add_argument("--driver-memory", default=None,
+                        help="spark.driver.memory of every Spark engine, labformat's and the rewrite's alike "
+                             "(default: labformat's session default, 1g)")
     parser.add_argument("--in-process", action="store_true",
                         help="run every engine in this process on one SparkSession (memory is then shared)")
     parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR), help="where the tables are written")
@@ -53,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = run_benchmark(args.preset, args.repeat, tuple(args.engines), args.days, args.max_file_size,
                                    args.small_file_limit, args.work_dir, isolate=not args.in_process,
-                                   scenario=args.workload, history_files=args.history_files)
+                                   scenario=args.workload, history_files=args.history_files,
+                                   driver_memory=args.driver_memory)
         except BenchmarkError as exc:
             sys.stderr.write(f"error: {exc}\n")
             return 1

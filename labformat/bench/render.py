@@ -286,7 +286,8 @@ def run_facts(result: dict[str, Any]) -> str:
             "delta-rs loads with it (`target_file_size`), but its MERGE takes no file size and writes "
             "files by its own default"),
         f"- {m['cores']} cores, {_gib(m['memory_bytes'])} memory, Python {m['python']}, pyspark {v.get('pyspark')}, "
-        f"pyarrow {v.get('pyarrow')}, deltalake {v.get('deltalake')}, pyiceberg {v.get('pyiceberg')}",
+        f"pyarrow {v.get('pyarrow')}, deltalake {v.get('deltalake')}, pyiceberg {v.get('pyiceberg')}"
+        + (f"; every Spark engine with `spark.driver.memory` {o['driver_memory']}" if o.get("driver_memory") else ""),
         "- each engine's workload in a process of its own" if result["isolated"]
         else "- all engines in one process on one SparkSession: peak RSS is that shared process tree's",
     ])

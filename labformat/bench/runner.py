@@ -110,11 +110,24 @@ def run_job(job: dict[str, Any], spark=None) -> dict[str, Any]:
         if spark is None:
             import labformat as lf
 
-            spark = lf.spark_session(app_name=f"labformat-bench-{engine.name}")
+            spark = lf.spark_session(app_name=f"labformat-bench-{engine.name}", **spark_conf(job.get("driver_memory")))
         engine.spark = spark
     result = run_workload(engine, workload)
     result["repetition"] = job["repetition"]
     return result
+
+
+def spark_conf(driver_memory: str | None) -> dict[str, str]:
+    """The Spark options every Spark engine of a run gets: the same for labformat and the rewrite, so
+    that neither is measured with a heap the other lacks. None: the session's default."""
+    return {} if driver_memory is None else {"spark.driver.memory": driver_memory}
+
+
+def driver_memory_of(driver_memory: str | None) -> str:
+    """The driver memory a run's Spark engines had, as recorded."""
+    from labformat.spark.session import DEFAULT_CONF
+
+    return driver_memory or DEFAULT_CONF["spark.driver.memory"]
 
 
 def run_isolated(job: dict[str, Any]) -> dict[str, Any]:
@@ -311,14 +324,15 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
                   max_file_size: str | int | None = None, small_file_limit: str | int | None = None,
                   work_dir: str | os.PathLike = DEFAULT_WORK_DIR, spark=None, isolate: bool = True,
                   log: Callable[[str], None] = print, scenario: str = "seed",
-                  history_files: int | None = None) -> dict[str, Any]:
+                  history_files: int | None = None, driver_memory: str | None = None) -> dict[str, Any]:
     """Run the benchmark and return its results as a JSON-ready dict (tables go under `work_dir`; the
     dataset is generated into labformat's cache if it is not there yet).
 
     `scenario` is the workload's dataset scenario: `seed` (the new day and corrections of the previous one) or
     `late` (late corrections reaching a month back too). The history is loaded as `history_files`
     base files (HISTORY_FILES of the preset); without `max_file_size`, every engine's file size is
-    Hudi's scaled to labformat-bloom's bulk-inserted files, as in the workshop.
+    Hudi's scaled to labformat-bloom's bulk-inserted files, as in the workshop. `driver_memory`
+    (`spark.driver.memory`, the session default when None) is every Spark engine's, the same for all.
 
     Raises BenchmarkError when an engine fails or the engines' tables or query answers disagree.
     """
@@ -341,7 +355,7 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
     if spark is None:
         import labformat as lf
 
-        spark = lf.spark_session(app_name="labformat-bench")
+        spark = lf.spark_session(app_name="labformat-bench", **spark_conf(driver_memory))
     spec = datasets.spec(preset, scenario=scenario)
     cached = datasets.generate(spark, spec)
     days = spec.batch_days if days is None else min(days, spec.batch_days)
@@ -364,7 +378,7 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
         rewritten = None
         for name in run_order(engines):
             job = {"engine": name, "repetition": repetition, "root": str(work / f"rep{repetition + 1}" / name),
-                   "workload": workload.to_json(), "rewritten": rewritten}
+                   "workload": workload.to_json(), "rewritten": rewritten, "driver_memory": driver_memory}
             run = run_isolated(job) if isolate else run_job(job, spark)
             runs.append(run)
             if run.get("sizes") and workload.max_file_size is None:
@@ -401,7 +415,10 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
         "engines": list(engines),
         "options": {"max_file_size": workload.max_file_size, "small_file_limit": workload.small_file_limit,
                     "sizes_from": sizes_from, "history_files": workload.history_files,
-                    "bloom_num_entries": workload.bloom_num_entries, "days": days, "delta_merge_file_size": True},
+                    "bloom_num_entries": workload.bloom_num_entries, "days": days, "delta_merge_file_size": True,
+                    # In process, the engines ran on the session given, whatever heap it was started with.
+                    "driver_memory": driver_memory_of(driver_memory) if isolate
+                    else spark.sparkContext.getConf().get("spark.driver.memory", "1g")},
         "machine": machine_info(),
         "dataset": dataset_info(workload),
         "runs": runs,
