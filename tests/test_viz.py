@@ -209,7 +209,7 @@ def test_file_size_tradeoff_plots_each_metric_against_megabytes():
     assert [a.get_title() for a in axes] == [label for _, label in viz.TRADEOFF_METRICS]
     x, y = axes[1].get_lines()[0].get_data()
     assert list(x) == [1, 4, 16, 128] and list(y) == [80, 24, 8, 2]
-    assert "no 'planning_s' column" in [t.get_text() for t in axes[4].texts]
+    assert "no 'query_s' column" in [t.get_text() for t in axes[4].texts]
     plt.close("all")
 
 

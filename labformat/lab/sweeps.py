@@ -174,7 +174,8 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
     overrides Hudi's 100/120), files (after the upsert), files_rewritten, rows_rewritten and
     mb_rewritten (new slices of existing file groups: the rows copy-on-write copied, and their bytes), write_stage_tasks, write_stage_s (here), projected_write_stage_s (the
     measured write tasks laid onto `project_to` cores), upsert_s, files_opened by the query,
-    planning_s (median) and planning_runs_s (every run).
+    planning_s (median) and planning_runs_s (every run), query_s and query_runs_s (the whole query:
+    planning, then the scan of every column of the matching rows).
     """
     import statistics
 
@@ -198,6 +199,7 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
         table.query(condition)  # warm-up: the first scan of a new set of files pays for listing and caches
         scans = [table.query(condition)[1] for _ in range(repeats)]
         planning = [scan.planning_seconds for scan in scans]
+        whole = [scan.planning_seconds + scan.execution_seconds for scan in scans]
         rows.append({"history_files": n, "max_file_size": options["max_file_size"],
                      "small_file_limit": options["small_file_limit"], "files": len(table.file_slices()),
                      "files_rewritten": upsert.files_rewritten,
@@ -206,7 +208,8 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
                      "write_stage_tasks": len(write), "write_stage_s": workshop.span_seconds(write),
                      "projected_write_stage_s": workshop.span_seconds(workshop.project(write, project_to)),
                      "upsert_s": upsert.seconds, "files_opened": scans[0].funnel["files_read"],
-                     "planning_s": statistics.median(planning), "planning_runs_s": planning})
+                     "planning_s": statistics.median(planning), "planning_runs_s": planning,
+                     "query_s": statistics.median(whole), "query_runs_s": whole})
     return pd.DataFrame(rows)
 
 

@@ -23,7 +23,7 @@ FUNNEL_COLUMNS = ("files_in_table", "after_range_pruning", "after_bloom", "match
 # Columns of a max_file_size sweep, in panel order, with their axis labels.
 TRADEOFF_METRICS = (("rows_rewritten", "rows copy-on-write rewrote"), ("write_stage_tasks", "write tasks"),
                     ("projected_write_stage_s", "write stage on 16 cores, projected (s)"),
-                    ("files_opened", "files a full-table query opens"), ("planning_s", "query planning (s)"),
+                    ("files_opened", "files a full-table query opens"), ("query_s", "full-table query (s)"),
                     ("files", "base files in the table"))
 
 

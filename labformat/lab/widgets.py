@@ -108,7 +108,7 @@ def file_size_explorer(spark, preset: str | None = None) -> W.VBox:
         frame = sweeps.file_size_sweep(spark, spec, sorted(v["history files"], reverse=True), repeats=v["repeats"],
                                        small_file_ratio=v["small / max"], progress=True)
         viz.plot_file_size_tradeoff(frame)
-        display(frame.drop(columns="planning_runs_s"))
+        display(frame.drop(columns=["planning_runs_s", "query_runs_s"]))
 
     return _explorer(controls, run)
 
