@@ -94,7 +94,7 @@ def upsert_explorer(spark, preset: str | None = None) -> W.VBox:
 
 def file_size_explorer(spark, preset: str | None = None) -> W.VBox:
     """A file-size sweep (the history bulk inserted as N files, Hudi's sizes scaled to them) at a chosen
-    small-file ratio -> bytes rewritten, write tasks, projected write stage, files opened, planning time."""
+    small-file ratio -> bytes rewritten, write tasks, projected write stage, files opened, full-table query time."""
     controls = [
         _preset(preset),
         W.SelectMultiple(options=[128, 64, 32, 16, 8, 4, 2, 1], value=(64, 16, 4), rows=4,
