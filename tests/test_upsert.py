@@ -287,3 +287,9 @@ def test_deduplication_keeps_columns_named_like_sql_keywords(spark, tmp_path):
     assert [c for c in got.columns if not c.startswith("_hoodie")] == base.columns
     assert sorted(r[0] for r in got.groupBy("select").count().collect()) == ["a", "b"]
     assert got.filter(F.col("select") == "b").count() == 5
+    # Step 1's own output keeps the input's column order (its struct puts the precombine field first).
+    from labformat import config as C
+    from labformat.write.upsert import deduplicate
+
+    deduped, _ = deduplicate(t.context(), newer, C.resolve(None, [C.Scope.WRITE]), 1)
+    assert [c for c in deduped.columns if not c.startswith("_lf_")] == newer.columns

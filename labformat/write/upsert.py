@@ -146,8 +146,9 @@ def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int,
     deduped = shuffled.groupBy(*group).agg(
         newest.alias("_lf_row"), F.count(F.lit(1)).alias(COUNT),
         F.sum(F.col(conf.precombine_field).isNull().cast("long")).alias(NULL_ORDERING))
-    # The struct's fields carry the columns' names, so one star brings them back in order.
-    deduped = deduped.select(*group, COUNT, NULL_ORDERING, "_lf_row.*")
+    # Back out of the struct in the input's column order (the struct's own starts with the precombine field).
+    deduped = deduped.selectExpr(*group, COUNT, NULL_ORDERING,
+                                 *[f"_lf_row.{_quoted(c)} AS {_quoted(c)}" for c in data_columns])
     return _with_partition(ctx, deduped), parallelism
 
 
