@@ -180,3 +180,20 @@ def test_assign_lanes_answers_in_input_order_and_refuses_a_third_concurrent_task
     assert assign_lanes([0.995, 0.0, 0.0], [1.5, 1.0, 2.0], 2) == [0, 0, 1]
     with pytest.raises(ValueError, match="more tasks ran at once"):
         assign_lanes([0.0, 0.0, 0.5], [1.0, 1.0, 1.0], 2)
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="no Unix domain sockets on this platform")
+def test_python_workers_talk_over_a_unix_socket_and_run_arrow_tasks(spark):
+    """The session's default: executors reach their Python workers over a Unix domain socket (over
+    TCP each small Arrow task waited ~40 ms for its first batch); Arrow tasks still run through it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    assert spark.sparkContext.getConf().get("spark.python.unix.domain.socket.enabled") == "true"
+
+    def doubled(batches):
+        for batch in batches:
+            yield pa.RecordBatch.from_arrays([pc.multiply(batch.column(0), 2)], names=["id"])
+
+    rows = spark.range(10).repartition(3).mapInArrow(doubled, "id long").collect()
+    assert sorted(r.id for r in rows) == list(range(0, 20, 2))
