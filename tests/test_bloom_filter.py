@@ -305,8 +305,8 @@ def test_the_bloom_index_checks_keys_against_a_file_in_hudis_layout(tmp_path, sp
     in_file = [f"id:{i},name:n{i}" for i in range(150)]
     _hudi_base_file(tmp_path / name, in_file, spec)
     candidates = ["id:3,name:n3", "id:149,name:n149", "id:3,name:n4", "id:999,name:x"]
-    table = pa.table({PART: ["byteField=20"] * 4, KEY: candidates, FILE_ID: ["bb7c3a45"] * 4, "path": [name] * 4})
-    out = check_file(table, tmp_path.as_uri()).to_pylist()  # the filter comes from the footer
+    table = pa.table({PART: ["byteField=20"] * 4, KEY: candidates, FILE_ID: ["bb7c3a45"] * 4})
+    out = check_file(table, tmp_path.as_uri(), name).to_pylist()  # the filter comes from the footer
     assert sorted(r[KEY] for r in out if r[KEY] is not None) == ["id:149,name:n149", "id:3,name:n3"]
     [stats] = [r for r in out if r[KEY] is None]
     assert (stats["candidates"], stats["after_bloom"], stats["matched"]) == (4, 2, 2)
@@ -322,8 +322,8 @@ def test_exact_key_check_reports_each_key_found_once(tmp_path):
     pq.write_table(pa.table({"_hoodie_record_key": in_file}), tmp_path / "f1.parquet")
     bloom = ("SIMPLE", BloomSpec("SIMPLE", 5).build(in_file).to_base64())
     candidates = ["k2", "k3", "k7", "k9"]
-    table = pa.table({PART: ["p"] * 4, KEY: candidates, FILE_ID: ["f1"] * 4, "path": ["f1.parquet"] * 4})
-    out = check_file(table, tmp_path.as_uri(), {"f1.parquet": bloom}).to_pylist()
+    table = pa.table({PART: ["p"] * 4, KEY: candidates, FILE_ID: ["f1"] * 4})
+    out = check_file(table, tmp_path.as_uri(), "f1.parquet", {"f1.parquet": bloom}).to_pylist()
     found = sorted(r[KEY] for r in out if r[KEY] is not None)
     assert found == ["k2", "k7"]
     [stats] = [r for r in out if r[KEY] is None]
@@ -343,10 +343,9 @@ def test_the_exact_check_counts_the_keys_it_reads(tmp_path):
     full = ("SIMPLE", BloomSpec("SIMPLE", 3).build(in_file).to_base64())  # every bit set
 
     def stats(bloom, candidates):
-        table = pa.table({PART: ["p"] * len(candidates), KEY: candidates, FILE_ID: ["f1"] * len(candidates),
-                          "path": ["f1.parquet"] * len(candidates)})
+        table = pa.table({PART: ["p"] * len(candidates), KEY: candidates, FILE_ID: ["f1"] * len(candidates)})
         blooms = {"f1.parquet": bloom} if bloom is not None else None
-        [row] = [r for r in check_file(table, tmp_path.as_uri(), blooms).to_pylist() if r[KEY] is None]
+        [row] = [r for r in check_file(table, tmp_path.as_uri(), "f1.parquet", blooms).to_pylist() if r[KEY] is None]
         return row
 
     absent = [f"x{i}" for i in range(20)]
@@ -403,7 +402,7 @@ def test_the_bloom_index_still_reads_a_base_file_of_a_table_written_before(tmp_p
     writer.add_key_value_metadata({k.decode(): v.decode() for k, v in LEGACY_FOOTER.items()})
     writer.close()
     candidates = ["k1", "k3", "x1", "x2"]
-    batch = pa.table({PART: ["p"] * 4, KEY: candidates, FILE_ID: ["old"] * 4, "path": ["old.parquet"] * 4})
-    out = check_file(batch, tmp_path.as_uri()).to_pylist()
+    batch = pa.table({PART: ["p"] * 4, KEY: candidates, FILE_ID: ["old"] * 4})
+    out = check_file(batch, tmp_path.as_uri(), "old.parquet").to_pylist()
     [stats] = [r for r in out if r[KEY] is None]
     assert (stats["after_bloom"], stats["matched"]) == (2, 2)  # x1, x2 ruled out by the old filter

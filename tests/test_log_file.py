@@ -160,10 +160,10 @@ def test_bloom_exact_check_finds_keys_only_a_slices_log_files_hold(tmp_path):
     logs = [f"p1/{n}" for n in logs] + [f"p1/{LogFile('fg-0', I1, 5, '0-9-0').name}"]
     bloom = ("SIMPLE", BloomSpec("SIMPLE", 100, 1e-9).build(pa.array(["k0", "k1", "k2", "k3"])).to_base64())
     probe = ["k1", "k9", "k7", "k0"]
-    candidates = pa.table({PART: ["p1"] * 4, KEY: probe, FILE_ID: ["fg-0"] * 4, "path": [f"p1/{base}"] * 4})
-    out = check_file(candidates, str(tmp_path / "t"), {f"p1/{base}": bloom}, {f"p1/{base}": logs})
+    candidates = pa.table({PART: ["p1"] * 4, KEY: probe, FILE_ID: ["fg-0"] * 4})
+    out = check_file(candidates, str(tmp_path / "t"), f"p1/{base}", {f"p1/{base}": bloom}, {f"p1/{base}": logs})
     found = sorted(k for k in out.column(KEY).to_pylist() if k is not None)
     assert found == ["k0", "k1", "k9"]
     # Without its logs the slice's base file alone knows k0 and k1 only.
-    out = check_file(candidates, str(tmp_path / "t"), {f"p1/{base}": bloom})
+    out = check_file(candidates, str(tmp_path / "t"), f"p1/{base}", {f"p1/{base}": bloom})
     assert sorted(k for k in out.column(KEY).to_pylist() if k is not None) == ["k0", "k1"]

@@ -22,7 +22,9 @@ from labformat.model.file_group import FileSlice
 from labformat.spark.jobs import describe
 from labformat.storage import Storage
 
-CANDIDATE_DDL = f"{PART} string, {KEY} string, {FILE_ID} string, path string"
+# A base file's path is not among them: each check task looks it up by its file group, so the
+# shuffle between range pruning and the check moves (key, file group) pairs only.
+CANDIDATE_DDL = f"{PART} string, {KEY} string, {FILE_ID} string"
 CHECKED_DDL = (f"{PART} string, {KEY} string, {FILE_ID} string, candidates long, after_bloom long, matched long, "
                "keys_read long, logs_read long")
 _CHECKED_SCHEMA = pa.schema([(PART, pa.string()), (KEY, pa.string()), (FILE_ID, pa.string()),
@@ -37,7 +39,7 @@ KEY_FUNNEL = ("keys_after_range_pruning", "keys_after_bloom", "keys_matched", "k
 def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
     """Task (a): pair each incoming key with the files of its partition whose key range holds it.
 
-    `files` maps a partition path to (min keys, max keys, file ids, paths, whether the slice has
+    `files` maps a partition path to (min keys, max keys, file ids, whether the slice has
     log files that may hold keys its base file does not: then every key of the partition is its
     candidate). Keys are sorted
     once per batch, so each file's candidates are one slice found by binary search.
@@ -51,7 +53,7 @@ def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
             entry = files.get(part)
             if entry is None:
                 continue  # no file in this partition: every key is an insert
-            mins, maxs, ids, paths, unbounded = entry
+            mins, maxs, ids, unbounded = entry
             column = table.filter(pc.equal(parts, part)).column(KEY).combine_chunks()
             sorted_keys = column.take(pc.sort_indices(column))
             keys = sorted_keys.to_numpy(zero_copy_only=False)  # numpy only for the binary search
@@ -70,15 +72,16 @@ def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
             picked = pa.concat_arrays([sorted_keys.slice(a, b - a) for a, b in zip(lo, hi) if b > a])
             owner = pa.array(np.repeat(np.arange(len(ids)), counts))  # the file each picked key is paired with
             yield pa.RecordBatch.from_arrays(
-                [constant(part, len(picked)), picked,
-                 pa.array(ids, pa.string()).take(owner), pa.array(paths, pa.string()).take(owner)],
-                schema=pa.schema([(PART, pa.string()), (KEY, pa.string()), (FILE_ID, pa.string()), ("path", pa.string())]),
+                [constant(part, len(picked)), picked, pa.array(ids, pa.string()).take(owner)],
+                schema=pa.schema([(PART, pa.string()), (KEY, pa.string()), (FILE_ID, pa.string())]),
             )
 
 
-def check_file(table: pa.Table, base_uri: str, blooms: dict[str, tuple[str, str]] | None = None,
+def check_file(table: pa.Table, base_uri: str, path: str, blooms: dict[str, tuple[str, str]] | None = None,
                logs: dict[str, list[str]] | None = None) -> pa.Table:
     """Tasks (b)+(c), one file group at a time: its bloom filter, then its real keys.
+
+    `table`: the candidate keys range pruning paired with the file group whose base file is `path`.
 
     `blooms`: (type code, encoded filter) per path, from the metadata table; else the footer's.
     A file without a filter (Hudi writes none without meta fields) passes every candidate on.
@@ -95,7 +98,6 @@ def check_file(table: pa.Table, base_uri: str, blooms: dict[str, tuple[str, str]
     """
     file_id = table.column(FILE_ID)[0].as_py()
     part = table.column(PART)[0].as_py()
-    path = table.column("path")[0].as_py()
     keys = table.column(KEY)
     storage = Storage(base_uri)
     bloom = decode(blooms[path][1], blooms[path][0]) if blooms is not None else bloom_filter(base_uri, path)
@@ -201,13 +203,14 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
         info = ranges[s.path]
         if info.num_rows == 0 or info.min_key is None:
             continue  # an empty base file (every row deleted) holds no key
-        by_partition.setdefault(s.partition_path, []).append((info.min_key, info.max_key, s.file_id, s.path,
+        by_partition.setdefault(s.partition_path, []).append((info.min_key, info.max_key, s.file_id,
                                                               not s.keyed_by_base_file))
     files = {
-        part: tuple(np.array(col, dtype=object) for col in zip(*entries))[:4]
-        + (np.array([e[4] for e in entries], dtype=bool),)
+        part: tuple(np.array(col, dtype=object) for col in zip(*entries))[:3]
+        + (np.array([e[3] for e in entries], dtype=bool),)
         for part, entries in by_partition.items()
     }
+    paths = {(s.partition_path, s.file_id): s.path for s in slices}
     # Logs of updates and deletes only (a BLOOM or SIMPLE writer's) add no key to their slice: the
     # base file's range and filter decide, and the logs are never opened. Other logs are read.
     logs = {s.path: list(s.log_paths) for s in slices if not s.keyed_by_base_file}
@@ -231,7 +234,8 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
 
     # A plain typed function: pyspark 4.3 cannot infer the eval type of a functools.partial here.
     def check(table: pa.Table) -> pa.Table:
-        return check_file(table, base_uri, shipped.value if shipped is not None else None, logs)
+        path = paths[(table.column(PART)[0].as_py(), table.column(FILE_ID)[0].as_py())]
+        return check_file(table, base_uri, path, shipped.value if shipped is not None else None, logs)
 
     # One group per candidate file; as many tasks as files (up to the cores twice over), rather
     # than spark.sql.shuffle.partitions mostly empty ones.
