@@ -261,3 +261,19 @@ def test_every_spark_engine_of_a_run_gets_the_same_driver_memory():
 
     assert spark_conf(None) == {} and driver_memory_of(None) == DEFAULT_CONF["spark.driver.memory"]
     assert spark_conf("4g") == {"spark.driver.memory": "4g"} and driver_memory_of("4g") == "4g"
+
+
+@pytest.mark.spark
+def test_the_bucket_engine_has_a_bucket_per_history_file(spark, tmp_path):
+    """labformat-bucket's table gets as many buckets as the history's base files (not Hudi's default
+    4), so its files start at the size the other engines' files have."""
+    import labformat as lf
+    from labformat import datasets
+    from labformat.bench.engines import Labformat, Workload
+
+    workload = Workload(datasets.generate(spark, datasets.spec("tiny")), 1, None, None, history_files=3)
+    engine = Labformat(workload, tmp_path, spark, index_type="BUCKET")
+    engine.load()
+    table = lf.Table.open(spark, engine.table_path)
+    assert table.config.bucket_num == 3
+    assert len({s.file_id for s in table.file_slices()}) == 3  # the tiny history fills every bucket

@@ -3,7 +3,8 @@
 Every engine gets the same cached drone dataset and writes its table under its own folder:
 
 - `labformat-bloom`, `labformat-simple`, `labformat-bucket`: labformat with that index
-  (bulk insert with GLOBAL_SORT, then `Table.upsert` per batch);
+  (bulk insert with GLOBAL_SORT, then `Table.upsert` per batch); the BUCKET table has as many
+  buckets as the history has base files;
 - `labformat-mor`: labformat on a merge-on-read table with the BLOOM index: each upsert a delta
   commit (updates appended to log files), inline compaction off during the days; the runner
   times the queries before and after one `Table.compact()` at the end;
@@ -191,8 +192,14 @@ class Labformat(Engine):
         from labformat.lab.workshop import scaled_sizes
 
         w = self.workload
+        options = {"index_type": self.index_type}
+        if self.index_type == "BUCKET":
+            # As many buckets as the history has base files, so that each bucket's file starts at the
+            # size every other engine's files have (Hudi sizes buckets by the data they will hold):
+            # Hudi's default of 4 gave `medium` 150 MB buckets, each merged whole in one task.
+            options["bucket_num"] = w.history_files
         table = lf.Table.create(self.spark, self.table_path, record_key=KEY, precombine_field=PRECOMBINE,
-                                options={"index_type": self.index_type}, table_type=self.table_type)
+                                options=options, table_type=self.table_type)
         # One base file per write task (no max_file_size: Hudi's 120 MB is far above a task's share),
         # as the workshop loads its history.
         table.bulk_insert(datasets.load_history(self.spark, w.cached),

@@ -432,7 +432,8 @@ each engine, N times, engines alternating, records `bench/results/<date>-<preset
 a chart and a report beside it, and rewrites this page. Engines:
 
 - `labformat-bloom`, `labformat-simple`, `labformat-bucket`: labformat with that index (bulk insert
-  with GLOBAL_SORT, then `Table.upsert` per batch);
+  with GLOBAL_SORT, then `Table.upsert` per batch); the BUCKET table has as many buckets as the
+  history has base files, so its files start at the others' size;
 - `labformat-mor`: labformat on a merge-on-read table, BLOOM index: each upsert a delta commit whose
   updates go to log files, inline compaction off; after the last day its queries run with the logs,
   then once more after one `Table.compact()` (timed apart, not in the upsert times);
