@@ -39,10 +39,9 @@ KEY_FUNNEL = ("keys_after_range_pruning", "keys_after_bloom", "keys_matched", "k
 def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
     """Task (a): pair each incoming key with the files of its partition whose key range holds it.
 
-    `files` maps a partition path to (min keys, max keys, file ids, whether the slice has
-    log files that may hold keys its base file does not: then every key of the partition is its
-    candidate). Keys are sorted
-    once per batch, so each file's candidates are one slice found by binary search.
+    `files` maps a partition path to (min keys, max keys, file ids, whether the slice has log files
+    that may hold keys its base file does not: then every key of the partition is its candidate).
+    Keys are sorted once per batch, so each file's candidates are one slice found by binary search.
     Without pruning every file of the partition is a candidate for every key.
     """
     for batch in batches:
