@@ -49,6 +49,8 @@ def test_one_hour_window_reads_exactly_the_files_of_that_hour(drone_table):
     assert report.funnel["files_read"] < report.funnel["files_in_snapshot"]
     assert report.rows_returned == df.count() == drone_table.read().filter(window).count() > 0
     assert report.details["row_groups_in_files_read"] >= report.funnel["files_read"]
+    # The whole query's time is its planning and its scan, both measured.
+    assert report.seconds == report.planning_seconds + report.execution_seconds > report.planning_seconds > 0
 
 
 def test_point_lookup_by_record_key_reads_one_file(drone_table):

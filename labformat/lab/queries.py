@@ -42,7 +42,7 @@ def compare_skipping(table: lf.Table, queries: dict[str, str], repeats: int = 3,
                 _, report = table.query(condition, options={"data_skipping": skipping})
                 runs[skipping].append(report)
         for skipping, reports in runs.items():
-            seconds = [r.planning_seconds + r.execution_seconds for r in reports]
+            seconds = [r.seconds for r in reports]
             rows.append({
                 "query": name, "skipping": "on" if skipping else "off",
                 "median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds),

@@ -57,6 +57,11 @@ class ScanReport:
     execution_seconds: float
     details: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def seconds(self) -> float:
+        """The whole query: planning, then the scan."""
+        return self.planning_seconds + self.execution_seconds
+
     def to_pandas(self):
         import pandas as pd
 
