@@ -52,7 +52,8 @@ class Option:
 
 # ---- parsers -------------------------------------------------------------------------------
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+# A number and an optional unit: b, k, kb, kib, m, mb, mib, ... (never a bare `ib`).
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|[kmgt](?:i?b)?)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
@@ -204,6 +205,11 @@ OPTIONS: tuple[Option, ...] = (
            "once: every input row is then written, so a key twice in the batch is stored twice (Hudi: "
            "\"otherwise it can lead to duplicate keys and violate the uniqueness guarantees\"). Rows "
            "with a null precombine value are refused either way.", Scope.WRITE, parse_bool),
+    Option("reconcile_schema", "hoodie.datasource.write.reconcile.schema", False,
+           "Schema evolution on write: columns the table has and the input lacks are kept and written as null "
+           "(true), or the write is refused (false, Hudi's default). Whatever its value, a column the input adds "
+           "is added to the table and a safe type promotion (int to long, float to double, a wider decimal) "
+           "widens the table's column; any other change of type is refused.", Scope.WRITE, parse_bool),
     Option("bloom_prune_by_ranges", "hoodie.bloom.index.prune.by.ranges", True,
            "BLOOM index: skip files whose min/max record key cannot hold an incoming key before "
            "checking bloom filters.", Scope.WRITE, parse_bool),
@@ -329,6 +335,9 @@ for _opt in OPTIONS:
 
 def option(key: str) -> Option:
     """The option a name or Hudi key stands for; ConfigError with the nearest valid key otherwise."""
+    if not isinstance(key, str):
+        raise ConfigError(f"option names are strings (a labformat name or a Hudi key), got "
+                          f"{type(key).__name__}: {key!r}"[:200])
     found = _BY_NAME.get(key)
     if found is None:
         near = difflib.get_close_matches(key, list(_BY_NAME), n=1, cutoff=0.5)

@@ -12,14 +12,29 @@ from pyspark.sql import types as T
 
 from labformat import config as C
 from labformat import properties as P
-from labformat.errors import ConfigError, CorruptTableError, InvalidInputError
+from labformat.errors import (
+    ConfigError,
+    CorruptTableError,
+    InvalidInputError,
+    TableChangedError,
+    TableNotFoundError,
+    storage_error,
+)
 from labformat.fileformat.invalid_input import INVALID_INPUT_MARKER
 from labformat.fileformat.footers import base_file_schema
 from labformat.fs_view import FileSystemView
-from labformat.keygen import KeyGenerator
+from labformat.keygen import KeyGenerator, string_of
 from labformat.model.commit import SPARK_SCHEMA_KEY
-from labformat.model.enums import IndexType
-from labformat.schema import check_compatible, check_writable, data_schema_of, same_type, spark_schema_from_avro
+from labformat.model.enums import IndexType, MergeMode
+from labformat.schema import (
+    check_writable,
+    column_name_problem,
+    data_schema_of,
+    duplicate_columns,
+    evolve,
+    same_type,
+    spark_schema_from_avro,
+)
 from labformat.storage import Storage
 from labformat.timeline import TIMELINE_DIR, Timeline
 
@@ -30,6 +45,14 @@ _FIXED_PROPERTIES = {
     "hoodie.archivelog.folder": "archived",
 }
 POPULATE_META_FIELDS = "hoodie.populate.meta.fields"
+# How record versions of a merge-on-read slice meet. labformat writes Hudi 0.14's default payload
+# class into every new table, which Hudi's readers (hudi-rs 0.5 among them) take for commit-time
+# ordering: the later write wins, as on copy-on-write. A table that names neither (labformat's
+# tables before, many of Hudi's) is read with event-time ordering, as hudi-rs infers it.
+MERGE_MODE = "hoodie.record.merge.mode"
+PAYLOAD_CLASS_KEYS = ("hoodie.compaction.payload.class", "hoodie.datasource.write.payload.class",
+                      "hoodie.table.legacy.payload.class")
+OVERWRITE_WITH_LATEST = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
 CREATE_SCHEMA = "hoodie.table.create.schema"
 COPY_ON_WRITE = "COPY_ON_WRITE"
 MERGE_ON_READ = "MERGE_ON_READ"
@@ -43,6 +66,9 @@ _STORED_FLAGS = ("metadata_enable", "column_stats_enable", "bloom_filter_enable"
 # the timeline folder. Values are kept verbatim (Hudi's default, with
 # `hoodie.datasource.write.partitionpath.urlencode` off), so these are refused, not encoded.
 UNSAFE_PARTITION_PATH = rf"(^|/)\.{{0,2}}(/|$)|^{re.escape(TIMELINE_DIR)}(/|$)"
+# A partition path with a control character (tab, newline, \x01, DEL): Hudi's readers (hudi-rs
+# among them) cannot read such a folder back, so labformat refuses it rather than encode it.
+CONTROL_CHARACTER = "[\\x00-\\x1f\\x7f]"
 # The value Hudi (before 0.14) and labformat write a null partition value as: its folder holds the
 # nulls, and also the rows whose value is the string itself.
 NULL_PARTITION = "default"
@@ -69,6 +95,46 @@ def check_names(name: str, record_key: str, precombine_field: str, partition_fie
                                     "names are stored in hoodie.properties and must have none")
         if label in fields and "," in value:
             raise InvalidInputError(f"{label} {value!r} holds a comma; Hudi reads it as a list of fields")
+        problem = column_name_problem(value) if label in fields else None
+        if problem:
+            raise InvalidInputError(f"{label} {value!r}: {problem}; no write could ever fill it, table not created")
+
+
+def read_table_properties(storage: Storage) -> dict[str, str]:
+    """`hoodie.properties`, checked (format, required keys, Hudi's checksum); when it is missing or fails
+    a check, Hudi's backup copy `hoodie.properties.backup` if that one holds. TableNotFoundError when
+    neither exists, CorruptTableError naming both problems when neither holds."""
+    problems = []
+    for rel in (P.PROPERTIES_PATH, P.BACKUP_PATH):
+        try:
+            text = storage.read_text(rel)
+        except FileNotFoundError:
+            problems.append(f"{rel} is missing")
+            continue
+        except UnicodeDecodeError as exc:
+            problems.append(f"{rel} is not text ({exc})")
+            continue
+        except OSError as exc:
+            raise storage_error(exc, f"reading {rel}") from None
+        try:
+            return P.parse_properties(text, rel)
+        except CorruptTableError as exc:
+            problems.append(str(exc))
+    if all(p.endswith("is missing") for p in problems):
+        raise TableNotFoundError(f"{storage.base_uri} is not a table: no {P.PROPERTIES_PATH}")
+    raise CorruptTableError(f"{storage.base_uri}: no readable table properties: " + "; ".join(problems))
+
+
+def merge_mode_of(props: dict[str, str]) -> MergeMode:
+    """The record merge mode `hoodie.properties` implies, as Hudi's readers infer it: the merge mode if
+    stored, else the payload class (OverwriteWithLatestAvroPayload: commit time), else event time."""
+    stored = (props.get(MERGE_MODE) or "").strip().upper()
+    if stored in MergeMode.__members__:
+        return MergeMode(stored)
+    payload = next((props[k].strip() for k in PAYLOAD_CLASS_KEYS if (props.get(k) or "").strip()), "")
+    if payload == OVERWRITE_WITH_LATEST:
+        return MergeMode.COMMIT_TIME_ORDERING
+    return MergeMode.EVENT_TIME_ORDERING
 
 
 @dataclass(frozen=True)
@@ -96,6 +162,7 @@ class TableConfig:
     # Merge-on-read: the table's own `hoodie.compact.inline` and its delta-commit count (a write may override them).
     compact_inline: bool = False
     compact_inline_max_delta_commits: int = C.option("compact_inline_max_delta_commits").default
+    merge_mode: MergeMode = MergeMode.COMMIT_TIME_ORDERING  # from the payload class or merge mode stored
 
     @property
     def merge_on_read(self) -> bool:
@@ -163,6 +230,7 @@ class TableConfig:
             table_type=value("table_type"),
             compact_inline=value("compact_inline"),
             compact_inline_max_delta_commits=value("compact_inline_max_delta_commits"),
+            merge_mode=merge_mode_of(props),
         )
 
     def to_properties(self) -> dict[str, str]:
@@ -176,6 +244,7 @@ class TableConfig:
             **_FIXED_PROPERTIES,
             P.HIVE_STYLE: str(self.hive_style_partitioning).lower(),
             "hoodie.table.keygenerator.class": self.keygen.class_name,
+            PAYLOAD_CLASS_KEYS[0]: OVERWRITE_WITH_LATEST,
         }
         if self.partition_field:
             props[P.PARTITION_FIELDS] = self.partition_field
@@ -206,6 +275,17 @@ class TableContext:
     storage: Storage
     config: TableConfig
     timeline: Timeline
+    # hoodie.properties as this table's `Table` read it: a write checks, under the lock, that the file
+    # still says so (`check_same_table`), so that a table deleted and created again is never written
+    # to with the old one's key or layout.
+    properties: tuple[tuple[str, str], ...] = ()
+
+    def check_same_table(self) -> None:
+        """TableChangedError unless `hoodie.properties` still holds what this context was made from."""
+        if self.properties and tuple(read_table_properties(self.storage).items()) != self.properties:
+            raise TableChangedError(f"{self.storage.base_uri}: the table was deleted and created again, or its "
+                                    f"{P.PROPERTIES_PATH} changed, since this Table was opened; nothing was written. "
+                                    "Open it again with Table.open")
 
     def refreshed(self) -> "TableContext":
         """The same table with its timeline loaded again from `.hoodie/`."""
@@ -270,9 +350,10 @@ class TableContext:
                 return text
         return None
 
-    def record_key_column(self) -> Column:
-        """Each row's record key, computed in Spark by the table's key generator."""
-        return self.config.keygen.record_key_column()
+    def record_key_column(self, schema: T.StructType | None = None) -> Column:
+        """Each row's record key, computed in Spark by the table's key generator; `schema`: the input's
+        (a timestamp key field is rendered in UTC, whatever the session's time zone)."""
+        return self.config.keygen.record_key_column(schema)
 
     def partition_path_column(self, schema: T.StructType | None = None) -> Column:
         """Each row's partition path, computed in Spark ('' for a non-partitioned table).
@@ -287,28 +368,46 @@ class TableContext:
         if not field or not keygen.partition_fields:  # a non-partitioned key generator ignores the fields
             return F.lit("")
         if keygen.value_partitions:
-            value = F.coalesce(F.col(field).cast("string"), F.lit(NULL_PARTITION))
+            value = F.coalesce(string_of(field, schema), F.lit(NULL_PARTITION))
             path = F.concat(F.lit(f"{field}="), value) if self.config.hive_style_partitioning else value
         else:  # several fields or a formatted time: the key generator's path
             value = path = keygen.partition_path_column(NULL_PARTITION, schema)
-        # The message ends in a newline so that the driver reads it up to there, without Spark's suffix.
+        # The messages end in a newline so that the driver reads them up to there, without Spark's suffix.
+        escaped = F.lit(f"{INVALID_INPUT_MARKER} partition column {field!r}: value '")
         refused = F.raise_error(F.concat(
-            F.lit(f"{INVALID_INPUT_MARKER} partition column {field!r}: value '"), value,
-            F.lit("' gives the partition path '"), path,
+            escaped, value, F.lit("' gives the partition path '"), path,
             F.lit("', which would leave the table's folder or enter .hoodie (empty, '.' and '..' "
                   "segments and '.hoodie' are refused; values are not URL-encoded)\n")))
-        return F.when(path.rlike(UNSAFE_PARTITION_PATH), refused).otherwise(path)
+        control = F.raise_error(F.concat(
+            escaped, F.regexp_replace(value, CONTROL_CHARACTER, "?"),
+            F.lit("' (a control character shown as ?) holds a control character (tab, newline, \\x00-\\x1f, "
+                  "\\x7f), which Hudi's readers cannot read back in a folder name; values are not URL-encoded\n")))
+        return (F.when(path.rlike(UNSAFE_PARTITION_PATH), refused)
+                .when(path.rlike(CONTROL_CHARACTER), control).otherwise(path))
 
-    def schema_for_write(self, df: DataFrame) -> T.StructType:
-        """The data schema a write of `df` will have: the table's, if it has one (checked), else df's.
-        Columns no write can take (nested, meta or helper names) are refused first (`check_writable`)."""
+    def schema_for_write(self, df: DataFrame, reconcile: bool = False) -> tuple[T.StructType, tuple[str, ...]]:
+        """The data schema a write of `df` will have, and how it changes the table's: df's for a table
+        never written, else the table's evolved by df (`schema.evolve`: columns added, types widened,
+        with `reconcile` missing columns kept). Columns no write can take (nested, meta or helper
+        names) are refused first (`check_writable`)."""
         current = self.schema()
         check_writable(df.schema, current)
         incoming = data_schema_of(df.schema)
         if current is None:
-            return incoming
-        check_compatible(current, incoming)
-        return current
+            return incoming, ()
+        return evolve(current, incoming, reconcile)
+
+    @staticmethod
+    def conform_input(df: DataFrame, data_schema: T.StructType) -> DataFrame:
+        """`df` with exactly the columns of `data_schema`, in its types: a narrower column cast up, a
+        column the input lacks (reconciled) as nulls. Free when they already agree."""
+        if [(f.name, f.dataType) for f in df.schema.fields] == [(f.name, f.dataType) for f in data_schema.fields]:
+            return df
+        present = set(df.columns)
+        return df.select(*[(F.col(f.name) if f.name in present else F.lit(None)).cast(f.dataType).alias(f.name)
+                           if f.name not in present or df.schema[f.name].dataType != f.dataType else F.col(f.name)
+                           for f in data_schema.fields],
+                         *[c for c in df.columns if c not in {f.name for f in data_schema.fields}])
 
     def validate_input(self, df: DataFrame, need_precombine: bool, writes_rows: bool = True) -> None:
         """A write's input checks that need no pass over the data: the key, precombine and partition
@@ -316,6 +415,10 @@ class TableContext:
         `schema_for_write`; record keys by the write tasks."""
         conf = self.config
         conf.keygen.check()  # ConfigError for a key generator labformat cannot compute keys with
+        twice = duplicate_columns(df.columns)
+        if twice:
+            raise InvalidInputError(f"input has column(s) {', '.join(twice)} twice (Spark compares column names "
+                                    "without case); table unchanged")
         # The first write fixes the schema: every field the table names must be one of its columns.
         first = writes_rows and not self.timeline.completed_writes()
         keygen = conf.keygen

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import re
+
 
 class LabformatError(Exception):
     """Base of every error labformat raises on purpose."""
@@ -44,6 +47,11 @@ class CleanedInstantError(InstantNotFoundError):
     """An `as_of` instant older than what the table's cleaning kept: its file slices were deleted."""
 
 
+class StorageError(LabformatError, OSError):
+    """The storage under the table refused a read or a write: disk full, a read-only file system, no
+    permission. Raised with the path and the system's reason; a write that meets it is rolled back."""
+
+
 class DatasetNotCachedError(LabformatError, FileNotFoundError):
     """A cached dataset was asked for before `generate()` completed it."""
 
@@ -51,6 +59,11 @@ class DatasetNotCachedError(LabformatError, FileNotFoundError):
 class ConcurrentWriteError(LabformatError):
     """Another writer is in the way: in single-writer mode a live writer's instant is in flight, or
     this write's own instant was rolled back by a writer that took it for dead."""
+
+
+class TableChangedError(ConcurrentWriteError):
+    """The table at this path is no longer the one this `Table` object opened: it was deleted and
+    created again, or its `hoodie.properties` changed. Open it again (`Table.open`)."""
 
 
 class LockTimeoutError(ConcurrentWriteError, TimeoutError):
@@ -67,3 +80,44 @@ class WriteConflictError(ConcurrentWriteError):
         self.instant = instant  # this write's instant, rolled back
         self.other = other  # the commit it lost to
         self.file_groups = file_groups  # (partition path, file id) both wrote
+
+
+# ---- failures that come back from Spark tasks ------------------------------------------------------
+
+# A LabformatError raised inside a Spark task reaches the driver as text (PySpark's PythonException
+# carries the worker's traceback, whose last line is `labformat.errors.<Class>: <message>`).
+_TASK_ERROR = re.compile(r"labformat\.errors\.(?P<cls>[A-Za-z]+Error): (?P<message>[^\n]*)")
+# What the storage says when it refuses a write, in the words of the OS (and of Java, for Spark's own
+# reads and writes).
+_STORAGE_REFUSALS = {
+    errno.ENOSPC: "No space left on device", errno.EROFS: "Read-only file system",
+    errno.EACCES: "Permission denied", errno.EPERM: "Operation not permitted", errno.EDQUOT: "Disk quota exceeded",
+}
+
+
+def storage_error(exc: OSError, doing: str) -> StorageError:
+    """`exc` (an OSError of the storage) as a StorageError saying what labformat was doing."""
+    reason = exc.strerror or str(exc)
+    where = f" ({exc.filename})" if exc.filename else ""
+    return StorageError(exc.errno, f"{doing}: {reason}{where}")
+
+
+def from_task_failure(exc: BaseException) -> LabformatError | None:
+    """The LabformatError a failed Spark job stands for, or None when it is none of labformat's: a
+    LabformatError a task raised (same class, same message), or a storage refusal (StorageError).
+    A bad-input marker is handled by `fileformat.invalid_input`."""
+    if isinstance(exc, LabformatError):
+        return exc
+    text = str(exc)
+    found = _TASK_ERROR.findall(text) if "labformat.errors." in text else []
+    if found:
+        name, message = found[-1]
+        cls = globals().get(name)
+        if isinstance(cls, type) and issubclass(cls, LabformatError):
+            if cls is StorageError:
+                return StorageError(message)
+            return cls(message)
+    for code, words in _STORAGE_REFUSALS.items():
+        if words in text:
+            return StorageError(code, f"the storage refused a write or read inside a Spark task: {words}")
+    return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from labformat.errors import CorruptTableError
+from labformat.errors import CorruptTableError, InvalidInputError
 from labformat.model.commit import LOG_KEYS_IN_BASE_KEY
 from labformat.model.file_group import FileGroup, FileSlice
 from labformat.storage import Storage
@@ -55,17 +55,21 @@ class FileSystemView:
 
 
 def check_base_files(storage: Storage, slices: list[FileSlice]) -> None:
-    """CorruptTableError naming the first base file of `slices` that is missing, or whose size differs
-    from the one its commit recorded (a truncated file). One listing per partition, on the driver:
-    no file is opened, so a reader fails here, with the file's name, rather than inside a Spark task."""
+    """CorruptTableError naming the first base file or log file of `slices` that is missing, or whose
+    size differs from the one its commit recorded (a truncated, emptied or swapped file). One listing
+    per partition, on the driver: no file is opened, so a reader fails here, with the file's name,
+    rather than inside a Spark task."""
     sizes: dict[str, int] = {}
     for partition in sorted({s.partition_path for s in slices}):
         sizes.update((info.path, info.size) for info in storage.list(partition))
     for s in slices:
-        for log in s.log_paths:
+        for log, recorded in zip(s.log_paths, s.log_sizes or (0,) * len(s.log_paths)):
             if log not in sizes:
                 raise CorruptTableError(f"log file {log} of file slice {s.path} is missing from {storage.base_uri}; "
                                         "the table cannot be read")
+            if recorded and (sizes[log] < recorded if log in s.log_appended else sizes[log] != recorded):
+                raise CorruptTableError(f"log file {log} of file slice {s.path} has {sizes[log]} bytes, its commit "
+                                        f"recorded {recorded} (truncated, emptied or swapped); the table cannot be read")
         if s.path not in sizes:
             raise CorruptTableError(f"base file {s.path} of commit {s.base_instant_time} is missing from "
                                     f"{storage.base_uri}; the table cannot be read")
@@ -73,3 +77,31 @@ def check_base_files(storage: Storage, slices: list[FileSlice]) -> None:
             raise CorruptTableError(f"base file {s.path} of commit {s.base_instant_time} has {sizes[s.path]} "
                                     f"bytes, its commit recorded {s.size_bytes} (truncated or overwritten); "
                                     "the table cannot be read")
+
+
+def nested_partition_paths(paths) -> list[tuple[str, str]]:
+    """(outer, inner) pairs of partition paths where one's folder lies inside the other's (`a` and `a/b`,
+    `p=a` and `p=a/b`): readers list a partition's folder for its files, and Hudi's readers take the
+    inner partition's files for the outer's or lose the outer's rows (hudi-rs does), so a table must
+    never hold both. The table root ('') holds every partition and is left out."""
+    known = {p for p in paths if p}
+    out = []
+    for path in sorted(known):
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            outer = "/".join(parts[:depth])
+            if outer in known:
+                out.append((outer, path))
+    return out
+
+
+def refuse_nested_partitions(new: set[str], existing: set[str]) -> None:
+    """InvalidInputError when a write's partition paths `new` would nest inside, or around, a partition
+    of `existing` or of `new` itself."""
+    nested = [pair for pair in nested_partition_paths(new | existing) if pair[0] in new or pair[1] in new]
+    if nested:
+        shown = ", ".join(f"{inner!r} inside {outer!r}" for outer, inner in nested[:3])
+        raise InvalidInputError(f"partition path(s) would nest one partition's folder inside another's ({shown}"
+                                f"{', ...' if len(nested) > 3 else ''}); Hudi's readers cannot tell their files "
+                                "apart. Use values that never extend one another (such as a fixed depth); "
+                                "table unchanged")

@@ -181,16 +181,17 @@ class KeyGenerator:
         """The input columns keys and partition paths are computed from."""
         return self.record_key_fields + tuple(f for f in self.partition_fields if f not in self.record_key_fields)
 
-    def record_key_column(self):
-        """Each row's record key, as Hudi writes it into `_hoodie_record_key` (a Spark column)."""
+    def record_key_column(self, schema=None):
+        """Each row's record key, as Hudi writes it into `_hoodie_record_key` (a Spark column).
+        `schema`: the input's Spark schema; a timestamp field is rendered in UTC (`string_of`)."""
         from pyspark.sql import functions as F
 
         self.check()
         if self.single_field_key:
-            return F.col(self.record_key_fields[0]).cast("string")
+            return string_of(self.record_key_fields[0], schema)
         parts = []
         for name in self.record_key_fields:
-            value = F.col(name).cast("string")
+            value = string_of(name, schema)
             shown = F.when(value.isNull(), F.lit(NULL_RECORDKEY_PLACEHOLDER)).when(
                 value == "", F.lit(EMPTY_RECORDKEY_PLACEHOLDER)).otherwise(value)
             parts.append(F.concat(F.lit(f"{name}:"), shown))
@@ -198,7 +199,7 @@ class KeyGenerator:
         # Hudi refuses a key whose fields are all null or empty.
         all_missing = None
         for name in self.record_key_fields:
-            missing = F.coalesce(F.col(name).cast("string"), F.lit("")) == ""
+            missing = F.coalesce(string_of(name, schema), F.lit("")) == ""
             all_missing = missing if all_missing is None else all_missing & missing
         refused = F.raise_error(F.lit(f"{INVALID_INPUT_MARKER} null or empty record keys: every one of the "
                                       f"record key fields {list(self.record_key_fields)} is null or empty\n"))
@@ -219,7 +220,7 @@ class KeyGenerator:
             return F.concat(F.lit(f"{field}="), value) if self.hive_style else value
         folders = []
         for name in self.partition_fields:
-            value = F.col(name).cast("string")
+            value = string_of(name, schema)
             if len(self.partition_fields) > 1:  # Hudi's complex path: an empty value is null's folder too
                 value = F.when(value == "", F.lit(None)).otherwise(value)
             value = F.coalesce(value, F.lit(null_value))
@@ -277,6 +278,23 @@ def spark_pattern(joda: str, parsing: bool) -> str:
 def _has_zone(pattern: str) -> bool:
     unquoted = re.sub(r"'[^']*'", "", pattern)
     return any(letter in unquoted for letter in "ZXxOVz")
+
+
+def string_of(name: str, schema=None):
+    """Column `name` as the string a record key or partition path holds, the same in every Spark
+    session: Spark's cast to string, except that a timestamp (an instant) is rendered in UTC. The
+    cast would render it in the session's time zone (`spark.sql.session.timeZone`), and the same
+    record would get another key after a change of zone. In UTC sessions both agree, so keys
+    labformat stored before read the same."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    column = F.col(name)
+    dtype = schema[name].dataType if schema is not None and name in schema.names else None
+    if isinstance(dtype, T.TimestampType):
+        # Microseconds since the epoch added to the epoch as a wall clock: the UTC wall clock, exactly.
+        return F.timestamp_add("MICROSECOND", F.unix_micros(column), _epoch_ntz()).cast("string")
+    return column.cast("string")
 
 
 def _epoch_ntz():

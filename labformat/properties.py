@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import zlib
+
 from labformat.errors import CorruptTableError
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
+# Hudi's copy of the file, read when hoodie.properties is missing or fails its checksum.
+BACKUP_PATH = ".hoodie/hoodie.properties.backup"
+TABLE_CHECKSUM = "hoodie.table.checksum"
+DATABASE_NAME = "hoodie.database.name"
+# The first comment line of every file labformat writes since it writes the checksum: such a file
+# without a checksum line (always the last) was cut short. Comments come first, so they survive.
+_HEADER = "#Properties saved by labformat; hoodie.table.checksum is the last line"
 
 TABLE_NAME = "hoodie.table.name"
 TABLE_TYPE = "hoodie.table.type"
@@ -55,11 +64,38 @@ def _utf16_units(c: str) -> list[int]:
     return [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2)]
 
 
+def table_checksum(props: dict[str, str]) -> str:
+    """Hudi's `hoodie.table.checksum`: the CRC32 of `<database name>.<table name>` (the database name
+    empty when unset) in UTF-8, as an unsigned decimal number (HoodieTableConfig.generateChecksum)."""
+    return str(zlib.crc32(f"{props.get(DATABASE_NAME, '')}.{props[TABLE_NAME]}".encode("utf-8")))
+
+
 def format_properties(props: dict[str, str]) -> str:
-    """The file's text: each key and value escaped as Java's `Properties.store` does."""
-    lines = ["#Properties saved on labformat", "#labformat copy-on-write table (Apache Hudi table version 6)"]
-    lines += [f"{_escape(key, True)}={_escape(value, False)}" for key, value in props.items()]
+    """The file's text: each key and value escaped as Java's `Properties.store` does, and Hudi's table
+    checksum as the last line, so that a file cut short anywhere lacks it."""
+    body = {k: v for k, v in props.items() if k != TABLE_CHECKSUM}
+    body[TABLE_CHECKSUM] = table_checksum(body)
+    lines = [_HEADER, "#labformat table (Apache Hudi table version 6)"]
+    lines += [f"{_escape(key, True)}={_escape(value, False)}" for key, value in body.items()]
     return "\n".join(lines) + "\n"
+
+
+def check_checksum(text: str, props: dict[str, str], where: str = PROPERTIES_PATH) -> None:
+    """CorruptTableError unless the file's checksum holds: present and Hudi's value, the last line of a
+    file labformat wrote. A file without one that labformat did not write (Hudi's before version 5,
+    labformat's before it wrote one) is taken as it is."""
+    stored = props.get(TABLE_CHECKSUM)
+    if stored is None:
+        if text.startswith(_HEADER):
+            raise CorruptTableError(f"{where}: no {TABLE_CHECKSUM} line; the file was cut short")
+        return
+    if TABLE_NAME in props and stored.strip() != table_checksum(props):
+        raise CorruptTableError(f"{where}: {TABLE_CHECKSUM}={stored!r} does not match the table name "
+                                f"{props.get(TABLE_NAME)!r} (expected {table_checksum(props)}); the file is damaged")
+    if text.startswith(_HEADER):
+        last = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith(("#", "!"))]
+        if not last or not last[-1].startswith(f"{TABLE_CHECKSUM}="):
+            raise CorruptTableError(f"{where}: {TABLE_CHECKSUM} is not the last line; the file is damaged")
 
 
 def _logical_lines(text: str):
@@ -126,8 +162,9 @@ def load_properties(text: str, where: str = PROPERTIES_PATH) -> dict[str, str]:
 
 def parse_properties(text: str, where: str = PROPERTIES_PATH) -> dict[str, str]:
     """Parse the file as Java's `Properties.load` does, and check it describes a table labformat can
-    work with."""
+    work with, its checksum included."""
     props = load_properties(text, where)
+    check_checksum(text, props, where)
     for key, expected in REQUIRED.items():
         if key not in props:
             raise CorruptTableError(f"{where}: missing {key}")

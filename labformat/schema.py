@@ -36,12 +36,41 @@ def data_schema_of(schema: T.StructType) -> T.StructType:
 AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def column_name_problem(name: str) -> str | None:
+    """Why no write can take a column (or a table field) called `name`, or None when one can: a Hudi
+    meta column, a labformat helper column (`_lf_...`), a dotted name (Spark would read `a.b` as
+    field b of a column a), or any other name Avro does not allow (the commit's schema is Avro:
+    Hudi's readers, hudi-rs among them, fail on a table with a column `drone-id`, `my col` or `tëst`)."""
+    if name in META_COLUMNS:
+        return f"column {name!r} is a Hudi meta column, which labformat fills itself"
+    if name.startswith(INTERNAL_PREFIX):
+        return f"column {name!r} starts with {INTERNAL_PREFIX!r}, the prefix of labformat's helper columns"
+    if "." in name:
+        return f"column name {name!r} contains a dot"
+    if not AVRO_NAME.fullmatch(name):
+        return (f"column name {name!r} is no Avro name (ASCII letters, digits and '_', not starting "
+                "with a digit), which Hudi's readers need; rename it, e.g. with withColumnRenamed")
+    return None
+
+
+def duplicate_columns(names) -> list[str]:
+    """The names that occur more than once when case is ignored, as Spark resolves columns by default
+    (`v, v` and `v, V` both name one column twice)."""
+    seen: dict[str, str] = {}
+    out = []
+    for name in names:
+        folded = name.lower()
+        if folded in seen:
+            out.append(f"{seen[folded]!r} and {name!r}" if seen[folded] != name else repr(name))
+        else:
+            seen[folded] = name
+    return out
+
+
 def check_writable(schema: T.StructType, table_schema: T.StructType | None = None) -> None:
     """Raise InvalidInputError unless every column of a write's input can be written: a flat column
-    of a supported type, under a name that is neither a Hudi meta column, nor a labformat helper
-    column (`_lf_...`), nor a dotted name (Spark would read `a.b` as field b of a column a), nor
-    any other name Avro does not allow (the commit's schema is Avro: Hudi's readers, hudi-rs
-    among them, fail on a table with a column `drone-id`, `my col` or `tëst`).
+    of a supported type, under a name `column_name_problem` accepts, once (names are compared
+    without case, as Spark resolves them).
 
     A nested column (array, map, struct) is taken only where `table_schema` (the table's) already
     has it with the same type: labformat carries the nested columns of a table Apache Hudi wrote
@@ -49,21 +78,16 @@ def check_writable(schema: T.StructType, table_schema: T.StructType | None = Non
 
     Checked on the input's own schema, before any pass over the data and before an instant starts.
     """
-    problems = []
+    problems = [f"column {twice} appears twice (Spark compares column names without case)"
+                for twice in duplicate_columns(schema.names)]
     existing = {f.name: f.dataType for f in table_schema.fields} if table_schema is not None else {}
     for f in schema.fields:
         if isinstance(f.dataType, NESTED_TYPES) and f.name in existing and \
                 same_type(existing[f.name], f.dataType) and AVRO_NAME.fullmatch(f.name):
             continue
-        if f.name in META_COLUMNS:
-            problems.append(f"column {f.name!r} is a Hudi meta column, which labformat fills itself")
-        elif f.name.startswith(INTERNAL_PREFIX):
-            problems.append(f"column {f.name!r} starts with {INTERNAL_PREFIX!r}, the prefix of labformat's helper columns")
-        elif "." in f.name:
-            problems.append(f"column name {f.name!r} contains a dot")
-        elif not AVRO_NAME.fullmatch(f.name):
-            problems.append(f"column name {f.name!r} is no Avro name (ASCII letters, digits and '_', not starting "
-                            "with a digit), which Hudi's readers need; rename it, e.g. with withColumnRenamed")
+        problem = column_name_problem(f.name)
+        if problem:
+            problems.append(problem)
         elif isinstance(f.dataType, NESTED_TYPES):
             problems.append(f"column {f.name!r} is {f.dataType.simpleString()}: nested columns (array, map, "
                             "struct) are not supported")
@@ -148,26 +172,78 @@ def same_type(a: T.DataType, b: T.DataType) -> bool:
     return _nullable_everywhere(a) == _nullable_everywhere(b)
 
 
-def check_compatible(table_schema: T.StructType, incoming: T.StructType) -> None:
-    """Raise SchemaMismatchError unless `incoming` has exactly the table's columns and types.
+_INTEGRAL_WIDTH = {T.ByteType: 1, T.ShortType: 2, T.IntegerType: 3, T.LongType: 4}
 
-    Column order may differ (writers select by name); nullability may differ, since Spark
-    marks many derived columns nullable.
+
+def promotes(narrow: T.DataType, wide: T.DataType) -> bool:
+    """Whether every value of type `narrow` is one of `wide` (Avro's and Hudi's safe promotions): a
+    wider integer; an integer to float or double; float to double; a decimal with no fewer digits on
+    either side of the point."""
+    if same_type(narrow, wide):
+        return True
+    n, w = type(narrow), type(wide)
+    if n in _INTEGRAL_WIDTH:
+        if w in _INTEGRAL_WIDTH:
+            return _INTEGRAL_WIDTH[n] <= _INTEGRAL_WIDTH[w]
+        return w in (T.FloatType, T.DoubleType)
+    if n is T.FloatType:
+        return w is T.DoubleType
+    if n is T.DecimalType and w is T.DecimalType:
+        return wide.scale >= narrow.scale and wide.precision - wide.scale >= narrow.precision - narrow.scale
+    return False
+
+
+def evolve(table_schema: T.StructType, incoming: T.StructType, reconcile: bool = False
+           ) -> tuple[T.StructType, tuple[str, ...]]:
+    """The table's schema after a write of `incoming`, as Hudi evolves it on write, and what changed.
+
+    - A column the table lacks is added (nullable, after the table's columns): older files read it as null.
+    - A column of a type that promotes the table's (`promotes`: int to long, float to double, a wider
+      decimal) widens it; older files are read as the wider type. One narrower than the table's is
+      cast up to it as it is written.
+    - A table column the input lacks: with `reconcile` (hoodie.datasource.write.reconcile.schema) it
+      is kept and written as null; without, SchemaMismatchError (as Hudi refuses the batch).
+    - Any other change of type, or a name that differs from a table column's only in case:
+      SchemaMismatchError, naming each.
     """
-    want = {f.name: f.dataType for f in table_schema.fields}
-    got = {f.name: f.dataType for f in incoming.fields}
-    problems = []
-    missing = [n for n in want if n not in got]
-    extra = [n for n in got if n not in want]
-    if missing:
-        problems.append(f"missing columns {missing}")
-    if extra:
-        problems.append(f"columns not in the table {extra}")
-    for name in want.keys() & got.keys():
-        if not same_type(want[name], got[name]):
-            problems.append(f"column {name!r} is {got[name].simpleString()}, the table has {want[name].simpleString()}")
+    want = {f.name: f for f in table_schema.fields}
+    got = {f.name: f for f in incoming.fields}
+    problems, changes, fields = [], [], []
+    folded = {name.lower(): name for name in want}
+    for name in got:
+        if name not in want and name.lower() in folded:
+            problems.append(f"column {name!r} differs from the table's {folded[name.lower()]!r} only in case")
+    missing = [n for n in want if n not in got and n.lower() not in {g.lower() for g in got}]
+    if missing and not reconcile:
+        problems.append(f"missing columns {missing} (hoodie.datasource.write.reconcile.schema=true keeps them, "
+                        "written as null)")
+    for name, field in want.items():
+        new = got.get(name)
+        if new is None or same_type(field.dataType, new.dataType) or promotes(new.dataType, field.dataType):
+            fields.append(T.StructField(name, field.dataType, True))
+            if new is None and name in missing:
+                changes.append(f"{name}: kept, written as null")
+        elif promotes(field.dataType, new.dataType):
+            fields.append(T.StructField(name, new.dataType, True))
+            changes.append(f"{name}: {field.dataType.simpleString()} -> {new.dataType.simpleString()}")
+        else:
+            problems.append(f"column {name!r} is {new.dataType.simpleString()}, the table has "
+                            f"{field.dataType.simpleString()} (not a safe promotion either way)")
+    for name, field in got.items():
+        if name not in want and name.lower() not in folded:
+            fields.append(T.StructField(name, field.dataType, True))
+            changes.append(f"{name}: added ({field.dataType.simpleString()})")
     if problems:
-        raise SchemaMismatchError("input does not match the table schema: " + "; ".join(sorted(problems)))
+        raise SchemaMismatchError("input does not match the table schema, table unchanged: " + "; ".join(sorted(problems)))
+    return T.StructType(fields), tuple(changes)
+
+
+def check_compatible(table_schema: T.StructType, incoming: T.StructType) -> None:
+    """Raise SchemaMismatchError unless a write of `incoming` needs no change of the table's schema
+    (`evolve` with nothing added, widened or dropped)."""
+    _, changes = evolve(table_schema, incoming)
+    if changes:
+        raise SchemaMismatchError("input does not match the table schema: " + "; ".join(changes))
 
 
 # ---- Avro -> Spark: the schema of a table Apache Hudi wrote -------------------------------------

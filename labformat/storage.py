@@ -70,6 +70,21 @@ class Storage:
     def exists(self, rel: str) -> bool:
         return self.fs.get_file_info(self.full_path(rel)).type != pafs.FileType.NotFound
 
+    def is_file(self, rel: str) -> bool:
+        return self.fs.get_file_info(self.full_path(rel)).type == pafs.FileType.File
+
+    def enclosing(self, marker: str) -> str | None:
+        """The nearest folder above the base path that holds `marker` (a path relative to that folder,
+        such as a table's `.hoodie/hoodie.properties`), or None."""
+        parent = posixpath.dirname(self.root)
+        while parent and parent != self.root:
+            if self.fs.get_file_info(f"{parent}/{marker}").type == pafs.FileType.File:
+                return parent
+            parent, previous = posixpath.dirname(parent), parent
+            if parent == previous:
+                break
+        return None
+
     def read_bytes(self, rel: str) -> bytes:
         with self.fs.open_input_stream(self.full_path(rel)) as stream:
             return stream.read()
@@ -79,9 +94,27 @@ class Storage:
 
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Plain write (not atomic): for files whose partial state is harmless (requested/inflight markers)."""
-        self.makedirs(rel.rsplit("/", 1)[0] if "/" in rel else "")
+        self.makedirs(rel.rpartition("/")[0])
         with self.fs.open_output_stream(self.full_path(rel)) as out:
             out.write(data)
+
+    def _temp_beside(self, rel: str, data: bytes) -> str:
+        """A temp file holding `data` in `rel`'s folder (hidden, named after it); never left behind
+        half-written: a failed write (a full disk) deletes it before the error goes on."""
+        folder, _, leaf = rel.rpartition("/")
+        tmp = f"{folder}/.{leaf}.{uuid.uuid4().hex}.tmp" if folder else f".{leaf}.{uuid.uuid4().hex}.tmp"
+        try:
+            self.write_bytes(tmp, data)
+        except BaseException:
+            self._quietly_delete(tmp)
+            raise
+        return tmp
+
+    def _quietly_delete(self, rel: str) -> None:
+        try:
+            self.delete(rel)
+        except OSError:
+            pass  # the error that brought us here is the one to report
 
     def publish(self, rel: str, data: bytes) -> None:
         """Write `rel` atomically: a temp file beside it, then a rename; never overwrite.
@@ -91,13 +124,11 @@ class Storage:
         """
         if self.exists(rel):
             raise LabformatError(f"refusing to overwrite {rel}: completed files are immutable")
-        folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
-        tmp = f"{folder}/.{rel.rsplit('/', 1)[-1]}.{uuid.uuid4().hex}.tmp" if folder else f".{rel}.{uuid.uuid4().hex}.tmp"
-        self.write_bytes(tmp, data)
+        tmp = self._temp_beside(rel, data)
         try:
             self.fs.move(self.full_path(tmp), self.full_path(rel))
-        except Exception:
-            self.delete(tmp)
+        except BaseException:
+            self._quietly_delete(tmp)
             raise
 
     def create_exclusive(self, rel: str, data: bytes) -> bool:
@@ -111,30 +142,24 @@ class Storage:
         if not isinstance(self.fs, pafs.LocalFileSystem):
             raise LabformatError(f"{self.base_uri}: creating a file exclusively (the table lock, a new instant) "
                                  "is implemented for local tables only")
-        folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
-        self.makedirs(folder)
-        leaf = rel.rsplit("/", 1)[-1]
-        tmp = f"{folder}/.{leaf}.{uuid.uuid4().hex}.tmp" if folder else f".{leaf}.{uuid.uuid4().hex}.tmp"
-        self.write_bytes(tmp, data)
+        self.makedirs(rel.rpartition("/")[0])
+        tmp = self._temp_beside(rel, data)
         try:
             os.link(self.full_path(tmp), self.full_path(rel))
             return True
         except FileExistsError:
             return False
         finally:
-            self.delete(tmp)
+            self._quietly_delete(tmp)
 
     def replace(self, rel: str, data: bytes) -> None:
         """Write `rel` atomically, replacing any file there (a temp file, then a rename over it): for
         small files a writer rewrites while others may read them (heartbeats)."""
-        folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
-        leaf = rel.rsplit("/", 1)[-1]
-        tmp = f"{folder}/.{leaf}.{uuid.uuid4().hex}.tmp" if folder else f".{leaf}.{uuid.uuid4().hex}.tmp"
-        self.write_bytes(tmp, data)
+        tmp = self._temp_beside(rel, data)
         try:
             self.fs.move(self.full_path(tmp), self.full_path(rel))
-        except Exception:
-            self.delete(tmp)
+        except BaseException:
+            self._quietly_delete(tmp)
             raise
 
     def touch(self, rel: str) -> bool:

@@ -10,12 +10,13 @@ from pyspark.sql import types as T
 
 from labformat import config as C
 from labformat import properties as P
-from labformat.context import TableConfig, TableContext
+from labformat.context import TableConfig, TableContext, read_table_properties
 from labformat.errors import (
+    ConfigError,
     CorruptTableError,
     InvalidInputError,
     TableExistsError,
-    TableNotFoundError,
+    storage_error,
 )
 from labformat.fs_view import FileSystemView, check_base_files
 from labformat.metadata.rebuild import RebuildReport, rebuild_metadata
@@ -71,7 +72,13 @@ class Table:
         if table_type is not None:
             if not isinstance(options, Mapping) and options is not None:
                 C.resolve(options, [C.Scope.TABLE])  # ConfigError naming what `options` is
-            options = {**(options or {}), "table_type": table_type}
+            given = C.resolve(options, [C.Scope.TABLE])
+            typed = C.option("table_type").coerce(table_type, "table_type")
+            if "table_type" in given.explicit and given.table_type != typed:
+                raise ConfigError(f"table_type={table_type!r} and the option table_type / hoodie.table.type="
+                                  f"{given.table_type!r} disagree; give the table type once")
+            options = {k: v for k, v in (options or {}).items()
+                       if C.option(k).name != "table_type"} | {"table_type": typed}
         for label, name in (("record_key", record_key), ("precombine_field", precombine_field)):
             if not isinstance(name, str) or not name.strip():
                 raise InvalidInputError(f"{label} must be a column name, got {name!r}")
@@ -79,27 +86,31 @@ class Table:
             raise InvalidInputError(f"partition_field must be a column name or None, got {partition_field!r}")
         if storage.exists(P.PROPERTIES_PATH):
             raise TableExistsError(f"{storage.base_uri} already holds a table; use Table.open")
+        _check_new_table_folder(storage)
         cfg = C.resolve(options, [C.Scope.TABLE])
         name = cfg.table_name or os.path.basename(storage.root.rstrip("/")) or "labformat_table"
         props = TableConfig.new(cfg, name, record_key, precombine_field, partition_field).to_properties()
-        storage.makedirs(TIMELINE_DIR)
-        storage.publish(P.PROPERTIES_PATH, P.format_properties(props).encode("utf-8"))
-        return cls(spark, storage, props)
+        text = P.format_properties(props).encode("utf-8")
+        try:
+            storage.makedirs(TIMELINE_DIR)
+            # The backup first: a table always has one good copy of its properties from here on.
+            storage.publish(P.BACKUP_PATH, text)
+            storage.publish(P.PROPERTIES_PATH, text)
+        except OSError as exc:
+            raise storage_error(exc, f"creating the table at {storage.base_uri}") from None
+        return cls(spark, storage, P.parse_properties(text.decode("utf-8")))
 
     @classmethod
     def open(cls, spark: SparkSession, path: str | os.PathLike) -> "Table":
         storage = Storage(path)
-        if not storage.exists(P.PROPERTIES_PATH):
-            raise TableNotFoundError(f"{storage.base_uri} is not a table: no {P.PROPERTIES_PATH}")
-        try:
-            text = storage.read_text(P.PROPERTIES_PATH)
-        except UnicodeDecodeError as exc:
-            raise CorruptTableError(f"{P.PROPERTIES_PATH} is not text: {exc}") from None
-        return cls(spark, storage, P.parse_properties(text))
+        return cls(spark, storage, read_table_properties(storage))
 
     def context(self) -> TableContext:
         """This table as of now: its config and a timeline loaded from `.hoodie/` for this call."""
-        return TableContext(self.spark, self.storage, self.config, Timeline(self.storage, self._metadata_cache))
+        ctx = TableContext(self.spark, self.storage, self.config, Timeline(self.storage, self._metadata_cache),
+                           tuple(self.properties.items()))
+        ctx.check_same_table()
+        return ctx
 
     # ---- identity -----------------------------------------------------------------------
 
@@ -182,7 +193,8 @@ class Table:
         slices = view.latest_file_slices()
         check_base_files(self.storage, slices)  # a missing or truncated file: CorruptTableError naming it
         return read_file_slices(self.spark, self.storage, slices, ctx.schema(as_of) or T.StructType([]),
-                                self.precombine_field, read_optimized=cfg.query_type == READ_OPTIMIZED)
+                                self.precombine_field, read_optimized=cfg.query_type == READ_OPTIMIZED,
+                                mode=ctx.config.merge_mode)
 
     def query(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None):
         """Rows matching `condition` (a Spark Column or SQL string) and a ScanReport of how they were found.
@@ -192,7 +204,7 @@ class Table:
         the condition still goes to Spark's parquet reader, which skips row groups inside files.
         """
         cfg = C.resolve(options, [C.Scope.READ])
-        return run_query(self.context(), condition, as_of, cfg.data_skipping)
+        return run_query(self.context(), condition, as_of, cfg.data_skipping, cfg.query_type == READ_OPTIMIZED)
 
     def scan(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None) -> ScanPlan:
         """The scan plan of `query(condition, as_of, options)`, without running it.
@@ -202,7 +214,7 @@ class Table:
         `plan.measure()` runs the scan once and returns the ScanReport that `query` returns.
         """
         cfg = C.resolve(options, [C.Scope.READ])
-        return plan_scan(self.context(), condition, as_of, cfg.data_skipping)
+        return plan_scan(self.context(), condition, as_of, cfg.data_skipping, cfg.query_type == READ_OPTIMIZED)
 
     # ---- writes ---------------------------------------------------------------------------
 
@@ -276,6 +288,23 @@ class Table:
     def rebuild_metadata(self) -> RebuildReport:
         """Recompute the metadata table for the latest commit from the base files (see labformat.metadata)."""
         return rebuild_metadata(self.context())
+
+
+def _check_new_table_folder(storage: Storage) -> None:
+    """InvalidInputError unless `storage`'s root can become a new table's folder: absent or an empty
+    folder, and not inside another table. Hudi's readers take every `.parquet` under a table for a
+    base file, and a table inside another's folder would sit in one of its partitions."""
+    if storage.is_file(""):
+        raise InvalidInputError(f"{storage.base_uri} is a file, not a folder; a table needs a folder")
+    found = storage.list("", recursive=True)
+    if found:
+        example = ", ".join(sorted(f.path for f in found)[:3])
+        raise InvalidInputError(f"{storage.base_uri} already holds {len(found)} file(s) ({example}"
+                                f"{', ...' if len(found) > 3 else ''}); a new table needs an empty or absent folder")
+    outer = storage.enclosing(P.PROPERTIES_PATH)
+    if outer is not None:
+        raise InvalidInputError(f"{storage.base_uri} is inside the table at {outer}; a table cannot be created "
+                                "inside another table's folder")
 
 
 def _require_spark_dataframe(df: Any, operation: str) -> None:

@@ -41,6 +41,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from labformat.properties import table_checksum
+
 META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
         "_hoodie_file_name")
 KEYGEN = "org.apache.hudi.keygen."
@@ -203,9 +205,10 @@ def write_table(root: str, layout: Layout, commits: list[list[dict]], schema: pa
         "hoodie.table.keygenerator.class": KEYGEN + layout.keygen,
         "hoodie.datasource.write.hive_style_partitioning": str(layout.hive_style).lower(),
         "hoodie.table.create.schema": avro,
-        "hoodie.table.checksum": "1",
         **(extra_properties or {}),
     }
+    # Hudi's checksum of the database and table names, written last as Hudi's own tables have it.
+    props["hoodie.table.checksum"] = table_checksum(props)
     text = "#Properties saved on 2024-04-18T22:32:13.522Z\n#Thu Apr 18 17:32:13 CDT 2024\n" + "".join(
         f"{k}={_java_escape(v)}\n" for k, v in props.items())
     _write(os.path.join(root, ".hoodie", "hoodie.properties"), text)

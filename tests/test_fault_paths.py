@@ -208,8 +208,9 @@ def test_properties_values_round_trip_escaped(case, value):
     props = {**P.REQUIRED, P.TABLE_NAME: value, P.RECORD_KEY_FIELDS: "k", P.PRECOMBINE_FIELD: "u", f"x.{value}": "v"}
     text = P.format_properties(props)
     assert text.isascii()
-    assert len([line for line in text.splitlines() if not line.startswith("#")]) == len(props)
-    assert P.parse_properties(text) == props
+    assert len([line for line in text.splitlines() if not line.startswith("#")]) == len(props) + 1  # + checksum
+    parsed = P.parse_properties(text)
+    assert parsed.pop(P.TABLE_CHECKSUM) == P.table_checksum(props) and parsed == props
 
 
 def test_properties_are_parsed_as_java_reads_them():

@@ -112,6 +112,34 @@ def pandas_rows(s):
     return _rows(s).toPandas()
 
 
+def columns_twice(first: str, second: str):
+    """Five new rows with a column `first` and a column `second` (two names Spark takes for one)."""
+    return lambda s: _rows(s).withColumn(first, F.lit(1)).selectExpr("*", f"1 AS `{second}`")
+
+
+def null_key(value):
+    return lambda s: _rows(s, 1).withColumn("record_key", F.lit(value).cast("string"))
+
+
+def delete_keys(make, **options):
+    return lambda t, s: t.delete(make(s).select("record_key", "day"), options or None)
+
+
+def commit_field(field: str, value):
+    """A setup giving the first write stat of the latest commit a `field` of the wrong type."""
+    def setup(table: Table) -> None:
+        import json
+
+        instant = table.timeline()[-1]
+        path = os.path.join(table.path, ".hoodie", instant.file_name)
+        body = json.load(open(path))
+        stats = next(iter(body["partitionToWriteStats"].values()))
+        stats[0][field] = value
+        with open(path, "w") as fh:
+            json.dump(body, fh)
+    return setup
+
+
 # ---- the catalogue ------------------------------------------------------------------------------
 
 FAULTS = [
@@ -161,6 +189,32 @@ FAULTS = [
     Fault("user column _hoodie_commit_time on upsert", upsert(with_column("_hoodie_commit_time", lambda: F.lit("0"))), InvalidInputError, match="_hoodie_commit_time"),
     Fault("fractional max_file_size", bulk_insert(_rows, max_file_size=1024.5), ConfigError, match="1024.5"),
     Fault("schema as of a non-instant", lambda t, s: t.schema(as_of="abc"), InstantNotFoundError, match="abc"),
+    # issue 28 case 17: a commit whose write stat has a path or file id of the wrong type
+    Fault("commit with a numeric path, read", lambda t, s: t.read(), CorruptTableError, commit_field("path", 7), match="path"),
+    Fault("commit with a numeric file id, upsert", upsert(_rows), CorruptTableError, commit_field("fileId", 7), match="fileId"),
+    Fault("commit with a list as partition path, query", lambda t, s: t.query("signal_dbm >= 0"), CorruptTableError,
+          commit_field("partitionPath", ["a"]), match="partitionPath"),
+    # case 18: a column twice in the input
+    Fault("column v twice on upsert", upsert(columns_twice("v", "v")), InvalidInputError, match="'v'"),
+    Fault("columns v and V on bulk insert", bulk_insert(columns_twice("v", "V")), InvalidInputError, match="'V'"),
+    Fault("record key twice on delete", lambda t, s: t.delete(_rows(s).selectExpr("record_key", "day", "record_key")),
+          InvalidInputError, match="record_key"),
+    # case 19: null and empty record keys refused before any instant, by every index
+    Fault("SIMPLE null record key on upsert", lambda t, s: t.upsert(null_key(None)(s), {"index_type": "SIMPLE"}),
+          InvalidInputError, match="record key"),
+    Fault("SIMPLE null record key on delete", delete_keys(null_key(None), index_type="SIMPLE"), InvalidInputError,
+          match="record key"),
+    Fault("SIMPLE empty record key on delete", delete_keys(null_key(" "), index_type="SIMPLE"), InvalidInputError,
+          match="record key"),
+    Fault("BLOOM empty record key on delete", delete_keys(null_key("")), InvalidInputError, match="record key"),
+    # case 21: options that are no option
+    Fault("option key that is no string", lambda t, s: t.upsert(_rows(s), {1: "x"}), ConfigError, match="int"),
+    Fault("size 5ib", bulk_insert(_rows, max_file_size="5ib"), ConfigError, match="5ib"),
+    # case 6 and 10, upsert side (before any instant); the bulk insert side is in test_integrity.py
+    Fault("partition value nesting in an existing partition", upsert(lambda s: _rows(s).withColumn(
+        "day", F.lit("2024-01-15/late"))), InvalidInputError, match="nest"),
+    Fault("partition value with a tab", upsert(lambda s: _rows(s).withColumn("day", F.lit("2024\t01"))),
+          InvalidInputError, match="control character"),
 ]
 
 

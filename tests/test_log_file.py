@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from labformat.fileformat import log_file as L
+from labformat.model.enums import MergeMode as L_MODES
 from labformat.model.log_file import LogFile
 from labformat.read.merge_on_read import latest_records, merge_file_slice
 from labformat.schema import META_COLUMNS
@@ -83,13 +84,34 @@ def test_data_delete_and_rollback_blocks_read_back():
         L.read_blocks(b"#HUDX#" + b"\0" * 30)
 
 
-def test_latest_record_wins_by_precombine_then_instant_and_later_deletes_drop_it():
-    base = rows(("a", I1, 0, 0.0), ("b", I1, 10, 0.0), ("c", I1, 0, 0.0), ("d", I1, 0, 0.0))
-    logs = rows(("a", I2, 1, 1.0), ("b", I2, 5, 1.0), ("c", I2, 0, 1.0), ("d", I3, 0, 3.0))
-    out = latest_records(pa.concat_tables([base, logs]), "u", {"d": I2, "c": I3}).to_pydict()
-    # a: higher precombine wins; b: the stored record's higher precombine wins over a later update;
-    # c: deleted after its latest record; d: updated (I3) after its delete (I2), so it stays.
-    assert dict(zip(out["k"], out["v"])) == {"a": 1.0, "b": 0.0, "d": 3.0}
+def _merged(mode, base, logs, deletes):
+    """latest_records over base rows (block 0) and log rows/deletes given as (instant, block) positions."""
+    records = pa.concat_tables([base, *[t for _, t in logs]])
+    position = pa.array([f"{I1}000000"] * base.num_rows
+                        + [f"{at}{n:06d}" for n, (at, t) in enumerate(logs, start=1) for _ in range(t.num_rows)])
+    keys = [k for k, _, _ in deletes]
+    at = [f"{instant}{n:06d}" for _, instant, n in deletes]
+    out = latest_records(records, position, pa.array(keys, pa.string()), pa.array(at, pa.string()), "u", mode,
+                         base_rows=base.num_rows).to_pydict()
+    return dict(zip(out["k"], out["v"]))
+
+
+def test_commit_time_ordering_lets_the_later_instant_win_and_a_reinsert_after_a_delete_stay():
+    """a: a later update wins; b: a later update with a lower precombine value wins too (as copy-on-write
+    replaces); c: deleted last; d: re-inserted after its delete with a lower precombine value: it stays."""
+    base = rows(("a", I1, 0, 0.0), ("b", I1, 10, 0.0), ("c", I1, 0, 0.0), ("d", I1, 9, 0.0))
+    logs = [(I2, rows(("a", I2, 1, 1.0), ("b", I2, 5, 1.0), ("c", I2, 0, 1.0))), (I4, rows(("d", I4, 3, 4.0)))]
+    got = _merged(L_MODES.COMMIT_TIME_ORDERING, base, logs, [("d", I3, 2), ("c", I3, 2)])
+    assert got == {"a": 1.0, "b": 1.0, "d": 4.0}
+
+
+def test_event_time_ordering_folds_the_logs_then_meets_the_base_record_as_hudi_rs_does():
+    """b: the stored record's higher precombine value wins over a later update; d: deleted, then
+    re-inserted with a lower precombine value than its base record, which comes back (hudi-rs 0.5)."""
+    base = rows(("a", I1, 0, 0.0), ("b", I1, 10, 0.0), ("c", I1, 0, 0.0), ("d", I1, 9, 0.0))
+    logs = [(I2, rows(("a", I2, 1, 1.0), ("b", I2, 5, 1.0), ("c", I2, 0, 1.0))), (I4, rows(("d", I4, 3, 4.0)))]
+    got = _merged(L_MODES.EVENT_TIME_ORDERING, base, logs, [("d", I3, 2), ("c", I3, 2)])
+    assert got == {"a": 1.0, "b": 0.0, "d": 0.0}
 
 
 def build_table(root) -> dict[str, str]:
@@ -143,7 +165,8 @@ def test_hudi_rs_and_labformat_merge_a_hand_built_merge_on_read_table_alike(tmp_
     theirs = pa.Table.from_batches(hudi.HudiTableBuilder.from_base_uri(str(tmp_path / "t")).build()
                                    .read(hudi.HudiReadOptions()))
     assert dict(zip(theirs.column("k").to_pylist(), theirs.column("v").to_pylist())) == expected
-    ours = merge_file_slice(storage, f"p1/{base}", [f"p1/{n}" for n in logs], "u")
+    # The table names no payload class: event-time ordering, as hudi-rs infers it.
+    ours = merge_file_slice(storage, f"p1/{base}", [f"p1/{n}" for n in logs], "u", L_MODES.EVENT_TIME_ORDERING)
     assert dict(zip(ours.column("k").to_pylist(), ours.column("v").to_pylist())) == expected
 
 

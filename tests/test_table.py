@@ -157,10 +157,11 @@ def test_empty_input_commits_nothing(spark, tmp_path):
     assert report.instant is None and report.rows_written == 0
     assert t.timeline() == [] and [f for f in os.listdir(tmp_path / "t") if not f.startswith(".")] == []
     # Only the lock's and heartbeats' folders (`.aux`, `.heartbeat`, empty) may be left: Hudi's layout has both.
-    assert sorted(os.listdir(tmp_path / "t" / ".hoodie")) in (["hoodie.properties"],
-                                                              [".aux", ".heartbeat", "hoodie.properties"])
-    assert [p for p in (tmp_path / "t" / ".hoodie").rglob("*") if p.is_file()] == [
-        tmp_path / "t" / ".hoodie" / "hoodie.properties"]
+    assert sorted(os.listdir(tmp_path / "t" / ".hoodie")) in (
+        ["hoodie.properties", "hoodie.properties.backup"],
+        [".aux", ".heartbeat", "hoodie.properties", "hoodie.properties.backup"])
+    assert sorted(p.name for p in (tmp_path / "t" / ".hoodie").rglob("*") if p.is_file()) == [
+        "hoodie.properties", "hoodie.properties.backup"]
 
 
 # ---- bad input: clear errors, table unchanged ------------------------------------------------
@@ -193,7 +194,8 @@ def test_null_or_empty_record_keys_are_rejected_and_the_table_unchanged(spark, l
     (lambda df: df.drop("record_key"), lf.InvalidInputError, "lacks column"),
     (lambda df: df.drop("day"), lf.InvalidInputError, "lacks column"),
     (lambda df: df.withColumn("signal_dbm", F.col("signal_dbm").cast("string")), lf.SchemaMismatchError, "signal_dbm"),
-    (lambda df: df.withColumn("extra", F.lit(1)), lf.SchemaMismatchError, "extra"),
+    (lambda df: df.drop("battery_pct"), lf.SchemaMismatchError, "battery_pct"),  # dropped: refused unless reconciled
+    (lambda df: df.withColumn("signal_dbm", F.col("signal_dbm").cast("boolean")), lf.SchemaMismatchError, "boolean"),
 ])
 def test_inputs_that_do_not_fit_the_table_leave_it_unchanged(spark, loaded, change, error, pattern):
     t, path = loaded
@@ -228,9 +230,12 @@ def test_open_and_create_errors(spark, tmp_path):
                                   "hoodie.timeline.layout.version=1\nhoodie.table.recordkey.fields=k\n"
                                   "hoodie.table.precombine.field=u\n"])
 def test_corrupt_properties_raise_corrupt_table_error(spark, tmp_path, text):
-    lf.Table.create(spark, tmp_path / "t")
+    """A damaged hoodie.properties is read from Hudi's backup copy; with both damaged the table is corrupt."""
+    lf.Table.create(spark, tmp_path / "t", partition_field="day")
     (tmp_path / "t" / ".hoodie" / "hoodie.properties").write_text(text)
-    with pytest.raises(lf.CorruptTableError):
+    assert lf.Table.open(spark, tmp_path / "t").partition_field == "day"
+    (tmp_path / "t" / ".hoodie" / "hoodie.properties.backup").write_text(text)
+    with pytest.raises(lf.CorruptTableError, match="hoodie.properties.backup"):
         lf.Table.open(spark, tmp_path / "t")
 
 

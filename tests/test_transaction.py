@@ -20,7 +20,7 @@ from tests.helpers import ALL_COLUMNS, assert_same_rows, hudi_snapshot, snapshot
 def timeline_files(path):
     # `.aux` (the lock) and `.heartbeat` are folders every reader skips, not timeline files.
     return sorted(n for n in os.listdir(path / ".hoodie")
-                  if n != "hoodie.properties" and n != "metadata" and not n.startswith("."))
+                  if n not in ("hoodie.properties", "hoodie.properties.backup", "metadata") and not n.startswith("."))
 
 
 # ---- the transaction on its own (timeline only, no Spark) ------------------------------------
@@ -147,11 +147,22 @@ def test_a_failed_write_task_leaves_the_table_as_it_was(spark, tmp_path, operati
         with pytest.raises(Exception, match="sensor feed broke") as info:
             t.bulk_insert(bad)
         assert not isinstance(info.value, lf.LabformatError)  # not a bad-input failure: passed on as it came
-    else:  # a null key reaches the write tasks, which reject it
-        bad = telemetry(spark, 10, start=35).withColumn(
-            "record_key", F.when(F.col("signal_dbm") == 38, None).otherwise(F.col("record_key")))
-        with pytest.raises(lf.InvalidInputError, match="null or empty record keys"):
-            t.upsert(bad, {"index_type": "SIMPLE"})  # SIMPLE: the write tasks are the first to see the key
+    else:  # a base file damaged in its last column: the index reads keys only, the merge task fails
+        import pyarrow.parquet as pq
+
+        pristine = {}
+        for s in t.file_slices():
+            target = path / s.path
+            pristine[target] = target.read_bytes()
+            chunk = pq.read_metadata(target).row_group(0).column(pq.read_metadata(target).num_columns - 1)
+            start = chunk.dictionary_page_offset or chunk.data_page_offset
+            damaged = bytearray(pristine[target])
+            damaged[start + chunk.total_compressed_size - 2] ^= 0xFF  # in the last page's data, after its header
+            target.write_bytes(bytes(damaged))
+        with pytest.raises(lf.CorruptTableError, match="cannot be read"):
+            t.upsert(telemetry(spark, 10, start=30))
+        for target, data in pristine.items():
+            target.write_bytes(data)
 
     after = tree(path)
     assert {k: v for k, v in after.items() if k in before} == before  # nothing changed or removed

@@ -55,4 +55,4 @@ class TagResult:
     updates: list[tuple[str, str, int]] | None = None
     # (partition, records, input rows, rows with a null precombine value): step 1's counts, when
     # the index counted them in its own job (`counted` given to BLOOM's tag).
-    partition_counts: list[tuple[str, int, int, int]] | None = None
+    partition_counts: list[tuple[str, int, int, int, int]] | None = None

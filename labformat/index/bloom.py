@@ -7,7 +7,6 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -15,7 +14,8 @@ from labformat.fileformat.arrow_columns import constant
 from labformat.fileformat.bloom_filter import decode
 from labformat.fileformat.footers import FooterInfo, bloom_filter, key_ranges
 from labformat.fileformat.invalid_input import check_record_keys
-from labformat.fileformat.log_file import block_keys, live_blocks, read_blocks
+from labformat.fileformat.log_file import LogFormatError, block_keys, live_blocks, read_blocks
+from labformat.fileformat.parquet_io import SPARK_READ_OPTIONS, read_base_file, unreadable
 from labformat.index import simple
 from labformat.index.base import FILE_ID, KEY, PART, IndexContext, TagResult
 from labformat.model.file_group import FileSlice
@@ -104,14 +104,19 @@ def check_file(table: pa.Table, base_uri: str, path: str, blooms: dict[str, tupl
     log_keys = pa.array([], pa.string())
     logs_read = len(logs[path]) if logs and path in logs else 0
     if logs_read:
-        blocks = [b for log in logs[path] for b in read_blocks(storage.read_bytes(log))]
+        blocks = []
+        for log in logs[path]:
+            try:
+                blocks += read_blocks(storage.read_bytes(log))
+            except (LogFormatError, OSError, ValueError) as exc:
+                raise unreadable(log, exc, "log file") from None
         log_keys = pa.array(sorted(block_keys(live_blocks(blocks))), pa.string())
         maybe = maybe | pc.is_in(keys, value_set=log_keys).to_numpy(zero_copy_only=False)
     survivors = pc.filter(keys, pa.array(maybe))
     matched = pa.array([], pa.string())
     keys_read = len(log_keys)
     if len(survivors):
-        in_file = pq.read_table(storage.full_path(path), columns=["_hoodie_record_key"], filesystem=storage.fs).column(0)
+        in_file = read_base_file(storage, path, columns=["_hoodie_record_key"]).column(0)
         if len(log_keys):
             in_file = pa.chunked_array(in_file.chunks + [log_keys], pa.string())
         keys_read = len(in_file)
@@ -151,7 +156,7 @@ def _ranges_from_metadata(ctx: IndexContext, slices: list[FileSlice]):
 
 
 _STATS = ("candidates", "after_bloom", "matched", "keys_read", "logs_read")
-_COUNTS = ("records", "rows_in", "null_ordering")
+_COUNTS = ("records", "rows_in", "null_ordering", "bad_keys")
 
 
 def _with_counts(stats: DataFrame, counted: DataFrame) -> DataFrame:
@@ -165,9 +170,10 @@ def _with_counts(stats: DataFrame, counted: DataFrame) -> DataFrame:
     return files.unionByName(parts)
 
 
-def _split_counts(rows) -> tuple[list, list[tuple[str, int, int, int]]]:
+def _split_counts(rows) -> tuple[list, list[tuple[str, int, int, int, int]]]:
     stats = [r for r in rows if r[FILE_ID] is not None]
-    counts = [(r[PART], r.records, r.rows_in or 0, r.null_ordering or 0) for r in rows if r[FILE_ID] is None]
+    counts = [(r[PART], r.records, r.rows_in or 0, r.null_ordering or 0, r.bad_keys or 0)
+              for r in rows if r[FILE_ID] is None]
     return stats, counts
 
 
@@ -220,7 +226,8 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
         counts = None
         if counted is not None:
             with describe(ctx.spark, *count_stages, "count per partition path"):
-                counts = [(r[PART], r.records, r.rows_in or 0, r.null_ordering or 0) for r in counted.collect()]
+                counts = [(r[PART], r.records, r.rows_in or 0, r.null_ordering or 0, r.bad_keys or 0)
+                          for r in counted.collect()]
         return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, source, updates=[],
                          partition_counts=counts)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from labformat.fileformat.parquet_io import SPARK_READ_OPTIONS
 from labformat.index.base import FILE_ID, KEY, PART, IndexContext, TagResult
 from labformat.model.file_group import FileSlice
 from labformat.storage import Storage
@@ -18,7 +19,7 @@ def existing_keys(ctx: IndexContext, slices: list[FileSlice]) -> DataFrame:
         return _computed_keys(ctx, slices, uris)
     # The file id comes from the file's own name (Spark's hidden _metadata column), not from
     # the _hoodie_file_name meta column, so the lookup trusts only the file system view.
-    return ctx.spark.read.parquet(*uris).select(
+    return ctx.spark.read.options(**SPARK_READ_OPTIONS).parquet(*uris).select(
         F.col("_hoodie_partition_path").alias(PART),
         F.col("_hoodie_record_key").alias(KEY),
         F.regexp_extract(F.col("_metadata.file_name"), r"^([^_]+)_", 1).alias(FILE_ID),
@@ -31,9 +32,9 @@ def _computed_keys(ctx: IndexContext, slices: list[FileSlice], uris: list[str]) 
     names = [s.path.rsplit("/", 1)[-1] for s in slices]
     entries = [F.lit(v) for name, s in zip(names, slices) for v in (name, s.partition_path)]
     file_name = F.col("_metadata.file_name")
-    return ctx.spark.read.parquet(*uris).select(
+    return ctx.spark.read.options(**SPARK_READ_OPTIONS).parquet(*uris).select(
         F.element_at(F.create_map(*entries), file_name).alias(PART),
-        ctx.keygen.record_key_column().alias(KEY),
+        ctx.keygen.record_key_column(ctx.schema).alias(KEY),
         F.regexp_extract(file_name, r"^([^_]+)_", 1).alias(FILE_ID),
     )
 

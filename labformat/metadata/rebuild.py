@@ -12,6 +12,7 @@ from labformat import config as C
 from labformat.errors import ConcurrentWriteError
 from labformat.fileformat.column_stats import ColumnStatsCollector
 from labformat.fileformat.footers import KeyFooter
+from labformat.fileformat.parquet_io import unreadable
 from labformat.lock import TableLock
 from labformat.metadata.table import BLOOM_FILTERS, COLUMN_STATS, FILES, write_metadata
 from labformat.storage import Storage
@@ -30,10 +31,15 @@ def _stats_of_files(batches: Iterator[pa.RecordBatch], base_uri: str, columns: t
         rows = []
         for path in batch.column("path").to_pylist():
             full = storage.full_path(path)
-            collector = ColumnStatsCollector(columns)
-            parquet = pq.ParquetFile(full, filesystem=storage.fs)
-            for group in range(parquet.num_row_groups):
-                collector.add(parquet.read_row_group(group, columns=list(columns)))
+            try:
+                parquet = pq.ParquetFile(full, filesystem=storage.fs, page_checksum_verification=True)
+                # A file written before a column was added has none: its stats stay unknown.
+                present = [c for c in columns if c in parquet.schema_arrow.names]
+                collector = ColumnStatsCollector(tuple(present))
+                for group in range(parquet.num_row_groups):
+                    collector.add(parquet.read_row_group(group, columns=present))
+            except (OSError, ValueError) as exc:
+                raise unreadable(path, exc) from None
             footer = KeyFooter.parse(parquet.metadata.metadata)
             rows.append({"path": path, "column_stats": collector.to_json(), "bloom": footer.bloom,
                          "bloom_type": footer.bloom_type})

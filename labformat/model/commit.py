@@ -82,7 +82,21 @@ class WriteStat:
 
     @classmethod
     def from_json_dict(cls, d: dict[str, Any]) -> "WriteStat":
+        """A write stat from the commit's JSON; ValueError naming the field when one has the wrong type
+        (a path or file id that is no string would break every reader and writer downstream)."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a write stat is no JSON object: {d!r}"[:200])
+        for name, required in (("fileId", True), ("path", True), ("partitionPath", False), ("prevCommit", False),
+                               ("baseFile", False)):
+            value = d.get(name)
+            if (value is None and required) or (value is not None and not isinstance(value, str)):
+                raise ValueError(f"write stat field {name!r} must be a string, got {value!r}"[:200])
+        logs = d.get("logFiles") or ()
+        if not isinstance(logs, (list, tuple)) or not all(isinstance(x, str) for x in logs):
+            raise ValueError(f"write stat field 'logFiles' must be a list of strings, got {logs!r}"[:200])
         runtime = d.get("runtimeStats") or {}
+        if not isinstance(runtime, dict):
+            raise ValueError(f"write stat field 'runtimeStats' must be an object, got {runtime!r}"[:200])
         return cls(
             partition_path=d.get("partitionPath") or "",
             file_id=d["fileId"],
@@ -151,13 +165,21 @@ class CommitMetadata:
             raise ValueError(f"not JSON: {exc}") from exc
         if not isinstance(body, dict) or "partitionToWriteStats" not in body:
             raise ValueError("no partitionToWriteStats")
-        stats = tuple(
-            WriteStat.from_json_dict(s) for stats in (body["partitionToWriteStats"] or {}).values() for s in stats
-        )
-        replaced = {p: tuple(ids) for p, ids in (body.get("partitionToReplaceFileIds") or {}).items()}
+        per_partition = body["partitionToWriteStats"] or {}
+        if not isinstance(per_partition, dict) or not all(isinstance(v, list) for v in per_partition.values()):
+            raise ValueError("partitionToWriteStats is not an object of lists")
+        stats = tuple(WriteStat.from_json_dict(s) for stats in per_partition.values() for s in stats)
+        replaced_raw = body.get("partitionToReplaceFileIds") or {}
+        if not isinstance(replaced_raw, dict) or not all(
+                isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in replaced_raw.values()):
+            raise ValueError("partitionToReplaceFileIds is not an object of lists of file ids")
+        replaced = {p: tuple(ids) for p, ids in replaced_raw.items()}
+        extra = body.get("extraMetadata") or {}
+        if not isinstance(extra, dict):
+            raise ValueError("extraMetadata is not an object")
         return cls(
             operation_type=body.get("operationType") or "UNKNOWN",
             write_stats=stats,
-            extra_metadata=dict(body.get("extraMetadata") or {}),
+            extra_metadata=dict(extra),
             replaced_file_ids=replaced,
         )

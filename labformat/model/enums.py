@@ -27,3 +27,11 @@ class BloomFilterTypeCode(enum.StrEnum):
 
     SIMPLE = "SIMPLE"
     DYNAMIC_V0 = "DYNAMIC_V0"
+
+
+class MergeMode(enum.StrEnum):
+    """How a merge-on-read file slice's record versions meet (Hudi's `hoodie.record.merge.mode`):
+    the later instant wins (COMMIT_TIME_ORDERING), or the higher precombine value (EVENT_TIME_ORDERING)."""
+
+    COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+    EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"

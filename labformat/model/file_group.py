@@ -25,6 +25,8 @@ class FileSlice:
     num_records: int = 0
     log_paths: tuple[str, ...] = ()
     log_bytes: int = 0
+    log_sizes: tuple[int, ...] = ()  # each log file's size as its commit recorded it (0: not recorded)
+    log_appended: frozenset[str] = frozenset()  # log files several commits appended to (Hudi's writers)
     # Every key of the log files is one the base file holds (see commit.LOG_KEYS_IN_BASE_KEY):
     # then the base file's key range, bloom filter and record-key stats stand for the whole slice.
     log_keys_in_base: bool = True
@@ -54,14 +56,24 @@ class FileSlice:
         # Logs arrive in version order (commit by commit): appending is the rule, sorting the
         # exception. Sorting on every add made building the file-system view quadratic in a slice's
         # logs: 50 ms of every query's planning on the `late` month's merge-on-read table.
+        sizes = dict(zip(self.log_paths, self.log_sizes))
         if path in self.log_paths:
-            paths = self.log_paths
-        elif not self.log_paths or _log_order(path) > _log_order(self.log_paths[-1]):
+            # Apache Hudi appends blocks of later delta commits to a log file: each commit records the
+            # size it left, so the latest is a lower bound on the file (time travel reads it larger).
+            return replace(self, log_sizes=tuple(max(sizes[p], size_bytes) if p == path else sizes[p]
+                                                 for p in self.log_paths),
+                           log_appended=self.log_appended | {path})
+        sizes[path] = size_bytes
+        if not self.log_paths or _log_order(path) > _log_order(self.log_paths[-1]):
             paths = (*self.log_paths, path)
         else:
             paths = tuple(sorted((*self.log_paths, path), key=_log_order))
-        return replace(self, log_paths=paths, log_bytes=self.log_bytes + size_bytes,
-                       log_keys_in_base=self.log_keys_in_base and keys_in_base)
+        return replace(self, log_paths=paths, log_sizes=tuple(sizes[p] for p in paths),
+                       log_bytes=self.log_bytes + size_bytes, log_keys_in_base=self.log_keys_in_base and keys_in_base)
+
+    def base_only(self) -> "FileSlice":
+        """This slice without its log files: what a read-optimized query reads."""
+        return replace(self, log_paths=(), log_sizes=(), log_appended=frozenset(), log_bytes=0, log_keys_in_base=True)
 
 
 def _log_order(path: str) -> tuple[int, str]:

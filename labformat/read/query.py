@@ -24,15 +24,18 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from labformat.context import NULL_PARTITION
+from labformat.errors import CleanedInstantError, CorruptTableError, LabformatError, from_task_failure
 from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_ranges
 from labformat.fs_view import check_base_files
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
+from labformat.model.enums import MergeMode
 from labformat.model.file_group import FileSlice
 from labformat.read.catalyst import to_predicate
 from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
 from labformat.read.predicates import Predicate, key_equality_values
 from labformat.read.merge_on_read import read_file_slices
+from labformat.timeline import Timeline
 
 if TYPE_CHECKING:
     from labformat.storage import Storage
@@ -188,6 +191,11 @@ def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> 
     ctx = scan.ctx
     if not ctx.config.keygen.single_field_key or not ctx.config.populate_meta_fields:
         return Pruned(slices, "not used (record keys are not one column's values)")
+    key_type = scan.schema[ctx.config.record_key].dataType if ctx.config.record_key in scan.schema.names else None
+    if not isinstance(key_type, (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)):
+        # A literal's Python text is the stored key only for strings and integers (a timestamp or a
+        # double key is stored as Spark renders it, which str() does not reproduce).
+        return Pruned(slices, "not used (record keys are no string or integer column)")
     keys = key_equality_values(scan.predicate, ctx.config.record_key)
     if keys is None or not slices:
         # With no file left this message is not quite right, but ScanReport.bloom_source has always said it.
@@ -250,6 +258,8 @@ class ScanPlan:
     spark: SparkSession = field(repr=False, compare=False)
     storage: Storage = field(repr=False, compare=False)
     precombine_field: str = ""  # merge-on-read: orders the records of a file slice's base file and logs
+    read_optimized: bool = False  # merge-on-read: base files only (the snapshot's slices carry no logs)
+    merge_mode: MergeMode = MergeMode.COMMIT_TIME_ORDERING  # merge-on-read: how a slice's record versions meet
 
     @property
     def file_slices(self) -> tuple[FileSlice, ...]:
@@ -275,15 +285,44 @@ class ScanPlan:
 
     @cached_property
     def _dataframe(self) -> DataFrame:
-        source = read_file_slices(self.spark, self.storage, self.file_slices, self.schema, self.precombine_field)
+        source = read_file_slices(self.spark, self.storage, self.file_slices, self.schema, self.precombine_field,
+                                  mode=self.merge_mode)
         return source.filter(self.condition)
+
+    def failure(self, exc: BaseException) -> LabformatError | None:
+        """The LabformatError a failed scan of this plan stands for, or None: a file a clean deleted
+        while the scan ran (CleanedInstantError), a damaged or missing file (CorruptTableError naming
+        it), a storage refusal."""
+        read = {s.path for s in self.file_slices} | {p for s in self.file_slices for p in s.log_paths}
+        cleaned = read & Timeline(self.storage).cleaned_paths()
+        if cleaned:
+            return CleanedInstantError(
+                f"a clean deleted {len(cleaned)} file(s) this query read (e.g. {sorted(cleaned)[0]}) while it ran: "
+                f"the snapshot {self.instant} is older than the commits the cleaner retains now. Query again, or "
+                "retain more commits (hoodie.cleaner.commits.retained) for readers that take this long")
+        translated = from_task_failure(exc)
+        if translated is not None:
+            return translated
+        # Spark's own parquet reader names the file it failed on.
+        text = str(exc)
+        for path in sorted(read):
+            if path in text:
+                return CorruptTableError(f"base file {path} cannot be read by Spark's parquet reader (missing or "
+                                         f"damaged): {text.strip().splitlines()[0][:300]}")
+        return None
 
     def measure(self) -> ScanReport:
         """Run the scan once, every column, counting rows as they pass (no data reaches the driver), and report."""
-        df = self.to_dataframe()
         observation = Observation("labformat_scan")
         started = time.perf_counter()
-        df.observe(observation, F.count(F.lit(1)).alias("rows")).write.format("noop").mode("overwrite").save()
+        try:
+            df = self.to_dataframe()
+            df.observe(observation, F.count(F.lit(1)).alias("rows")).write.format("noop").mode("overwrite").save()
+        except Exception as exc:
+            translated = self.failure(exc)
+            if translated is None:
+                raise
+            raise translated from None
         execution = time.perf_counter() - started
         paths = [s.path for s in self.file_slices]
         return ScanReport(
@@ -303,18 +342,23 @@ class ScanPlan:
                 # Merge-on-read: log files read beside the base files, and the slices merged in a task each.
                 "log_files_read": sum(len(s.log_paths) for s in self.file_slices),
                 "file_slices_merged": sum(1 for s in self.file_slices if s.has_logs),
+                "query_type": "READ_OPTIMIZED" if self.read_optimized else "SNAPSHOT",
             },
         )
 
 
-def plan_scan(ctx: TableContext, condition: Column | str, as_of: str | None, skipping: bool) -> ScanPlan:
+def plan_scan(ctx: TableContext, condition: Column | str, as_of: str | None, skipping: bool,
+              read_optimized: bool = False) -> ScanPlan:
     """The scan plan of a snapshot query: the stages of `PRUNING_STAGES` in turn, or, when `skipping` is
-    False, none of them (each reported as off)."""
+    False, none of them (each reported as off). `read_optimized` (merge-on-read): each file slice is
+    its base file alone, its log files left unread, as Hudi's read-optimized query reads it."""
     started = time.perf_counter()
     view = ctx.file_system_view(as_of)  # every stage reads the context's one timeline: the same snapshot
     latest = ctx.timeline.latest_completed_write()
     instant = as_of or (latest.time if latest else None)
     snapshot = tuple(view.latest_file_slices())
+    if read_optimized:
+        snapshot = tuple(s.base_only() for s in snapshot)
     check_base_files(ctx.storage, snapshot)  # a missing or truncated file: CorruptTableError naming it
     schema = ctx.schema(as_of) or T.StructType([])
     predicate = to_predicate(ctx.spark, condition, schema)
@@ -327,11 +371,12 @@ def plan_scan(ctx: TableContext, condition: Column | str, as_of: str | None, ski
         results.append(StageResult(stage.name, pruned.kept, pruned.source, time.perf_counter() - stage_started))
         remaining = pruned.kept
     return ScanPlan(condition, instant or None, predicate, schema, snapshot, tuple(results),
-                    time.perf_counter() - started, ctx.spark, ctx.storage, ctx.config.precombine_field)
+                    time.perf_counter() - started, ctx.spark, ctx.storage, ctx.config.precombine_field,
+                    read_optimized, ctx.config.merge_mode)
 
 
-def run_query(ctx: TableContext, condition: Column | str, as_of: str | None, skipping: bool
-              ) -> tuple[DataFrame, ScanReport]:
+def run_query(ctx: TableContext, condition: Column | str, as_of: str | None, skipping: bool,
+              read_optimized: bool = False) -> tuple[DataFrame, ScanReport]:
     """`Table.query`: plan the scan, then measure it; the DataFrame returned is the one measured."""
-    plan = plan_scan(ctx, condition, as_of, skipping)
+    plan = plan_scan(ctx, condition, as_of, skipping, read_optimized)
     return plan.to_dataframe(), plan.measure()

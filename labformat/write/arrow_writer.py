@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labformat.fileformat.arrow_columns import constant
+from labformat.fileformat.arrow_columns import conform, constant
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.bloom_filter import BloomSpec
 from labformat.fileformat.column_stats import ColumnStatsCollector
@@ -105,8 +105,9 @@ class BaseFileWriter:
 
     def _open(self, first: pa.Table | None) -> pq.ParquetWriter:
         dictionary = dictionary_columns(first) if first is not None and first.num_rows else True
+        # Page checksums: a bit flipped on disk fails the read instead of changing a value.
         return pq.ParquetWriter(self.sink, self.schema, compression=self.spec.compression, write_statistics=True,
-                                use_dictionary=dictionary)
+                                use_dictionary=dictionary, write_page_checksum=True)
 
     def write(self, table: pa.Table, inserts: int, updates: int) -> None:
         if self.writer is None:
@@ -171,11 +172,6 @@ def nullable_field(field: pa.Field) -> pa.Field:
     if pa.types.is_nested(field.type):
         return pa.field(field.name, _nullable_type(field.type))
     return field.with_nullable(True)
-
-
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """`table`'s columns as `schema` types them; free when they already agree (flat columns)."""
-    return table if table.schema == schema else table.cast(schema)
 
 
 def add_meta_columns(table: pa.Table, spec: WriteSpec, schema: pa.Schema, partition_path: str, file_name: str,

@@ -30,7 +30,8 @@ def run(ctx: TableContext, df: DataFrame, cfg: Config) -> WriteReport:
     with WriteTransaction(ctx, Operation.BULK_INSERT, WriteTransaction.action_for(ctx), options=cfg) as tx:
         with steps.step("validate"):
             ctx.validate_input(df, need_precombine=False)
-            data_schema = ctx.schema_for_write(df)
+            data_schema, schema_changes = ctx.schema_for_write(df, cfg.reconcile_schema)
+            df = ctx.conform_input(df, data_schema)
         with steps.step("start_instant"):
             instant = tx.start()
         with steps.step("write"):
@@ -42,7 +43,8 @@ def run(ctx: TableContext, df: DataFrame, cfg: Config) -> WriteReport:
     files = tuple(s.to_file_report() for s in sorted(stats, key=lambda s: s.path))
     rows = sum(f.rows for f in files)
     return WriteReport(Operation.BULK_INSERT.value, instant.time, rows_in=rows, rows_written=rows, rows_inserted=rows,
-                       steps=tuple(steps.steps), files=files, options=dict(cfg), rolled_back=tx.rolled_back)
+                       steps=tuple(steps.steps), files=files, options=dict(cfg), rolled_back=tx.rolled_back,
+                       details={"schema_changes": schema_changes})
 
 
 def order_for_sort_mode(df: DataFrame, mode: str, record_key: str, parallelism: int) -> DataFrame:
@@ -67,7 +69,7 @@ def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructTyp
                       instant_time: str) -> list[BaseFileStat]:
     """Run the write tasks; returns the write-stat rows (one per base file), collected as metadata."""
     data_columns = tuple(f.name for f in data_schema.fields)
-    record_key = upsert.key_column(ctx)
+    record_key = upsert.key_column(ctx, data_schema)
     spec = WriteSpec(
         base_uri=ctx.storage.base_uri,
         instant_time=instant_time,
@@ -84,7 +86,7 @@ def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructTyp
         bloom_max_entries=cfg.bloom_dynamic_max_entries,
     )
     # A computed key (complex keys) travels beside the data columns; a one-field key is read from its field.
-    computed = [ctx.record_key_column().alias(KEY)] if record_key == KEY else []
+    computed = [ctx.record_key_column(df.schema).alias(KEY)] if record_key == KEY else []
     prepared = df.select(*[F.col(c) for c in data_columns], ctx.partition_path_column(df.schema).alias(PART),
                          *computed)
     ordered = order_for_sort_mode(prepared, cfg.bulk_insert_sort_mode, record_key, cfg.bulk_insert_parallelism)

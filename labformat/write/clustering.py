@@ -31,20 +31,21 @@ from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from labformat.config import Config
 from labformat.context import TableContext
 from labformat.errors import ConfigError
-from labformat.fileformat.arrow_columns import constant
+from labformat.fileformat.arrow_columns import conform_to_spark, constant
 from labformat.fileformat.base_file_stat import BaseFileStat
+from labformat.fs_view import check_base_files
+from labformat.fileformat.parquet_io import read_base_file
 from labformat.model.base_file import new_file_id, write_token
 from labformat.model.commit import NULL_COMMIT
 from labformat.model.enums import IndexType
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Action
 from labformat.model.report import WriteReport
-from labformat.schema import FILE_NAME, META_COLUMNS, RECORD_KEY
+from labformat.schema import FILE_NAME, META_COLUMNS, RECORD_KEY, with_meta_columns
 from labformat.spark.jobs import StepRecorder, describe
 from labformat.storage import Storage
 from labformat.write.arrow_writer import BaseFileWriter, WriteSpec, task_identity
@@ -126,8 +127,8 @@ def plan_clustering(slices: list[FileSlice], cfg: Config) -> list[ClusteringGrou
     return groups
 
 
-def cluster_group_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, sort_columns: list[str]
-                       ) -> Iterator[pa.RecordBatch]:
+def cluster_group_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, sort_columns: list[str],
+                       schema) -> Iterator[pa.RecordBatch]:
     """A Spark task per clustering group: read its base files, sort the rows, write them as new file groups."""
     storage = Storage(spec.base_uri)
     task_partition, stage, attempt = task_identity()
@@ -137,8 +138,8 @@ def cluster_group_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, sort_
             paths = json.loads(row["paths"])
             tables = []
             for path in paths:
-                with storage.fs.open_input_file(storage.full_path(path)) as source:
-                    table = pq.read_table(source, use_threads=False)
+                # Each in the table's schema now: files written before a column was added or widened conform.
+                table = conform_to_spark(read_base_file(storage, path), schema)
                 tables.append(table.cast(pa.schema([f.with_nullable(True) for f in table.schema]).remove_metadata()))
             rows = pa.concat_tables(tables, promote_options="default")
             keys = [(c, "ascending") for c in sort_columns if c != RECORD_KEY] + [(RECORD_KEY, "ascending")]
@@ -166,6 +167,7 @@ def run(ctx: TableContext, cfg: Config) -> WriteReport:
     with WriteTransaction(ctx, "cluster", Action.REPLACE_COMMIT, options=cfg) as tx:
         with steps.step("plan"):
             groups = plan_clustering(ctx.file_system_view().latest_file_slices(), cfg)
+            check_base_files(ctx.storage, [s for g in groups for s in g.slices])
         plan = {"inputGroups": [g.to_json_dict() for g in groups],
                 "strategy": {"strategyClassName": STRATEGY, "version": 1, "strategyParams": {
                     "hoodie.clustering.plan.strategy.sort.columns": ",".join(sort_columns),
@@ -189,9 +191,10 @@ def run(ctx: TableContext, cfg: Config) -> WriteReport:
                              collect_bloom=ctx.config.bloom_filter_enable, bloom_type=cfg.bloom_filter_type,
                              bloom_max_entries=cfg.bloom_dynamic_max_entries)
             rows = [(g.partition_path, json.dumps([s.path for s in g.slices]), g.output_file_groups) for g in groups]
+            file_schema = with_meta_columns(data_schema)
             tasks = ctx.spark.createDataFrame(ctx.spark.sparkContext.parallelize(rows, len(rows)), _GROUP_DDL)
             with describe(ctx.spark, "sort clustering groups, write base files"):
-                collected = tasks.mapInArrow(lambda b: cluster_group_task(b, spec, sort_columns),
+                collected = tasks.mapInArrow(lambda b: cluster_group_task(b, spec, sort_columns, file_schema),
                                              BaseFileStat.spark_ddl()).collect()
             stats = [BaseFileStat.from_row(r) for r in collected]
         with steps.step("commit"):

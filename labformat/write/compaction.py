@@ -24,12 +24,14 @@ from labformat.context import TableConfig, TableContext
 from labformat.errors import ConfigError
 from labformat.fileformat.arrow_columns import constant
 from labformat.fileformat.base_file_stat import BaseFileStat
+from labformat.fs_view import check_base_files
 from labformat.model.base_file import write_token
+from labformat.model.enums import MergeMode
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Action
 from labformat.model.report import WriteReport
 from labformat.read.merge_on_read import merge_file_slice
-from labformat.schema import FILE_NAME
+from labformat.schema import FILE_NAME, with_meta_columns
 from labformat.spark.jobs import StepRecorder, describe
 from labformat.storage import Storage
 from labformat.timeline import Timeline
@@ -65,8 +67,8 @@ def plan_compaction(slices: list[FileSlice]) -> list[CompactionOperation]:
             for s in chosen]
 
 
-def compact_file_slices(batches: Iterator[pa.RecordBatch], spec: WriteSpec, precombine_field: str
-                        ) -> Iterator[pa.RecordBatch]:
+def compact_file_slices(batches: Iterator[pa.RecordBatch], spec: WriteSpec, precombine_field: str,
+                        mode: MergeMode, schema) -> Iterator[pa.RecordBatch]:
     """The compaction task: merge each file slice it is given and write the merge as a new base file."""
     storage = Storage(spec.base_uri)
     task_partition, stage, attempt = task_identity()
@@ -74,7 +76,7 @@ def compact_file_slices(batches: Iterator[pa.RecordBatch], spec: WriteSpec, prec
     for batch in batches:
         for row in batch.to_pylist():
             logs = json.loads(row["logs"])
-            merged = merge_file_slice(storage, row["base_path"], logs, precombine_field)
+            merged = merge_file_slice(storage, row["base_path"], logs, precombine_field, mode, schema)
             schema = merged.schema
             f = BaseFileWriter(storage, spec, row["partition_path"], row["file_id"], token, schema, row["base_instant"])
             # Each record keeps the commit time and seqno of the instant that wrote it; only where it lives changes.
@@ -95,7 +97,10 @@ def run(ctx: TableContext, cfg: Config) -> WriteReport:
     steps = StepRecorder(ctx.spark)
     with WriteTransaction(ctx, "compact", Action.COMPACTION, options=cfg) as tx:
         with steps.step("plan"):
-            operations = plan_compaction(ctx.file_system_view().latest_file_slices())
+            slices = ctx.file_system_view().latest_file_slices()
+            operations = plan_compaction(slices)
+            # A missing, truncated or swapped file is named here, before the instant starts.
+            check_base_files(ctx.storage, [s for s in slices if s.has_logs])
         details = {"strategy": STRATEGY, "file_slices_compacted": len(operations),
                    "log_files_compacted": sum(len(o.log_paths) for o in operations),
                    "log_bytes_compacted": sum(o.log_bytes for o in operations),
@@ -113,10 +118,11 @@ def run(ctx: TableContext, cfg: Config) -> WriteReport:
                              bloom_max_entries=cfg.bloom_dynamic_max_entries)
             rows = [(o.partition_path, o.file_id, o.base_path, o.base_instant_time, json.dumps(list(o.log_paths)))
                     for o in operations]
-            precombine = ctx.config.precombine_field
+            precombine, mode = ctx.config.precombine_field, ctx.config.merge_mode
+            file_schema = with_meta_columns(data_schema)
             tasks = ctx.spark.createDataFrame(ctx.spark.sparkContext.parallelize(rows, len(rows)), _OPERATION_DDL)
             with describe(ctx.spark, "merge file slices, write base files"):
-                collected = tasks.mapInArrow(lambda b: compact_file_slices(b, spec, precombine),
+                collected = tasks.mapInArrow(lambda b: compact_file_slices(b, spec, precombine, mode, file_schema),
                                              BaseFileStat.spark_ddl()).collect()
             stats = [BaseFileStat.from_row(r) for r in collected]
         with steps.step("commit"):

@@ -10,10 +10,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labformat.fileformat.arrow_columns import constant
+from labformat.fileformat.arrow_columns import conform, constant
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.footers import KeyFooter
 from labformat.fileformat.invalid_input import check_record_keys
+from labformat.fileformat.parquet_io import read_base_file_with_footer
 from labformat.model.base_file import write_token
 from labformat.model.enums import Operation
 from labformat.schema import FILE_NAME, META_COLUMNS, RECORD_KEY
@@ -24,7 +25,6 @@ from labformat.write.arrow_writer import (
     RollingFileWriter,
     WriteSpec,
     add_meta_columns,
-    conform,
     nullable_field,
     task_identity,
 )
@@ -132,12 +132,8 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     prev_min = prev_max = old_bloom = None
     prev_size = 0
     if target.old_path is not None:
-        # One open for the footer, the rows and the size; single-threaded, as a Spark task has one core.
-        with storage.fs.open_input_file(storage.full_path(target.old_path)) as source:
-            parquet = pq.ParquetFile(source)
-            kv = parquet.metadata.metadata or {}
-            old = parquet.read(use_threads=False)
-            prev_size = source.size()
+        # One open for the footer, the rows and the size.
+        old, kv, prev_size = read_base_file_with_footer(storage, target.old_path)
         footer = KeyFooter.parse(kv)
         prev_min, prev_max = footer.min_key, footer.max_key
         old_bloom = (footer.bloom, footer.bloom_type) if footer.bloom is not None else None
@@ -169,7 +165,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     position = pc.index_in(old_keys, value_set=incoming_keys) if old is not None and fresh is not None else None
     update_only = position is not None and len(position) - position.null_count == incoming.num_rows
     if update_only and _sorted(old_keys):
-        merged = _replace_in_place(conform(old.select(file_schema.names), file_schema), new_rows, position)
+        merged = _replace_in_place(conform(old, file_schema), new_rows, position)
         updates = incoming.num_rows
     else:
         if old is None:
@@ -177,7 +173,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         else:  # the rows whose key is not incoming; `position` already says which those are
             kept = old.filter(position.is_null() if position is not None
                               else pc.invert(pc.is_in(old_keys, value_set=incoming_keys)))
-        merged = new_rows if kept is None else pa.concat_tables([conform(kept.select(file_schema.names), file_schema), new_rows])
+        merged = new_rows if kept is None else pa.concat_tables([conform(kept, file_schema), new_rows])
         merged = merged.sort_by(RECORD_KEY)
         updates = 0 if fresh is None or old is None else int(
             pc.sum(pc.is_in(incoming_keys, value_set=old_keys)).as_py() or 0)

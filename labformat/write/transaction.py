@@ -10,10 +10,10 @@ from labformat import config as C
 from labformat import markers
 from labformat._faults import crash_point
 from labformat.context import TableContext
-from labformat.errors import ConcurrentWriteError, LabformatError, LockTimeoutError
+from labformat.errors import ConcurrentWriteError, LabformatError, from_task_failure, storage_error
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.invalid_input import raise_invalid_input_from
-from labformat.fs_view import FileSystemView
+from labformat.fs_view import FileSystemView, refuse_nested_partitions
 from labformat.heartbeat import Heartbeat, delete_heartbeats, heartbeat_status
 from labformat.lock import TableLock
 from labformat.metadata import write_metadata
@@ -109,6 +109,7 @@ class WriteTransaction:
         start this writer's heartbeat, request the instant (holding `plan`, if any, beside the
         operation type) and mark it inflight."""
         with self._lock():
+            self.ctx.check_same_table()  # a table deleted and created again is not the one planned for
             timeline = self.timeline = self.ctx.timeline.fresh()
             self.rolled_back = self._roll_back_dead_writers(timeline)
             at = timeline.new_instant_time()
@@ -137,8 +138,12 @@ class WriteTransaction:
             raise RuntimeError("commit() before start(): no instant to complete")
         crash_point("after_write")
         write_stats = tuple(s.to_write_stat() for s in sorted(stats, key=lambda s: s.path))
+        # Known only now for a bulk insert (its tasks computed the partition paths): checked before publishing.
+        refuse_nested_partitions({w.partition_path for w in write_stats},
+                                 {g.partition_path for g in FileSystemView(self.ctx.timeline).file_groups()})
         replaced = {p: tuple(ids) for p, ids in sorted((replaced or {}).items()) if ids}
         with self._lock() as lock:
+            self.ctx.check_same_table()
             timeline = self.timeline.reload()
             self._check_still_pending(timeline)
             check_conflicts(self.ctx.timeline, timeline, self.instant, write_stats,
@@ -194,11 +199,13 @@ class WriteTransaction:
         return self.completed
 
     def abort(self, exc: BaseException | None = None) -> None:
-        """Roll back this write's instant now, if it started and was not published; then re-raise a
-        write task's bad-input failure (wrapped by Spark) as InvalidInputError."""
+        """Roll back this write's instant now, if it started and was not published; then re-raise the
+        write's failure as the LabformatError it stands for, where it is one: a write task's bad input
+        (InvalidInputError), a LabformatError a task raised, a storage refusal (StorageError)."""
         # A failed write rolls itself back rather than leaving it to the next writer: its files
         # go at once, and the rollback instant records that it happened. Only while the instant
         # is pending: a failure just after publishing must not undo a completed commit.
+        not_rolled_back = None
         try:
             if self.instant is not None and self.completed is None and not self._abandoned:
                 # A failed task fails the job at once, but its sibling tasks run on and may still write
@@ -206,19 +213,40 @@ class WriteTransaction:
                 # rollback, and readers (hudi-rs among them) take an uncommitted base file for data.
                 _wait_for_running_tasks(self.ctx.spark)
                 try:
-                    self._roll_back_own_instant()
-                except LockTimeoutError as lock_exc:
+                    try:
+                        self._roll_back_own_instant()
+                    except OSError:
+                        # A full disk refuses even the rollback's plan: delete this write's own files
+                        # first (no lock needed: its heartbeat keeps others away), then try again.
+                        # A crash in between leaves a pending instant with fewer files, which the
+                        # next writer rolls back as any other.
+                        self.timeline.delete_files_of(self.instant.time)
+                        self._roll_back_own_instant()
+                except Exception as rollback_exc:  # noqa: BLE001 - the write's own error comes first
                     # Left pending, with its heartbeat gone (below): the next writer rolls it back.
                     if exc is None:
                         raise
-                    exc.add_note(f"labformat: instant {self.instant.time} was not rolled back ({lock_exc}); "
-                                 "the next writer rolls it back")
+                    not_rolled_back = (f"labformat: instant {self.instant.time} was not rolled back "
+                                       f"({type(rollback_exc).__name__}: {rollback_exc}); the next writer rolls it back")
                 else:
                     _sweep_stragglers(self.timeline, self.instant.time)
         finally:
             self._stop_heartbeat()
-        if isinstance(exc, Exception) and not isinstance(exc, LabformatError):
-            raise_invalid_input_from(exc)
+        if not isinstance(exc, Exception):
+            return
+        translated = exc if isinstance(exc, LabformatError) else None
+        if translated is None:
+            try:
+                raise_invalid_input_from(exc)
+            except LabformatError as invalid:
+                translated = invalid
+        if translated is None:
+            translated = (storage_error(exc, f"{self.operation} of {self.ctx.storage.base_uri}")
+                          if isinstance(exc, OSError) else from_task_failure(exc))
+        if not_rolled_back:
+            (translated or exc).add_note(not_rolled_back)
+        if translated is not None and translated is not exc:
+            raise translated from None
 
     def abandon(self, **report: Any) -> WriteReport:
         """End an empty write: remove the started instant's markers, if any; the report of a write

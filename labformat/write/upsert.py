@@ -19,10 +19,12 @@ from typing import NamedTuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from labformat.config import Config
 from labformat.context import TableContext
 from labformat.errors import ConfigError, InvalidInputError
+from labformat.fs_view import refuse_nested_partitions
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.model.report import WriteReport
 from labformat.schema import avro_schema_json
@@ -42,6 +44,7 @@ from labformat.write.transaction import WriteTransaction
 
 TASK_KEY = "_lf_task_key"
 NULL_ORDERING = "_lf_null_ordering"  # step 1: input rows of the record with a null precombine value
+BAD_KEYS = "_lf_bad_keys"  # step 1: input rows whose record key is null or blank
 _INDEXES = {IndexType.SIMPLE.value: simple.tag, IndexType.BLOOM.value: bloom.tag, IndexType.BUCKET.value: bucket.tag}
 
 
@@ -85,6 +88,7 @@ class PartitionCount:
     records: int
     rows_in: int
     null_ordering: int = 0  # input rows whose precombine value is null (an upsert refuses them)
+    bad_keys: int = 0  # input rows whose record key is null or blank (every write refuses them)
 
 
 # ---- step 1 -------------------------------------------------------------------------------------
@@ -114,7 +118,10 @@ def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int,
     # An empty input can have zero partitions; a shuffle needs at least one.
     parallelism = max(1, shuffle_parallelism(input_count, cfg))
     conf = ctx.config
-    keyed = df.withColumn(KEY, ctx.record_key_column())
+    keyed = df.withColumn(KEY, ctx.record_key_column(df.schema))
+    # Counted with the records, so that a null or blank key is refused before any instant starts,
+    # whatever the index (BLOOM's range pruning would meet it only in the tag step's tasks).
+    bad_key = (F.col(KEY).isNull() | (F.trim(F.col(KEY)) == "")).cast("long")
     # Group by the key alone when the table has no partition field: a constant partition column
     # would be folded away by the optimizer, the grouping would stop matching the explicit
     # repartition below, and Spark would shuffle a second time (at spark.sql.shuffle.partitions).
@@ -122,15 +129,16 @@ def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int,
     if conf.partition_field:
         keyed = keyed.withColumn(PART, ctx.partition_path_column(df.schema))
     if not dedupe:  # bulk insert into a BUCKET table: route rows to buckets, keep every row
-        out = keyed.withColumn(COUNT, F.lit(1).cast("long"))
+        out = keyed.withColumn(COUNT, F.lit(1).cast("long")).withColumn(BAD_KEYS, bad_key)
         return _with_partition(ctx, out), input_count
     if not combine and not keys_only:
         rows = keyed.withColumn(COUNT, F.lit(1).cast("long")).withColumn(
-            NULL_ORDERING, F.col(conf.precombine_field).isNull().cast("long"))
-        return _with_partition(ctx, rows.select(*group, COUNT, NULL_ORDERING, *df.columns)), input_count
+            NULL_ORDERING, F.col(conf.precombine_field).isNull().cast("long")).withColumn(BAD_KEYS, bad_key)
+        return _with_partition(ctx, rows.select(*group, COUNT, NULL_ORDERING, BAD_KEYS, *df.columns)), input_count
     shuffled = keyed.repartition(parallelism, *group)
     if keys_only:
-        deduped = _with_partition(ctx, shuffled.groupBy(*group).agg(F.count(F.lit(1)).alias(COUNT)))
+        deduped = _with_partition(ctx, shuffled.groupBy(*group).agg(
+            F.count(F.lit(1)).alias(COUNT), F.sum(bad_key).alias(BAD_KEYS)))
         if conf.keygen.single_field_key:  # the write tasks read the key from the key field's name
             deduped = deduped.withColumn(conf.record_key, F.col(KEY))
         return deduped, parallelism
@@ -145,9 +153,9 @@ def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int,
         newest = F.expr(f"max_by({_struct_sql(ordering)}, {_struct_sql(orderable)})")
     deduped = shuffled.groupBy(*group).agg(
         newest.alias("_lf_row"), F.count(F.lit(1)).alias(COUNT),
-        F.sum(F.col(conf.precombine_field).isNull().cast("long")).alias(NULL_ORDERING))
+        F.sum(F.col(conf.precombine_field).isNull().cast("long")).alias(NULL_ORDERING), F.sum(bad_key).alias(BAD_KEYS))
     # Back out of the struct in the input's column order (the struct's own starts with the precombine field).
-    deduped = deduped.selectExpr(*group, COUNT, NULL_ORDERING,
+    deduped = deduped.selectExpr(*group, COUNT, NULL_ORDERING, BAD_KEYS,
                                  *[f"_lf_row.{_quoted(c)} AS {_quoted(c)}" for c in data_columns])
     return _with_partition(ctx, deduped), parallelism
 
@@ -164,8 +172,6 @@ def _struct_sql(names: list[str]) -> str:
 
 def _orderable(dtype) -> bool:
     """Whether Spark can compare values of this type (a map, or anything holding one, cannot)."""
-    from pyspark.sql import types as T
-
     if isinstance(dtype, T.MapType):
         return False
     if isinstance(dtype, T.ArrayType):
@@ -175,10 +181,15 @@ def _orderable(dtype) -> bool:
     return True
 
 
-def key_column(ctx: TableContext) -> str:
-    """The column write tasks read record keys from: the key field itself when a key is its value,
-    else the key the key generator computed in Spark (KEY)."""
-    return ctx.config.record_key if ctx.config.keygen.single_field_key else KEY
+def key_column(ctx: TableContext, data_schema) -> str:
+    """The column write tasks read record keys from: the key field itself when a key is its string
+    value, else the key the key generator computed in Spark (KEY): pyarrow would render a timestamp,
+    a double or a decimal otherwise than Spark's cast does."""
+    conf = ctx.config
+    if conf.keygen.single_field_key and (conf.record_key not in data_schema.names or
+                                         isinstance(data_schema[conf.record_key].dataType, T.StringType)):
+        return conf.record_key
+    return KEY
 
 
 def _with_partition(ctx: TableContext, df: DataFrame) -> DataFrame:
@@ -186,21 +197,24 @@ def _with_partition(ctx: TableContext, df: DataFrame) -> DataFrame:
 
 
 def partition_counts_query(deduped: DataFrame) -> DataFrame:
-    """Records, input rows and null precombine values per partition path (PART, records, rows_in,
-    null_ordering); not run here."""
-    nulls = F.sum(NULL_ORDERING) if NULL_ORDERING in deduped.columns else F.lit(0).cast("long")
+    """Records, input rows, null precombine values and null or blank keys per partition path (PART,
+    records, rows_in, null_ordering, bad_keys); not run here."""
+    def total(column):
+        return F.sum(column) if column in deduped.columns else F.lit(0).cast("long")
+
     return deduped.groupBy(PART).agg(F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in"),
-                                     nulls.alias("null_ordering"))
+                                     total(NULL_ORDERING).alias("null_ordering"), total(BAD_KEYS).alias("bad_keys"))
 
 
 def partition_counts(deduped: DataFrame) -> dict[str, PartitionCount]:
     """The affected partitions with their counts; the one pass that also fills the persisted records."""
-    return counts_by_partition((r[PART], r.records, r.rows_in, r.null_ordering)
+    return counts_by_partition((r[PART], r.records, r.rows_in, r.null_ordering, r.bad_keys)
                                for r in partition_counts_query(deduped).collect())
 
 
 def counts_by_partition(rows) -> dict[str, PartitionCount]:
-    return {part: PartitionCount(records, rows_in or 0, nulls or 0) for part, records, rows_in, nulls in rows}
+    return {part: PartitionCount(records, rows_in or 0, nulls or 0, bad or 0)
+            for part, records, rows_in, nulls, bad in rows}
 
 
 def fuses_count_into_tag(ctx: TableContext, index_type: str, operation: Operation) -> bool:
@@ -216,9 +230,14 @@ def fuses_count_into_tag(ctx: TableContext, index_type: str, operation: Operatio
             and operation in (Operation.UPSERT, Operation.DELETE))
 
 
-def refuse_null_ordering(counts: dict[str, PartitionCount], precombine_field: str) -> None:
-    """InvalidInputError when step 1 counted input rows with a null precombine value: Hudi refuses a
-    null ordering value, which would otherwise replace the stored record whatever its own value."""
+def refuse_bad_rows(counts: dict[str, PartitionCount], precombine_field: str, record_key: str) -> None:
+    """InvalidInputError when step 1 counted input rows with a null or blank record key, or with a null
+    precombine value: Hudi refuses a null ordering value, which would otherwise replace the stored
+    record whatever its own value."""
+    bad = sum(c.bad_keys for c in counts.values())
+    if bad:
+        raise InvalidInputError(f"null or empty record keys: {bad} input row(s) (record key {record_key!r}); "
+                                "table unchanged")
     nulls = sum(c.null_ordering for c in counts.values())
     if nulls:
         raise InvalidInputError(f"{nulls} input row(s) have a null precombine value (column {precombine_field!r}); "
@@ -227,10 +246,15 @@ def refuse_null_ordering(counts: dict[str, PartitionCount], precombine_field: st
 
 # ---- step 2 -------------------------------------------------------------------------------------
 
-def latest_file_slices(ctx: TableContext, partitions: set[str]) -> tuple[list[FileSlice], int]:
-    """Step 2: the latest file slice of each file group in the affected partitions (and the table's file count)."""
+def latest_file_slices(ctx: TableContext, partitions: set[str], writes_rows: bool = True
+                       ) -> tuple[list[FileSlice], int]:
+    """Step 2: the latest file slice of each file group in the affected partitions (and the table's file
+    count). InvalidInputError, before any instant, for a partition path that would nest in another."""
     view = ctx.file_system_view()
-    return view.latest_file_slices(partitions), len(view.file_groups())
+    groups = view.file_groups()
+    if writes_rows:  # a delete writes no partition: one that matches nothing deletes nothing
+        refuse_nested_partitions(partitions, {g.partition_path for g in groups})
+    return view.latest_file_slices(partitions), len(groups)
 
 
 # ---- step 3 -------------------------------------------------------------------------------------
@@ -476,7 +500,7 @@ def write_file_groups(ctx: TableContext, routed: DataFrame, plan: WritePlan, spe
     """Step 7: one task per target file group merges and writes; returns the tasks' write stats."""
     n = len(plan.targets)
     targets = dict(enumerate(plan.targets))
-    key = key_column(ctx)
+    key = spec.record_key
     columns = list(spec.data_columns) if operation != Operation.DELETE else [key]
     if key not in columns:
         columns.append(key)
@@ -536,7 +560,11 @@ def run(ctx: TableContext, df: DataFrame, cfg: Config, operation: Operation):
         with steps.step("validate"):
             ctx.validate_input(df, need_precombine=operation == Operation.UPSERT,
                                writes_rows=operation != Operation.DELETE)
-            data_schema = ctx.schema() if operation == Operation.DELETE else ctx.schema_for_write(df)
+            if operation == Operation.DELETE:
+                data_schema, schema_changes = ctx.schema(), ()
+            else:
+                data_schema, schema_changes = ctx.schema_for_write(df, cfg.reconcile_schema)
+                df = ctx.conform_input(df, data_schema)
         if data_schema is None:  # a delete on a table never written to
             return tx.abandon(steps=tuple(steps.steps), options=dict(cfg))
         lookup = IndexContext(ctx.spark, ctx.storage.base_uri, conf.record_key, index_type, conf.bucket_num,
@@ -549,11 +577,12 @@ def run(ctx: TableContext, df: DataFrame, cfg: Config, operation: Operation):
         shuffles = max(shuffle_parallelism(input_count, cfg), ctx.spark.sparkContext.defaultParallelism, 1)
         try:
             with pinned_shuffles(ctx.spark, shuffles):
-                return _run_steps(ctx, tx, df, input_count, cfg, operation, index_type, lookup, steps, data_schema,
-                                  cleanup)
+                report = _run_steps(ctx, tx, df, input_count, cfg, operation, index_type, lookup, steps, data_schema,
+                                    cleanup)
         finally:
             for frame in cleanup:
                 frame.unpersist()
+    return replace(report, details={**report.details, "schema_changes": schema_changes})
 
 
 def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_count: int, cfg: Config,
@@ -576,19 +605,20 @@ def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_cou
             # Materialize here, so the shuffle's time and tasks belong to this step.
             with describe(ctx.spark, *count_stages, "count per partition path"):
                 counts = partition_counts(deduped)
-            refuse_null_ordering(counts, ctx.config.precombine_field)
+            refuse_bad_rows(counts, ctx.config.precombine_field, ctx.config.record_key)
             partitions = set(counts)
-        if NULL_ORDERING in deduped.columns:
-            deduped = deduped.drop(NULL_ORDERING)  # still read from the persisted records
+        helpers = [c for c in (NULL_ORDERING, BAD_KEYS) if c in deduped.columns]
+        if helpers:
+            deduped = deduped.drop(*helpers)  # still read from the persisted records
     with steps.step("latest_file_slices"):
-        slices, files_in_table = latest_file_slices(ctx, partitions)
+        slices, files_in_table = latest_file_slices(ctx, partitions, writes_rows=operation != Operation.DELETE)
     with steps.step("tag"):
         tag = tag_records(lookup, deduped, slices, files_in_table, counted=counted if fused else None,
                           count_stages=count_stages, count_shuffles=parallelism > 1)
         cleanup.extend(tag.cleanup)
         if fused:
             counts = counts_by_partition(tag.partition_counts)
-            refuse_null_ordering(counts, ctx.config.precombine_field)
+            refuse_bad_rows(counts, ctx.config.precombine_field, ctx.config.record_key)
         profile = workload_profile(tag, counts, index_type)
     if fused:
         steps.ran_in("deduplicate", "tag")
@@ -606,7 +636,7 @@ def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_cou
     with steps.step("start_instant"):
         instant = tx.start()
     with steps.step("write"):
-        spec = WriteSpec(ctx.storage.base_uri, instant.time, key_column(ctx),
+        spec = WriteSpec(ctx.storage.base_uri, instant.time, key_column(ctx, data_schema),
                          tuple(f.name for f in data_schema.fields), cfg.max_file_size,
                          cfg.compression_codec, bloom_fpp=cfg.bloom_fpp,
                          bloom_num_entries=cfg.bloom_num_entries,

@@ -1,0 +1,51 @@
+"""Reading base files whole: page checksums verified, and anything unreadable a CorruptTableError naming the file.
+
+Base files carry a CRC32 per data page (`write_page_checksum`, parquet's own page checksum):
+a bit flipped on disk is then a failed check, never a different value read back. Readers verify
+them: pyarrow here, Spark's parquet reader with `SPARK_READ_OPTIONS`. Files without checksums (older
+ones, Hudi's) are read as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from labformat.errors import CorruptTableError
+from labformat.storage import Storage
+
+# parquet-mr's switch for page checksum verification, passed to Spark's reader as a data source option
+# (Spark hands file source options to the Hadoop configuration of the scan).
+SPARK_READ_OPTIONS = {"parquet.page.verify-checksum.enabled": "true"}
+
+
+def unreadable(path: str, exc: BaseException, what: str = "base file") -> CorruptTableError:
+    """The error for a file of the table that cannot be read: missing, or damaged."""
+    if isinstance(exc, FileNotFoundError):
+        return CorruptTableError(f"{what} {path} is missing: deleted after this read or write was planned (a clean "
+                                 "that ran meanwhile deletes file slices older than hoodie.cleaner.commits.retained "
+                                 "commits) or by hand; run it again")
+    return CorruptTableError(f"{what} {path} cannot be read ({type(exc).__name__}: {exc}); the file is damaged")
+
+
+def read_base_file(storage: Storage, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """A base file's rows (all columns, or `columns`), single-threaded as a Spark task has one core."""
+    try:
+        with storage.fs.open_input_file(storage.full_path(path)) as source:
+            return pq.read_table(source, columns=list(columns) if columns is not None else None, use_threads=False,
+                                 page_checksum_verification=True)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise unreadable(path, exc) from None
+
+
+def read_base_file_with_footer(storage: Storage, path: str) -> tuple[pa.Table, dict[bytes, bytes], int]:
+    """(rows, footer key-value metadata, file size) of a base file, from one open."""
+    try:
+        with storage.fs.open_input_file(storage.full_path(path)) as source:
+            parquet = pq.ParquetFile(source, page_checksum_verification=True)
+            kv = parquet.metadata.metadata or {}
+            return parquet.read(use_threads=False), kv, source.size()
+    except (OSError, ValueError) as exc:
+        raise unreadable(path, exc) from None
