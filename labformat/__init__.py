@@ -1,4 +1,4 @@
-"""labformat: a teaching table format modelled on Apache Hudi copy-on-write tables, on PySpark."""
+"""labformat: a teaching table format modelled on Apache Hudi (copy-on-write and merge-on-read tables), on PySpark."""
 
 from labformat.errors import (
     ConcurrentWriteError,

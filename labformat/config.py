@@ -15,16 +15,23 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from labformat.errors import ConfigError
-from labformat.model.enums import BloomFilterTypeCode, IndexType
+from labformat.model.enums import (
+    BloomFilterTypeCode,
+    CleanerPolicy,
+    CompressionCodec,
+    ConcurrencyMode,
+    IndexType,
+    ParallelismMode,
+    QueryType,
+    SortMode,
+    TableType,
+)
 
 
 class Scope(str, enum.Enum):
     TABLE = "table"  # fixed when the table is created; stored in hoodie.properties
     WRITE = "write"  # per write operation
     READ = "read"  # per read / query
-
-
-_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -104,14 +111,17 @@ def parse_optional_str(raw: Any) -> str | None:
     return parse_str(raw)
 
 
-def one_of(*choices: str) -> Callable[[Any], str]:
-    def parse(raw: Any) -> str:
-        text = str(raw).strip().upper()
-        if text not in choices:
-            raise ValueError(f"expected one of {', '.join(choices)}")
-        return text
+def one_of(choices: type[enum.Enum]) -> Callable[[Any], enum.Enum]:
+    """A parser of one member of `choices`, taken by its value in any case (`global_sort`, `SNAPPY`)."""
+    by_text = {str(member.value).upper(): member for member in choices}
 
-    parse.choices = choices  # type: ignore[attr-defined]
+    def parse(raw: Any) -> enum.Enum:
+        member = by_text.get(str(raw).strip().upper())
+        if member is None:
+            raise ValueError(f"expected one of {', '.join(str(m.value) for m in choices)}")
+        return member
+
+    parse.choices = tuple(str(m.value) for m in choices)  # type: ignore[attr-defined]
     return parse
 
 
@@ -125,17 +135,15 @@ def open_unit_interval(value: float) -> str | None:
 
 # ---- the registry -----------------------------------------------------------------------------
 
-SORT_MODES = ("NONE", "GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PATH_REPARTITION")
-
 OPTIONS: tuple[Option, ...] = (
     # table scope: written to hoodie.properties at create time
     Option("table_name", "hoodie.table.name", None, "Table name; defaults to the folder name.",
            Scope.TABLE, parse_optional_str),
-    Option("table_type", "hoodie.table.type", "COPY_ON_WRITE",
+    Option("table_type", "hoodie.table.type", TableType.COPY_ON_WRITE,
            "COPY_ON_WRITE rewrites a file group's base file on every update (a `commit`); MERGE_ON_READ "
            "appends updates and deletes to log files of the file slice (a `deltacommit`) and merges them "
            "when reading. Fixed when the table is created; the BUCKET index needs COPY_ON_WRITE.",
-           Scope.TABLE, one_of("COPY_ON_WRITE", "MERGE_ON_READ")),
+           Scope.TABLE, one_of(TableType)),
     Option("hive_style_partitioning", "hoodie.datasource.write.hive_style_partitioning", False,
            "Partition folders named `field=value` instead of `value`.", Scope.TABLE, parse_bool),
     Option("partitionpath_urlencode", "hoodie.datasource.write.partitionpath.urlencode", False,
@@ -144,11 +152,11 @@ OPTIONS: tuple[Option, ...] = (
            "leave the table's folder or enter `.hoodie`: '', '.', '..', '../x', '.hoodie', empty "
            "segments. Only false is accepted.", Scope.TABLE, parse_bool,
            lambda value: "is not supported: labformat refuses unsafe partition values instead" if value else None),
-    Option("index_type", "hoodie.index.type", IndexType.BLOOM.value,
+    Option("index_type", "hoodie.index.type", IndexType.BLOOM,
            "How upserts and deletes find the file group of each record: SIMPLE (join with every key of "
            "the affected partitions), BLOOM (range pruning, bloom filters, exact check) or BUCKET (hash "
            "of the key picks the file group). Stored with the table; a write may switch between SIMPLE "
-           "and BLOOM, never to or from BUCKET.", Scope.TABLE, one_of(*(t.value for t in IndexType)), per_write=True),
+           "and BLOOM, never to or from BUCKET.", Scope.TABLE, one_of(IndexType), per_write=True),
     Option("metadata_enable", "hoodie.metadata.enable", True,
            "Keep the metadata table (.hoodie/metadata/): file listings per commit.", Scope.TABLE, parse_bool),
     Option("column_stats_enable", "hoodie.metadata.index.column.stats.enable", True,
@@ -176,11 +184,11 @@ OPTIONS: tuple[Option, ...] = (
            "upserts, deletes) have completed since the last compaction, or since the table began.",
            Scope.TABLE, parse_int, at_least(1), per_write=True),
     # write scope
-    Option("bulk_insert_sort_mode", "hoodie.bulkinsert.sort.mode", "NONE",
+    Option("bulk_insert_sort_mode", "hoodie.bulkinsert.sort.mode", SortMode.NONE,
            "How bulk insert orders rows before writing: NONE (as they come), GLOBAL_SORT (by partition "
            "and record key across all tasks: non-overlapping key ranges), PARTITION_SORT (sorted within "
            "each Spark partition), PARTITION_PATH_REPARTITION (one table partition per task, unsorted).",
-           Scope.WRITE, one_of(*SORT_MODES)),
+           Scope.WRITE, one_of(SortMode)),
     Option("bulk_insert_parallelism", "hoodie.bulkinsert.shuffle.parallelism", 0,
            "Write tasks for bulk insert; 0 keeps the input's partition count (sorting modes use "
            "spark.sql.shuffle.partitions then).", Scope.WRITE, parse_int, at_least(0)),
@@ -195,10 +203,10 @@ OPTIONS: tuple[Option, ...] = (
            "Partitions of the deduplication shuffle. Hudi >= 0.13: min(input partitions, this) when "
            "above 0, else the input's partition count. See `upsert_parallelism_mode`.",
            Scope.WRITE, parse_int, at_least(0)),
-    Option("upsert_parallelism_mode", None, "HUDI_0_13",
+    Option("upsert_parallelism_mode", None, ParallelismMode.HUDI_0_13,
            "HUDI_0_13 sizes the deduplication shuffle as above; LEGACY is Hudi < 0.13: exactly "
            "`upsert_parallelism` partitions, 200 when it is 0 (the lab compares both).",
-           Scope.WRITE, one_of("HUDI_0_13", "LEGACY")),
+           Scope.WRITE, one_of(ParallelismMode)),
     Option("combine_before_upsert", "hoodie.combine.before.upsert", True,
            "Upsert step 1: keep one record per key, the one with the highest precombine value (a "
            "shuffle of the batch by key). false skips that shuffle, for batches known to hold each key "
@@ -224,11 +232,11 @@ OPTIONS: tuple[Option, ...] = (
            "A commit's average record size is used once it wrote more than this times "
            "`small_file_limit` bytes.", Scope.WRITE, float, at_least(0)),
     # table services (write scope: each call of t.clean() or t.cluster() takes them)
-    Option("cleaner_policy", "hoodie.cleaner.policy", "KEEP_LATEST_COMMITS",
+    Option("cleaner_policy", "hoodie.cleaner.policy", CleanerPolicy.KEEP_LATEST_COMMITS,
            "What `clean` keeps: KEEP_LATEST_COMMITS keeps every file slice the last "
            "`cleaner_commits_retained` commits can read (time travel to them still works); "
            "KEEP_LATEST_FILE_VERSIONS keeps the newest `cleaner_fileversions_retained` slices of each file group.",
-           Scope.WRITE, one_of("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS")),
+           Scope.WRITE, one_of(CleanerPolicy)),
     Option("cleaner_commits_retained", "hoodie.cleaner.commits.retained", 10,
            "KEEP_LATEST_COMMITS: completed commits (commits, delta commits, replacecommits) whose "
            "snapshots a clean keeps readable; time travel to an older one is CleanedInstantError.",
@@ -257,12 +265,12 @@ OPTIONS: tuple[Option, ...] = (
            "Leave the newest this many partitions (by path) alone: they are still being written to.",
            Scope.WRITE, parse_int, at_least(0)),
     # concurrency (write scope: each writer says how it takes part; see labformat/lock.py, heartbeat.py)
-    Option("concurrency_mode", "hoodie.write.concurrency.mode", "SINGLE_WRITER",
+    Option("concurrency_mode", "hoodie.write.concurrency.mode", ConcurrencyMode.SINGLE_WRITER,
            "SINGLE_WRITER refuses to start while another live writer's instant is in flight "
            "(ConcurrentWriteError); OPTIMISTIC_CONCURRENCY_CONTROL lets writers overlap and checks, at "
            "commit, that no write completed since this one's snapshot rewrote one of its file groups "
            "(WriteConflictError, this write rolled back). The check runs in both modes.",
-           Scope.WRITE, one_of("SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL")),
+           Scope.WRITE, one_of(ConcurrencyMode)),
     Option("lock_wait_time_ms", "hoodie.write.lock.wait_time_ms", 60_000,
            "How long a writer waits for the table lock (`.hoodie/.aux/lock`) before LockTimeoutError, "
            "which names the holder. Writers hold it for seconds (starting an instant, committing one), "
@@ -286,17 +294,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("heartbeat_tolerable_misses", "hoodie.client.heartbeat.tolerable.misses", 2,
            "Heartbeats a writer may miss before its instant counts as dead (see `heartbeat_interval_ms`).",
            Scope.WRITE, parse_int, at_least(0)),
-    Option("query_type", "hoodie.datasource.query.type", "SNAPSHOT",
+    Option("query_type", "hoodie.datasource.query.type", QueryType.SNAPSHOT,
            "SNAPSHOT reads each file slice's base file merged with its log files (merge-on-read); "
            "READ_OPTIMIZED reads the base files only: faster, without the updates and deletes still in "
            "log files. The same on a copy-on-write table, which has no log files.",
-           Scope.READ, one_of("SNAPSHOT", "READ_OPTIMIZED")),
+           Scope.READ, one_of(QueryType)),
     Option("data_skipping", "hoodie.enable.data.skipping", True,
            "Queries skip base files using partition values, column stats and bloom filters.",
            Scope.READ, parse_bool),
-    Option("compression_codec", "hoodie.parquet.compression.codec", "snappy",
+    Option("compression_codec", "hoodie.parquet.compression.codec", CompressionCodec.SNAPPY,
            "Parquet compression of base files (Hudi's own default is gzip; snappy writes faster).",
-           Scope.WRITE, lambda raw: one_of("SNAPPY", "GZIP", "ZSTD", "UNCOMPRESSED")(raw).lower()),
+           Scope.WRITE, one_of(CompressionCodec)),
     Option("bloom_fpp", "hoodie.index.bloom.fpp", 1e-9,
            "False-positive rate each base file's record-key bloom filter is sized for "
            "(at `bloom_num_entries` keys).",
@@ -311,12 +319,12 @@ OPTIONS: tuple[Option, ...] = (
     # num_entries, `BloomSpec.predicted_fpp`) are about a filter fixed at num_entries that
     # degrades when overfull; DYNAMIC_V0 hides that by adding rows. Up to num_entries keys both
     # hold the same bits, and Hudi reads either (the footer names DYNAMIC_V0's type).
-    Option("bloom_filter_type", "hoodie.bloom.index.filter.type", BloomFilterTypeCode.SIMPLE.value,
+    Option("bloom_filter_type", "hoodie.bloom.index.filter.type", BloomFilterTypeCode.SIMPLE,
            "Layout of each base file's record-key bloom filter, as Hudi writes it into the footer "
            "(`org.apache.hudi.bloomfilter`): SIMPLE (one Hadoop bloom filter sized for `bloom_num_entries`) "
            "or DYNAMIC_V0 (Hudi's default: another filter of that size for every further "
            "`bloom_num_entries` keys, up to `bloom_dynamic_max_entries`).",
-           Scope.WRITE, one_of(*(t.value for t in BloomFilterTypeCode))),
+           Scope.WRITE, one_of(BloomFilterTypeCode)),
     Option("bloom_dynamic_max_entries", "hoodie.bloom.index.filter.dynamic.max.entries", 100_000,
            "DYNAMIC_V0 only: keys up to which the filter grows rows of `bloom_num_entries` keys; past "
            "it, keys go to the rows in turn and the false-positive rate is no longer bounded.",
@@ -369,10 +377,95 @@ class Config(Mapping[str, Any]):
             raise AttributeError(name) from None
 
     def __repr__(self) -> str:
-        return f"Config({self._values!r})"
+        return f"{type(self).__name__}({self._values!r})"
 
 
-def resolve(options: Mapping[str, Any] | None, scopes: Iterable[Scope], base: Mapping[str, Any] | None = None) -> Config:
+# One typed view per scope: the annotations name every option of it (tests/test_config.py checks them
+# against the registry), so code reads `options.max_file_size` with its type, never a string key.
+
+class TableOptions(Config):
+    """A new table's options (`Table.create`), as stored in `hoodie.properties`."""
+
+    table_name: str | None
+    table_type: TableType
+    hive_style_partitioning: bool
+    partitionpath_urlencode: bool
+    index_type: IndexType
+    metadata_enable: bool
+    column_stats_enable: bool
+    column_stats_columns: str
+    bloom_filter_enable: bool
+    bucket_num: int
+    compact_inline: bool
+    compact_inline_max_delta_commits: int
+
+
+class WriteOptions(Config):
+    """One write's or table service's options; the table options a write may override are None when
+    it leaves them to the table."""
+
+    index_type: IndexType | None
+    compact_inline: bool | None
+    compact_inline_max_delta_commits: int | None
+    bulk_insert_sort_mode: SortMode
+    bulk_insert_parallelism: int
+    max_file_size: int
+    small_file_limit: int
+    upsert_parallelism: int
+    upsert_parallelism_mode: ParallelismMode
+    combine_before_upsert: bool
+    reconcile_schema: bool
+    bloom_prune_by_ranges: bool
+    bloom_use_metadata: bool
+    record_size_estimate: int
+    record_size_estimation_threshold: float
+    cleaner_policy: CleanerPolicy
+    cleaner_commits_retained: int
+    cleaner_fileversions_retained: int
+    clustering_small_file_limit: int
+    clustering_target_file_max_bytes: int
+    clustering_max_bytes_per_group: int
+    clustering_sort_columns: str
+    clustering_partitions: str
+    clustering_skip_partitions_from_latest: int
+    concurrency_mode: ConcurrencyMode
+    lock_wait_time_ms: int
+    lock_expire_minutes: float
+    heartbeat_interval_ms: int
+    heartbeat_tolerable_misses: int
+    compression_codec: CompressionCodec
+    bloom_fpp: float
+    bloom_num_entries: int
+    bloom_filter_type: BloomFilterTypeCode
+    bloom_dynamic_max_entries: int
+
+
+class ReadOptions(Config):
+    """A read's or a query's options."""
+
+    query_type: QueryType
+    data_skipping: bool
+
+
+def table_options(options: Mapping[str, Any] | None = None) -> TableOptions:
+    return resolve(options, [Scope.TABLE], kind=TableOptions)
+
+
+def write_options(options: Mapping[str, Any] | None = None) -> WriteOptions:
+    return resolve(options, [Scope.WRITE], kind=WriteOptions)
+
+
+def read_options(options: Mapping[str, Any] | None = None) -> ReadOptions:
+    return resolve(options, [Scope.READ], kind=ReadOptions)
+
+
+def default(name: str) -> Any:
+    """An option's default value (what Hudi's is, unless the registry says otherwise)."""
+    return option(name).default
+
+
+def resolve(options: Mapping[str, Any] | None, scopes: Iterable[Scope], base: Mapping[str, Any] | None = None,
+            kind: type[Config] = Config) -> Config:
     """Parse `options` (names or Hudi keys) over `base` over the defaults, for the given scopes.
 
     An option of another scope is an error too: silently ignoring a table option passed to a
@@ -400,7 +493,7 @@ def resolve(options: Mapping[str, Any] | None, scopes: Iterable[Scope], base: Ma
             seen[opt.name] = key
             values[opt.name] = opt.coerce(raw, key)
             explicit.add(opt.name)
-    return Config(values, frozenset(explicit))
+    return kind(values, frozenset(explicit))
 
 
 def options_markdown() -> str:

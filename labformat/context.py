@@ -25,7 +25,8 @@ from labformat.fileformat.footers import base_file_schema
 from labformat.fs_view import FileSystemView
 from labformat.keygen import KeyGenerator, string_of
 from labformat.model.commit import SPARK_SCHEMA_KEY
-from labformat.model.enums import IndexType, MergeMode
+from labformat.model.enums import IndexType, MergeMode, TableType
+from labformat.model.instant import Instant
 from labformat.schema import (
     check_writable,
     column_name_problem,
@@ -54,8 +55,6 @@ PAYLOAD_CLASS_KEYS = ("hoodie.compaction.payload.class", "hoodie.datasource.writ
                       "hoodie.table.legacy.payload.class")
 OVERWRITE_WITH_LATEST = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
 CREATE_SCHEMA = "hoodie.table.create.schema"
-COPY_ON_WRITE = "COPY_ON_WRITE"
-MERGE_ON_READ = "MERGE_ON_READ"
 # A table's metadata flags as hoodie.properties stores them; absent means off, as in a table Hudi
 # wrote without them (the registry's defaults are what `Table.create` writes for a new table).
 _STORED_FLAGS = ("metadata_enable", "column_stats_enable", "bloom_filter_enable")
@@ -158,7 +157,7 @@ class TableConfig:
     # record keys or partition paths, so every lookup computes keys from the key fields.
     populate_meta_fields: bool = True
     create_schema: str | None = None  # hoodie.table.create.schema: the Avro schema Hudi created the table with
-    table_type: str = COPY_ON_WRITE  # or MERGE_ON_READ (`hoodie.table.type`)
+    table_type: TableType = TableType.COPY_ON_WRITE  # `hoodie.table.type`
     # Merge-on-read: the table's own `hoodie.compact.inline` and its delta-commit count (a write may override them).
     compact_inline: bool = False
     compact_inline_max_delta_commits: int = C.option("compact_inline_max_delta_commits").default
@@ -166,25 +165,25 @@ class TableConfig:
 
     @property
     def merge_on_read(self) -> bool:
-        return self.table_type == MERGE_ON_READ
+        return self.table_type is TableType.MERGE_ON_READ
 
     @classmethod
-    def new(cls, options: C.Config, name: str, record_key: str, precombine_field: str,
+    def new(cls, options: C.TableOptions, name: str, record_key: str, precombine_field: str,
             partition_field: str | None) -> "TableConfig":
         """The config of a table being created from its table-scope options; InvalidInputError for a
         name `check_names` refuses."""
         check_names(name, record_key, precombine_field, partition_field or None)
-        if options.table_type == MERGE_ON_READ and options.index_type == IndexType.BUCKET.value:
+        if options.table_type is TableType.MERGE_ON_READ and options.index_type is IndexType.BUCKET:
             raise ConfigError("hoodie.table.type=MERGE_ON_READ with hoodie.index.type=BUCKET is not supported "
                               "yet: a merge-on-read table takes the BLOOM or SIMPLE index")
-        if options.table_type != MERGE_ON_READ and options.compact_inline:
+        if options.table_type is not TableType.MERGE_ON_READ and options.compact_inline:
             raise ConfigError(f"hoodie.compact.inline=true needs hoodie.table.type=MERGE_ON_READ: compaction merges "
-                              f"log files into base files, and a {options.table_type} table has none")
+                              f"log files into base files, and a {options.table_type.value} table has none")
         return cls(
             name=name, record_key=record_key, precombine_field=precombine_field,
             partition_field=partition_field or None,
             hive_style_partitioning=options.hive_style_partitioning,
-            index_type=IndexType(options.index_type),
+            index_type=options.index_type,
             bucket_num=options.bucket_num,
             metadata_enable=options.metadata_enable,
             column_stats_enable=options.metadata_enable and options.column_stats_enable,
@@ -217,7 +216,7 @@ class TableConfig:
             name=props[P.TABLE_NAME], record_key=props[P.RECORD_KEY_FIELDS],
             precombine_field=props[P.PRECOMBINE_FIELD], partition_field=props.get(P.PARTITION_FIELDS) or None,
             hive_style_partitioning=hive_style,
-            index_type=IndexType(value("index_type")),
+            index_type=value("index_type"),
             bucket_num=value("bucket_num"),
             metadata_enable=value("metadata_enable"),
             column_stats_enable=value("column_stats_enable"),
@@ -291,12 +290,19 @@ class TableContext:
         """The same table with its timeline loaded again from `.hoodie/`."""
         return replace(self, timeline=self.timeline.fresh())
 
-    def file_system_view(self, as_of: str | None = None) -> FileSystemView:
-        if as_of is not None:
-            self.timeline.resolve_as_of(as_of)
-        return FileSystemView(self.timeline, as_of)
+    def at(self, as_of: "str | Instant | None") -> "Instant | None":
+        """The completed instant a read as of `as_of` reads (None: the latest), resolved once:
+        InstantNotFoundError for a time that is no completed commit, CleanedInstantError for one a
+        clean no longer keeps readable."""
+        if as_of is None or isinstance(as_of, Instant):
+            return as_of
+        return self.timeline.resolve_as_of(as_of)
 
-    def schema(self, as_of: str | None = None) -> T.StructType | None:
+    def file_system_view(self, at: "Instant | None" = None) -> FileSystemView:
+        """The file groups and their latest slices as of `at` (an instant `at()` resolved), or now."""
+        return FileSystemView(self.timeline, at.time if at is not None else None)
+
+    def schema(self, at: "Instant | None" = None) -> T.StructType | None:
         """The data columns' Spark schema as of a commit (latest by default); None before any write.
 
         From what Hudi writes, newest first: the latest commit's Avro schema (`extraMetadata.schema`),
@@ -305,8 +311,7 @@ class TableContext:
         latest base file (its footer only). A table with commits and none of these is a
         CorruptTableError: a read without its data columns would be silently wrong.
         """
-        if as_of is not None:
-            self.timeline.resolve_as_of(as_of)  # InstantNotFoundError for a time that is no completed commit
+        as_of = at.time if at is not None else None
         writes = self.timeline.completed_writes(as_of)
         for instant in reversed(writes):
             extra = self.timeline.commit_metadata(instant).extra_metadata
@@ -326,7 +331,7 @@ class TableContext:
                 return spark_schema_from_avro(created)
             except (ValueError, KeyError, TypeError) as exc:
                 raise CorruptTableError(f"{P.PROPERTIES_PATH}: unreadable {CREATE_SCHEMA} ({exc})") from None
-        slices = self.file_system_view(as_of).latest_file_slices()
+        slices = self.file_system_view(at).latest_file_slices()
         if slices:
             return data_schema_of(base_file_schema(self.storage.base_uri, slices[0].path))
         raise CorruptTableError(f"{self.storage.base_uri}: no schema found (no schema in its commits, no "

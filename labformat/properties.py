@@ -5,6 +5,7 @@ from __future__ import annotations
 import zlib
 
 from labformat.errors import CorruptTableError
+from labformat.model.enums import TableType
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
 # Hudi's copy of the file, read when hoodie.properties is missing or fails its checksum.
@@ -25,8 +26,8 @@ PARTITION_FIELDS = "hoodie.table.partition.fields"
 HIVE_STYLE = "hoodie.datasource.write.hive_style_partitioning"
 
 # What a version-6 table must say about itself (its type is one of TABLE_TYPES).
-REQUIRED = {TABLE_TYPE: "COPY_ON_WRITE", TABLE_VERSION: "6", TIMELINE_LAYOUT_VERSION: "1"}
-TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
+REQUIRED = {TABLE_TYPE: TableType.COPY_ON_WRITE.value, TABLE_VERSION: "6", TIMELINE_LAYOUT_VERSION: "1"}
+TABLE_TYPES = tuple(t.value for t in TableType)
 
 
 # Java's escapes for characters that end a key or a line, or that start a comment (Properties.store).

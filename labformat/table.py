@@ -19,21 +19,22 @@ from labformat.errors import (
     storage_error,
 )
 from labformat.fs_view import FileSystemView, check_base_files
-from labformat.metadata.rebuild import RebuildReport, rebuild_metadata
 from labformat.model.commit import CommitMetadata
-from labformat.model.enums import IndexType, Operation
+from labformat.model.enums import IndexType, Operation, QueryType, TableType
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import WriteReport
-from labformat.read.merge_on_read import READ_OPTIMIZED, read_file_slices
-from labformat.read.query import ScanPlan, plan_scan, run_query
+from labformat.read.merge_on_read import read_file_slices
+from labformat.read.query import ScanPlan, plan_scan
 from labformat.storage import Storage
 from labformat.timeline import TIMELINE_DIR, Timeline
-from labformat.write import bulk_insert as _bulk_insert
-from labformat.write import clean as _clean
-from labformat.write import clustering as _clustering
-from labformat.write import compaction as _compaction
-from labformat.write import upsert as _upsert
+from labformat.write.bulk_insert import BulkInsert
+from labformat.write.clean import clean
+from labformat.write.clustering import Clustering
+from labformat.write.compaction import Compaction, inline_settings
+from labformat.write.metadata_rebuild import MetadataRebuild
+from labformat.write.operation import execute
+from labformat.write.upsert import Upsert
 
 
 class Table:
@@ -62,7 +63,7 @@ class Table:
     @classmethod
     def create(cls, spark: SparkSession, path: str | os.PathLike, record_key: str = "record_key",
                precombine_field: str = "updated_at", partition_field: str | None = None,
-               options: Mapping[str, Any] | None = None, table_type: str | None = None) -> "Table":
+               options: Mapping[str, Any] | None = None, table_type: TableType | str | None = None) -> "Table":
         """Create an empty table: writes `.hoodie/hoodie.properties`. Fails if one exists.
 
         `table_type`: "COPY_ON_WRITE" (the default) or "MERGE_ON_READ"; the same as the
@@ -70,13 +71,11 @@ class Table:
         """
         storage = Storage(path)
         if table_type is not None:
-            if not isinstance(options, Mapping) and options is not None:
-                C.resolve(options, [C.Scope.TABLE])  # ConfigError naming what `options` is
-            given = C.resolve(options, [C.Scope.TABLE])
+            given = C.table_options(options)  # ConfigError naming what `options` is, when no mapping
             typed = C.option("table_type").coerce(table_type, "table_type")
-            if "table_type" in given.explicit and given.table_type != typed:
+            if "table_type" in given.explicit and given.table_type is not typed:
                 raise ConfigError(f"table_type={table_type!r} and the option table_type / hoodie.table.type="
-                                  f"{given.table_type!r} disagree; give the table type once")
+                                  f"{given.table_type.value!r} disagree; give the table type once")
             options = {k: v for k, v in (options or {}).items()
                        if C.option(k).name != "table_type"} | {"table_type": typed}
         for label, name in (("record_key", record_key), ("precombine_field", precombine_field)):
@@ -87,7 +86,7 @@ class Table:
         if storage.exists(P.PROPERTIES_PATH):
             raise TableExistsError(f"{storage.base_uri} already holds a table; use Table.open")
         _check_new_table_folder(storage)
-        cfg = C.resolve(options, [C.Scope.TABLE])
+        cfg = C.table_options(options)
         name = cfg.table_name or os.path.basename(storage.root.rstrip("/")) or "labformat_table"
         props = TableConfig.new(cfg, name, record_key, precombine_field, partition_field).to_properties()
         text = P.format_properties(props).encode("utf-8")
@@ -139,7 +138,7 @@ class Table:
         return self.config.index_type
 
     @property
-    def table_type(self) -> str:
+    def table_type(self) -> TableType:
         """COPY_ON_WRITE or MERGE_ON_READ (`hoodie.table.type`)."""
         return self.config.table_type
 
@@ -158,7 +157,8 @@ class Table:
         return [i for i in self.active_timeline.instants if i.is_completed]
 
     def file_system_view(self, as_of: str | None = None) -> FileSystemView:
-        return self.context().file_system_view(as_of)
+        ctx = self.context()
+        return ctx.file_system_view(ctx.at(as_of))
 
     def file_slices(self, as_of: str | None = None) -> list[FileSlice]:
         """The latest file slice of every file group (the files a snapshot reads)."""
@@ -175,7 +175,8 @@ class Table:
 
     def schema(self, as_of: str | None = None) -> T.StructType | None:
         """The data columns' Spark schema as of a commit (latest by default); None before any write."""
-        return self.context().schema(as_of)
+        ctx = self.context()
+        return ctx.schema(ctx.at(as_of))
 
     # ---- reads ----------------------------------------------------------------------------
 
@@ -187,14 +188,16 @@ class Table:
         file is merged with its log files in Spark tasks (`labformat.read.merge_on_read`);
         `options={"query_type": "READ_OPTIMIZED"}` reads the base files only.
         """
-        cfg = C.resolve(options, [C.Scope.READ])
+        read_options = C.read_options(options)
         ctx = self.context()
-        view = ctx.file_system_view(as_of)
-        slices = view.latest_file_slices()
+        at = ctx.at(as_of)
+        slices = ctx.file_system_view(at).latest_file_slices()
+        read_optimized = read_options.query_type is QueryType.READ_OPTIMIZED
+        if read_optimized:
+            slices = [s.base_only() for s in slices]
         check_base_files(self.storage, slices)  # a missing or truncated file: CorruptTableError naming it
-        return read_file_slices(self.spark, self.storage, slices, ctx.schema(as_of) or T.StructType([]),
-                                self.precombine_field, read_optimized=cfg.query_type == READ_OPTIMIZED,
-                                mode=ctx.config.merge_mode)
+        return read_file_slices(self.spark, self.storage, slices, ctx.schema(at) or T.StructType([]),
+                                self.precombine_field, ctx.config.merge_mode)
 
     def query(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None):
         """Rows matching `condition` (a Spark Column or SQL string) and a ScanReport of how they were found.
@@ -203,8 +206,8 @@ class Table:
         skipped by partition value, column stats and, for record-key lookups, bloom filters;
         the condition still goes to Spark's parquet reader, which skips row groups inside files.
         """
-        cfg = C.resolve(options, [C.Scope.READ])
-        return run_query(self.context(), condition, as_of, cfg.data_skipping, cfg.query_type == READ_OPTIMIZED)
+        plan = self.scan(condition, as_of, options)
+        return plan.to_dataframe(), plan.measure()
 
     def scan(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None) -> ScanPlan:
         """The scan plan of `query(condition, as_of, options)`, without running it.
@@ -213,8 +216,8 @@ class Table:
         and `plan.stages` say which file slices each pruning stage kept and from which source;
         `plan.measure()` runs the scan once and returns the ScanReport that `query` returns.
         """
-        cfg = C.resolve(options, [C.Scope.READ])
-        return plan_scan(self.context(), condition, as_of, cfg.data_skipping, cfg.query_type == READ_OPTIMIZED)
+        ctx = self.context()
+        return plan_scan(ctx, condition, ctx.at(as_of), C.read_options(options))
 
     # ---- writes ---------------------------------------------------------------------------
 
@@ -226,10 +229,12 @@ class Table:
         An empty input commits nothing (the report's instant is None).
         """
         _require_spark_dataframe(df, "bulk_insert")
-        cfg = C.resolve(options, [C.Scope.WRITE])
-        ctx = self.context()
-        _compaction.inline_settings(ctx.config, cfg)  # refuses hoodie.compact.inline on copy-on-write
-        return _bulk_insert.run(ctx, df, cfg)
+        write_options, ctx = C.write_options(options), self.context()
+        inline_settings(ctx.config, write_options)  # refuses hoodie.compact.inline on copy-on-write
+        # A BUCKET table's rows are routed to their buckets' file groups, as an upsert routes them.
+        operation = (Upsert(df, Operation.BULK_INSERT) if ctx.config.index_type is IndexType.BUCKET
+                     else BulkInsert(df))
+        return execute(operation, ctx, write_options)
 
     def upsert(self, df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Insert new records and update existing ones, Hudi's seven steps (see labformat.write.upsert).
@@ -252,12 +257,10 @@ class Table:
         return self._delta_write(keys_df, options, Operation.DELETE)
 
     def _delta_write(self, df: DataFrame, options: Mapping[str, Any] | None, operation: Operation) -> WriteReport:
-        """An upsert or a delete, then (merge-on-read, `hoodie.compact.inline`) the inline compaction."""
-        cfg = C.resolve(options, [C.Scope.WRITE])
-        ctx = self.context()
-        _compaction.inline_settings(ctx.config, cfg)  # a refusal comes before anything is written
-        report = _upsert.run(ctx, df, cfg, operation)
-        return _compaction.after_delta_commit(self.context(), cfg, report)
+        """An upsert or a delete; its transaction runs the inline compaction that may be due after it."""
+        write_options, ctx = C.write_options(options), self.context()
+        inline_settings(ctx.config, write_options)  # a refusal comes before anything is written
+        return execute(Upsert(df, operation), ctx, write_options)
 
     def compact(self, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Merge-on-read: merge every file slice that has log files into a new base file (Hudi's
@@ -266,7 +269,7 @@ class Table:
         The report's details give the strategy, the plan (file slices, their log files and bytes) and
         the bytes read; its files are the new base files. No slice with logs: instant None.
         """
-        return _compaction.run(self.context(), C.resolve(options, [C.Scope.WRITE]))
+        return execute(Compaction(), self.context(), C.write_options(options))
 
     def cluster(self, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Rewrite small base files into fewer, bigger ones sorted by chosen columns (Hudi's clustering:
@@ -275,7 +278,7 @@ class Table:
         `clustering_sort_columns`, `clustering_partitions`, ... (docs/options.md). The report's details
         give files and bytes in and out; its files are the new base files. Nothing to cluster: instant None.
         """
-        return _clustering.run(self.context(), C.resolve(options, [C.Scope.WRITE]))
+        return execute(Clustering(), self.context(), C.write_options(options))
 
     def clean(self, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Delete the file slices no retained instant needs (Hudi's clean: `cleaner_policy`,
@@ -283,11 +286,13 @@ class Table:
         deleted and bytes freed; time travel before the retained range then raises CleanedInstantError.
         Nothing to delete: instant None.
         """
-        return _clean.run(self.context(), C.resolve(options, [C.Scope.WRITE]))
+        return clean(self.context(), C.write_options(options))
 
-    def rebuild_metadata(self) -> RebuildReport:
-        """Recompute the metadata table for the latest commit from the base files (see labformat.metadata)."""
-        return rebuild_metadata(self.context())
+    def rebuild_metadata(self, options: Mapping[str, Any] | None = None) -> WriteReport:
+        """Recompute the metadata table for the latest commit from the base files (Hudi's INDEX operation;
+        see labformat/write/metadata_rebuild.py); the report's details say how many files and of which
+        instant."""
+        return execute(MetadataRebuild(), self.context(), C.write_options(options))
 
 
 def _check_new_table_folder(storage: Storage) -> None:

@@ -113,10 +113,11 @@ class Timeline:
             raise CorruptTableError(f"{TIMELINE_DIR}/{self.instants[-1].file_name}: no instant time can follow "
                                     f"{self.last_time()} ({exc}); a new write cannot be ordered after it") from None
 
-    def resolve_as_of(self, as_of: str) -> str:
-        """The time of the completed write instant `as_of` names; InstantNotFoundError otherwise, and
+    def resolve_as_of(self, as_of: str) -> Instant:
+        """The completed write instant whose time `as_of` is; InstantNotFoundError otherwise, and
         CleanedInstantError when a clean deleted file slices its snapshot needs."""
-        if not any(i.time == as_of for i in self.completed_writes()):
+        found = next((i for i in self.completed_writes() if i.time == as_of), None)
+        if found is None:
             known = ", ".join(i.time for i in self.completed_writes()[-5:]) or "none"
             raise InstantNotFoundError(f"{as_of!r} is not a completed commit of this table (latest: {known})")
         readable, clean = self.readable_from()
@@ -125,7 +126,7 @@ class Timeline:
                 f"{as_of!r} is older than what cleaning kept: clean {clean} deleted file slices its snapshot "
                 f"needs; the earliest instant still readable is {readable} (hoodie.cleaner.commits.retained "
                 "sets how many commits a clean keeps)")
-        return as_of
+        return found
 
     def readable_from(self) -> tuple[str | None, str | None]:
         """(the earliest instant every completed clean left readable, the clean that set it), or (None, None)."""

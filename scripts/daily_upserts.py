@@ -43,9 +43,9 @@ def main(argv=None) -> int:
             options={"max_file_size": args.max_file_size, "small_file_limit": args.small_file_limit},
             on_day=lambda day, r, index=index: print(
                 f"{index:6s} day {day}: {r.seconds:6.2f} s  rows {r.rows_in:,}  updated {r.rows_updated:,}  "
-                f"inserted {r.rows_inserted:,}  funnel {r.funnel.get('files_in_table')} -> "
-                f"{r.funnel.get('after_range_pruning')} -> {r.funnel.get('after_bloom')} -> "
-                f"{r.funnel.get('matched')}  rewritten {r.files_rewritten}  created {r.files_created}",
+                f"inserted {r.rows_inserted:,}  funnel {r.funnel.files_in_snapshot} -> "
+                f"{r.funnel.after_range_pruning} -> {r.funnel.after_bloom} -> "
+                f"{r.funnel.matched}  rewritten {r.files_rewritten}  created {r.files_created}",
                 flush=True),
         )
         print(f"{index:6s} bulk insert: {run.bulk_insert.rows_written:,} rows, {len(run.bulk_insert.files)} files, "
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
         frames.append(run.to_pandas())
     table = pd.concat(frames, ignore_index=True)
     columns = ["index", "day", "seconds"] + [f"{s}_s" for s in STEPS] + [
-        "write_tasks", "files_in_table", "after_range_pruning", "after_bloom", "matched", "false_positives",
+        "write_tasks", "files_in_snapshot", "after_range_pruning", "after_bloom", "matched", "false_positives",
         "files_rewritten", "files_created", "write_amplification"]
     with pd.option_context("display.width", 250, "display.max_columns", 40, "display.precision", 2):
         print(table[[c for c in columns if c in table.columns]].to_string(index=False))

@@ -12,4 +12,5 @@ if __name__ == "__main__":
         sys.exit(__doc__)
     spark = lf.spark_session()
     report = lf.Table.open(spark, sys.argv[1]).rebuild_metadata()
-    print(f"rebuilt the metadata of instant {report.instant}: {report.files} base files in {report.seconds:.1f} s")
+    print(f"rebuilt the metadata of instant {report.details.of_instant}: {report.details.files} base files in "
+          f"{report.seconds:.1f} s")

@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 
 import labformat as lf  # noqa: E402
 from labformat import datasets  # noqa: E402
-from labformat.lab import sweeps, viz, workshop  # noqa: E402
+from labformat.lab import frames, sweeps, viz, workshop  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         for ax, (mode, (report, files)) in zip(axes, modes.items()):
             viz.plot_file_key_ranges(files, ax=ax)
             ax.set_title(f"{mode}: {ax.get_title()}")
-            rows.append({"sort_mode": mode, "files": len(files), "max_overlap": workshop.max_overlap(files),
+            rows.append({"sort_mode": mode, "files": len(files), "max_overlap": frames.max_overlap(files),
                          "seconds": report.seconds, "write_tasks": report.step("write").tasks,
                          "bytes_written": report.bytes_written})
         frame = pd.DataFrame(rows)

@@ -6,7 +6,11 @@
    no `m._x` on an imported labformat module, no `obj._x` where `_x` is not defined in the module
    itself (how `table._timeline` was read from outside `Table`). Allowed: Spark/py4j internals
    (`_jsc`, `_jdf`, `_jvm`), private names of non-labformat modules (`os._exit`) and the
-   crash-point module `labformat._faults`.
+   crash-point module `labformat.hooks`.
+3. One commit protocol: only the write transaction takes the table lock or completes an instant
+   (the timeline completes the rollbacks the transaction has it run).
+4. Typed contracts: no option choice spelt as a string outside `model/enums.py`, no operation or
+   stats source compared with a string, no report's `funnel` or `details` read by string key.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "labformat"
 SPARK_INTERNALS = {"_jsc", "_jdf", "_jvm"}
-ALLOWED_PRIVATE_MODULES = {"labformat._faults"}
+ALLOWED_PRIVATE_MODULES = {"labformat.hooks"}
 
 
 def _modules() -> dict[str, Path]:
@@ -192,7 +196,7 @@ def test_the_private_name_check_catches_the_known_shapes():
     source = (
         "from labformat.datasets.drone import _resolve\n"
         "from labformat.write import upsert\n"
-        "from labformat._faults import crash_point\n"
+        "from labformat.hooks import crash_point\n"
         "import os\n"
         "def f(table, spark):\n"
         "    upsert._INDEXES\n"
@@ -208,3 +212,100 @@ def test_the_private_name_check_catches_the_known_shapes():
 def test_every_module_opens_with_a_docstring():
     missing = [name for name, tree in TREES.items() if not ast.get_docstring(tree)]
     assert missing == []
+
+
+# ---- 3. one commit protocol (issue 29) ------------------------------------------------------------
+
+# Only the transaction takes the table lock and completes an instant; the timeline completes the
+# rollbacks it runs (under the transaction's lock), and the lock module is the lock.
+LOCK_TAKERS = {"labformat.write.transaction", "labformat.lock"}
+COMPLETERS = {"labformat.write.transaction", "labformat.timeline"}
+
+
+def _lock_users() -> list[str]:
+    out = []
+    for module, tree in TREES.items():
+        for node in _imports(tree, function_level=True):
+            names = [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else []
+            if (isinstance(node, ast.ImportFrom) and _base(module, node) == "labformat.lock" and "TableLock" in names) \
+                    or (isinstance(node, ast.Import) and any(a.name == "labformat.lock" for a in node.names)):
+                if module not in LOCK_TAKERS:
+                    out.append(module)
+    return out
+
+
+def _completers() -> list[tuple[str, int]]:
+    return [(module, node.lineno) for module, tree in TREES.items() if module not in COMPLETERS
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "complete"]
+
+
+def test_only_the_transaction_takes_the_lock_or_completes_an_instant():
+    assert _lock_users() == []
+    assert _completers() == []
+
+
+# ---- 4. typed contracts: enums for names, types for reports (issue 29) ----------------------------
+
+def _enum_values(*class_names: str) -> set[str]:
+    """The values of the named enums of labformat/model/enums.py, read from its source."""
+    tree = TREES["labformat.model.enums"]
+    return {node.value.value for cls in tree.body if isinstance(cls, ast.ClassDef) and cls.name in class_names
+            for node in cls.body if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)}
+
+
+OPTION_CHOICES = _enum_values("IndexType", "TableType", "SortMode", "ParallelismMode", "CleanerPolicy",
+                              "ConcurrencyMode", "QueryType", "MergeMode", "BloomFilterTypeCode")
+NAMES_COMPARED = _enum_values("Operation", "StatsSource")
+
+
+def _named_by_strings() -> list[tuple[str, int, str]]:
+    """An option choice spelt as a string anywhere outside the enums, or an operation or a stats
+    source compared with a string (`report.operation == "upsert"`)."""
+    out = []
+    for module, tree in TREES.items():
+        if module == "labformat.model.enums":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in OPTION_CHOICES:
+                out.append((module, node.lineno, node.value))
+            if isinstance(node, ast.Compare) and all(isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot))
+                                                     for op in node.ops):
+                out += [(module, node.lineno, c.value) for c in [node.left, *node.comparators]
+                        if isinstance(c, ast.Constant) and c.value in NAMES_COMPARED]
+    return out
+
+
+def _reports_read_by_key() -> list[tuple[str, int]]:
+    """`x.funnel[...]`, `x.details[...]`, `x.funnel.get(...)`, `x.details.get(...)`: a report read by string key."""
+    out = []
+    for module, tree in TREES.items():
+        for node in ast.walk(tree):
+            target = None
+            if isinstance(node, ast.Subscript):
+                target = node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+                target = node.func.value
+            if isinstance(target, ast.Attribute) and target.attr in ("funnel", "details"):
+                out.append((module, node.lineno))
+    return out
+
+
+def test_no_string_stands_for_an_operation_an_option_choice_or_a_stats_source():
+    assert OPTION_CHOICES >= {"GLOBAL_SORT", "MERGE_ON_READ", "BLOOM"} and "upsert" in NAMES_COMPARED
+    assert _named_by_strings() == []
+
+
+def test_no_module_reads_a_report_by_string_key():
+    assert _reports_read_by_key() == []
+
+
+def test_the_contract_checks_catch_the_known_shapes():
+    bad = ast.parse('if o.bulk_insert_sort_mode == "GLOBAL_SORT" or r.operation == "upsert":\n'
+                    '    n = r.details["write_targets"] + r.funnel.get("matched")\n')
+    TREES["tests.fake"] = bad
+    try:
+        assert sorted(v for m, _, v in _named_by_strings() if m == "tests.fake") == ["GLOBAL_SORT", "upsert"]
+        assert [m for m, _ in _reports_read_by_key() if m == "tests.fake"] == ["tests.fake", "tests.fake"]
+    finally:
+        del TREES["tests.fake"]

@@ -266,18 +266,18 @@ def test_bloom_options():
     from labformat import config as C
     from labformat.errors import ConfigError
 
-    default = C.resolve(None, [C.Scope.WRITE])
+    default = C.write_options(None)
     assert (default.bloom_filter_type, default.bloom_num_entries, default.bloom_dynamic_max_entries) \
         == ("SIMPLE", 60_000, 100_000)
-    by_key = C.resolve({"hoodie.bloom.index.filter.type": "dynamic_v0",
+    by_key = C.write_options({"hoodie.bloom.index.filter.type": "dynamic_v0",
                         "hoodie.bloom.index.filter.dynamic.max.entries": "5000",
-                        "hoodie.index.bloom.num_entries": "700"}, [C.Scope.WRITE])
+                        "hoodie.index.bloom.num_entries": "700"})
     assert (by_key.bloom_filter_type, by_key.bloom_dynamic_max_entries, by_key.bloom_num_entries) \
         == ("DYNAMIC_V0", 5000, 700)
     for bad in ({"bloom_filter_type": "BLOCKED"}, {"bloom_num_entries": 0}, {"bloom_num_entries": 1.5},
                 {"bloom_dynamic_max_entries": 0}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
-            C.resolve(bad, [C.Scope.WRITE])
+            C.write_options(bad)
 
 
 # ---- the BLOOM index's task on files in Apache Hudi's layout -------------------------------------
@@ -385,7 +385,7 @@ def test_a_dynamic_v0_table_writes_hudis_footers_and_upserts_through_them(spark,
     batch = [(f"k{i:03d}", -i, 2) for i in (1, 17, 30, 44, 59)] + [("k999", 0, 2), ("j000", 0, 2)]
     report = t.upsert(spark.createDataFrame(batch, "id string, value long, ts long"), opts)
     assert (report.rows_updated, report.rows_inserted) == (5, 2)
-    assert report.funnel["keys_matched"] == 5 and report.funnel["keys_false_positives"] == 0
+    assert report.funnel.keys_matched == 5 and report.funnel.keys_false_positives == 0
     values = {r.id: r.value for r in t.read().collect()}
     assert len(values) == 62 and values["k017"] == -17 and values["k016"] == 16
 

@@ -23,9 +23,12 @@ TINY = (60, 1e-9)  # ~1/10 of the ~700 keys a tiny file holds: the filter is nea
 
 
 def test_the_key_funnel_columns_are_the_ones_the_index_reports():
-    from labformat.index.bloom import KEY_FUNNEL
+    from dataclasses import fields
 
-    assert viz.KEY_FUNNEL_COLUMNS == KEY_FUNNEL
+    from labformat.model.report import TagFunnel
+
+    assert set(viz.KEY_FUNNEL_COLUMNS) == {f.name for f in fields(TagFunnel) if f.name.startswith("keys_")}
+    assert set(viz.FUNNEL_COLUMNS) <= {f.name for f in fields(TagFunnel)}
 
 
 def test_bloom_filter_sizes_are_relative_to_the_keys_per_file():

@@ -3,7 +3,7 @@
 The first part drives `WriteTransaction`s on a table opened without Spark, with stand-in base
 files: the lock, heartbeat and conflict rules on their own. The second part runs real writers in
 separate processes (each its own `local[1]` Spark session), ordered by pause points
-(`LABFORMAT_PAUSE_AT`, see `labformat/_faults.py`) rather than by sleeps.
+(`LABFORMAT_PAUSE_AT`, see `labformat/hooks.py`) rather than by sleeps.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 from pyspark.sql import types as T
 
 import labformat as lf
+from labformat.model.enums import Operation, StatsSource
 from labformat import config as C
 from labformat.errors import ConcurrentWriteError, WriteConflictError
 from labformat.fileformat.base_file_stat import BaseFileStat
@@ -35,7 +36,7 @@ SCHEMA = T.StructType([T.StructField("x", T.LongType())])
 
 
 def options(**given) -> C.Config:
-    return C.resolve(given, [C.Scope.WRITE])
+    return C.write_options(given)
 
 
 def stand_in_file(path: Path, tx: WriteTransaction, partition: str, file_id: str, x: int = 1) -> BaseFileStat:
@@ -52,7 +53,7 @@ def stand_in_file(path: Path, tx: WriteTransaction, partition: str, file_id: str
 
 def committed(table, **given) -> str:
     """One write of a new file group, start to commit; its instant time."""
-    with WriteTransaction(table.context(), "upsert", options=options(**given)) as tx:
+    with WriteTransaction(table.context(), Operation.UPSERT, options=options(**given)) as tx:
         tx.start()
         return tx.commit([stand_in_file(Path(table.path), tx, "p", f"g{time.time_ns()}-0")], SCHEMA).time
 
@@ -61,7 +62,7 @@ def committed(table, **given) -> str:
 def bare(tmp_path):
     """A table with one commit, opened without Spark: the timeline side of concurrent writers."""
     table = lf.Table.create(None, tmp_path / "t")
-    with WriteTransaction(table.context(), "bulk_insert") as tx:
+    with WriteTransaction(table.context(), Operation.BULK_INSERT) as tx:
         tx.start()
         tx.commit([stand_in_file(tmp_path / "t", tx, "p", "shared-0")], SCHEMA)
     return table, tmp_path / "t"
@@ -94,13 +95,13 @@ def test_single_writer_mode_refuses_while_a_live_writer_is_in_flight(bare):
     """The first writer stays in flight (its heartbeat beating); the second is refused with the
     instant and the heartbeat's age, the table exactly as it was; the first then commits."""
     table, path = bare
-    first = WriteTransaction(table.context(), "upsert", options=options())
+    first = WriteTransaction(table.context(), Operation.UPSERT, options=options())
     first.start()
     before = tree(path)
     with pytest.raises(ConcurrentWriteError, match=(
             rf"instant {first.instant.time} of another writer is in flight \(heartbeat \d+\.\d s ago.*\); "
             r"single-writer mode.*OPTIMISTIC_CONCURRENCY_CONTROL or retry")):
-        with WriteTransaction(table.context(), "upsert") as second:
+        with WriteTransaction(table.context(), Operation.UPSERT) as second:
             second.start()
     assert tree(path) == before
     first.commit([stand_in_file(path, first, "p", "new-0")], SCHEMA)
@@ -110,9 +111,9 @@ def test_single_writer_mode_refuses_while_a_live_writer_is_in_flight(bare):
 
 def test_occ_mode_starts_beside_a_live_writer_and_never_rolls_it_back(bare):
     table, path = bare
-    first = WriteTransaction(table.context(), "upsert", options=options(**OCC))
+    first = WriteTransaction(table.context(), Operation.UPSERT, options=options(**OCC))
     first.start()
-    with WriteTransaction(table.context(), "upsert", options=options(**OCC)) as second:
+    with WriteTransaction(table.context(), Operation.UPSERT, options=options(**OCC)) as second:
         second.start()
         assert second.rolled_back == () and second.instant.time > first.instant.time
         second.commit([stand_in_file(path, second, "p", "b-0")], SCHEMA)
@@ -123,19 +124,19 @@ def test_occ_mode_starts_beside_a_live_writer_and_never_rolls_it_back(bare):
 
 def test_a_dead_writers_instant_is_rolled_back_once_its_heartbeat_expires_and_not_before(bare):
     table, path = bare
-    dying = WriteTransaction(table.context(), "upsert", options=options(heartbeat_interval_ms=200,
+    dying = WriteTransaction(table.context(), Operation.UPSERT, options=options(heartbeat_interval_ms=200,
                                                                         heartbeat_tolerable_misses=1))
     dead = dying.start()
     stand_in_file(path, dying, "p", "dead-0")
     dying._heartbeat._stop.set()  # killed: no more beats, the heartbeat file stays behind
     dying._heartbeat._thread.join()
-    with WriteTransaction(table.context(), "upsert", options=options(**OCC)) as early:
+    with WriteTransaction(table.context(), Operation.UPSERT, options=options(**OCC)) as early:
         early.start()  # within the dead writer's tolerance (0.4 s): it still counts as live
         assert early.rolled_back == ()
         early.abandon()
     assert dead in table.active_timeline.pending()
     time.sleep(0.5)
-    with WriteTransaction(table.context(), "upsert") as late:
+    with WriteTransaction(table.context(), Operation.UPSERT) as late:
         late.start()
         assert late.rolled_back == (dead.time,)
         late.abandon()
@@ -146,13 +147,13 @@ def test_a_dead_writers_instant_is_rolled_back_once_its_heartbeat_expires_and_no
 def test_a_writer_whose_instant_was_rolled_back_while_it_stalled_commits_nothing(bare):
     table, path = bare
     before_files = {p.name for p in (path / "p").iterdir()}
-    stalled = WriteTransaction(table.context(), "upsert", options=options(heartbeat_interval_ms=50,
+    stalled = WriteTransaction(table.context(), Operation.UPSERT, options=options(heartbeat_interval_ms=50,
                                                                           heartbeat_tolerable_misses=1))
     stalled.start()
     stalled._heartbeat._stop.set()  # the driver stalls: no beats for longer than the tolerance
     stalled._heartbeat._thread.join()
     time.sleep(0.2)
-    with WriteTransaction(table.context(), "upsert") as other:
+    with WriteTransaction(table.context(), Operation.UPSERT) as other:
         other.start()
         assert other.rolled_back == (stalled.instant.time,)
         other.abandon()
@@ -170,7 +171,7 @@ def test_instant_times_stay_unique_across_writers_starting_at_once(bare):
 
     def writer():
         try:
-            with WriteTransaction(table.context(), "upsert", options=options(**OCC)) as tx:
+            with WriteTransaction(table.context(), Operation.UPSERT, options=options(**OCC)) as tx:
                 times.append(tx.start().time)
                 tx.abandon()
         except Exception as exc:  # noqa: BLE001 - reported below
@@ -188,10 +189,10 @@ _START_AND_COMMIT = """
 import sys, time
 from pathlib import Path
 import labformat as lf
-from tests.test_concurrency import OCC, SCHEMA, WriteTransaction, options, stand_in_file
+from tests.test_concurrency import OCC, SCHEMA, Operation, WriteTransaction, options, stand_in_file
 table = lf.Table.open(None, sys.argv[1])
 for n in range(4):
-    with WriteTransaction(table.context(), "bulk_insert", options=options(**OCC)) as tx:
+    with WriteTransaction(table.context(), Operation.BULK_INSERT, options=options(**OCC)) as tx:
         tx.start()
         tx.commit([stand_in_file(Path(sys.argv[1]), tx, "p", f"{sys.argv[2]}x{n}-0")], SCHEMA)
 """
@@ -224,7 +225,7 @@ def test_an_instant_time_is_requested_once(bare):
 
 def test_completion_times_increase_past_every_instant_and_completion(bare):
     table, _ = bare
-    early = WriteTransaction(table.context(), "upsert", options=options(**OCC))
+    early = WriteTransaction(table.context(), Operation.UPSERT, options=options(**OCC))
     early.start()
     later = committed(table, **OCC)
     early.commit([stand_in_file(Path(table.path), early, "p", "e-0")], SCHEMA)
@@ -243,10 +244,10 @@ def test_two_writers_on_the_same_file_group_one_commits_the_other_conflicts(bare
     rolled back, leaving only rollback files behind."""
     table, path = bare
     ctx_a, ctx_b = table.context(), table.context()  # both plans read the same snapshot
-    a = WriteTransaction(ctx_a, "upsert", options=options(**OCC))
+    a = WriteTransaction(ctx_a, Operation.UPSERT, options=options(**OCC))
     a.start()
     a_file = stand_in_file(path, a, "p", "shared-0")
-    with WriteTransaction(ctx_b, "upsert", options=options(**OCC)) as b:
+    with WriteTransaction(ctx_b, Operation.UPSERT, options=options(**OCC)) as b:
         b.start()
         won = b.commit([stand_in_file(path, b, "p", "shared-0"), stand_in_file(path, b, "p", "other-0")], SCHEMA)
     before = tree(path)
@@ -269,11 +270,11 @@ def test_the_check_runs_in_single_writer_mode_too_against_a_stale_snapshot(bare)
     table, path = bare
     stale = table.context()
     other = committed(table)  # rewrites nothing of `shared-0`: a new file group
-    with WriteTransaction(table.context(), "upsert") as w:
+    with WriteTransaction(table.context(), Operation.UPSERT) as w:
         w.start()
         w.commit([stand_in_file(path, w, "p", "shared-0")], SCHEMA)  # planned on the latest snapshot: fine
     with pytest.raises(WriteConflictError, match=f"commit {w.instant.time}"):
-        with WriteTransaction(stale, "upsert") as late:  # planned before both commits
+        with WriteTransaction(stale, Operation.UPSERT) as late:  # planned before both commits
             late.start()
             late.commit([stand_in_file(path, late, "p", "shared-0")], SCHEMA)
     assert other < w.instant.time
@@ -282,7 +283,7 @@ def test_the_check_runs_in_single_writer_mode_too_against_a_stale_snapshot(bare)
 def test_writers_that_only_add_file_groups_never_conflict(bare):
     table, path = bare
     snapshot = table.context()
-    txs = [WriteTransaction(snapshot, "bulk_insert", options=options(**OCC)) for _ in range(3)]
+    txs = [WriteTransaction(snapshot, Operation.BULK_INSERT, options=options(**OCC)) for _ in range(3)]
     for n, tx in enumerate(txs):
         tx.start()
     for n, tx in enumerate(reversed(txs)):  # completed latest instant first
@@ -294,7 +295,7 @@ def test_an_earlier_instant_completing_last_keeps_the_metadata_tables_latest_sna
     """Out-of-order completion: the metadata table's latest snapshot is the last completed instant's
     (it holds both writes' files), so column stats stay usable for data skipping."""
     table, path = bare
-    early = WriteTransaction(table.context(), "upsert", options=options(**OCC))
+    early = WriteTransaction(table.context(), Operation.UPSERT, options=options(**OCC))
     early.start()
     later_time = committed(table, **OCC)
     early.commit([stand_in_file(path, early, "p", "early-0", x=7)], SCHEMA)
@@ -412,8 +413,8 @@ def test_occ_writers_on_disjoint_file_groups_both_commit_out_of_order(spark, tmp
     assert batteries(t) == expected
     assert hudi_batteries(path) == expected
     rows, scan = t.query("battery_pct = 1000")
-    assert scan.rows_returned == 20 and scan.stats_source == "metadata table"
-    assert scan.funnel["after_column_stats"] == 1  # B's file skipped on the stats A's commit wrote
+    assert scan.rows_returned == 20 and scan.stats_source.kind is StatsSource.METADATA_TABLE
+    assert scan.funnel.after_column_stats == 1  # B's file skipped on the stats A's commit wrote
     assert not list((path / ".hoodie" / ".heartbeat").iterdir()) and not (path / ".hoodie/.aux/lock").exists()
 
 
@@ -520,7 +521,7 @@ def test_a_writer_killed_while_inflight_is_rolled_back_once_its_heartbeat_expire
     assert list(path.glob(f"*{dead.time}.parquet"))  # its base file is there, uncommitted
 
     with pytest.raises(ConcurrentWriteError, match=f"instant {dead.time} of another writer is in flight"):
-        with WriteTransaction(t.context(), "upsert") as early:
+        with WriteTransaction(t.context(), Operation.UPSERT) as early:
             early.start()
     assert t.active_timeline.pending() == [dead]
 

@@ -24,23 +24,23 @@ def test_range_pruning_leaves_only_the_newest_files(monotonic):
     _, run = monotonic
     for report in run.days:
         funnel = report.funnel
-        assert funnel["after_range_pruning"] < funnel["files_in_table"]
-        assert funnel["matched"] <= funnel["after_bloom"] <= funnel["after_range_pruning"]
-        assert report.rows_updated > 0 and report.files_rewritten == funnel["matched"]
+        assert funnel.after_range_pruning < funnel.files_in_snapshot
+        assert funnel.matched <= funnel.after_bloom <= funnel.after_range_pruning
+        assert report.rows_updated > 0 and report.files_rewritten == funnel.matched
         # Every file the upsert rewrote ends on one day (keys start YYYYMMDD): the previous day,
         # the newest data in the table before this batch.
         rewritten = [f for f in report.files if not f.created]
         assert len({f.prev_max_key[:8] for f in rewritten}) == 1
         table_max_day = max(f.prev_max_key[:8] for f in rewritten)
-        older_files = report.funnel["files_in_table"] - report.funnel["after_range_pruning"]
+        older_files = report.funnel.files_in_snapshot - report.funnel.after_range_pruning
         assert older_files > 0 and table_max_day > "20240101"
 
 
 def test_range_pruning_gets_relatively_better_as_days_accumulate(monotonic):
     _, run = monotonic
-    kept = [r.funnel["after_range_pruning"] / r.funnel["files_in_table"] for r in run.days]
+    kept = [r.funnel.after_range_pruning / r.funnel.files_in_snapshot for r in run.days]
     assert all(later < earlier for earlier, later in zip(kept, kept[1:])), kept
-    grows = [r.funnel["files_in_table"] for r in run.days]
+    grows = [r.funnel.files_in_snapshot for r in run.days]
     assert grows == sorted(grows) and grows[-1] > grows[0]
 
 
@@ -48,9 +48,9 @@ def test_random_keys_defeat_range_pruning(spark, tmp_path):
     spec = datasets.spec("tiny", key_style="random", late_fraction=0.0, batch_days=1)
     run = run_daily_upserts(spark, spec, tmp_path / "random", "BLOOM", OPTIONS)
     funnel = run.days[0].funnel
-    assert funnel["files_in_table"] >= 5
-    assert funnel["after_range_pruning"] >= 0.9 * funnel["files_in_table"], funnel
+    assert funnel.files_in_snapshot >= 5
+    assert funnel.after_range_pruning >= 0.9 * funnel.files_in_snapshot, funnel
     # The bloom filters still do their job where the ranges could not: most candidate keys stop
     # there. (Counting files would not show it: a day's updates land in nearly every file.)
-    assert funnel["keys_after_bloom"] * 5 < funnel["keys_after_range_pruning"], funnel
-    assert funnel["keys_matched"] <= funnel["keys_after_bloom"]
+    assert funnel.keys_after_bloom * 5 < funnel.keys_after_range_pruning, funnel
+    assert funnel.keys_matched <= funnel.keys_after_bloom

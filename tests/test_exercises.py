@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from labformat.lab import exercises as ex
+from labformat.lab import frames as fr
 from labformat.lab import workshop as ws
 
 FILES = pd.DataFrame({"file_id": ["a", "b", "c"],
@@ -67,13 +68,13 @@ def test_key_range_checks_come_from_the_files_given():
 
 
 def test_helpers_count_overlaps_and_coverage():
-    assert ws.max_overlap(FILES) == 1
+    assert fr.max_overlap(FILES) == 1
     nested = pd.DataFrame({"min_key": ["a", "b", "c"], "max_key": ["z", "y", "d"]})
-    assert ws.max_overlap(nested) == 3
-    assert ws.max_overlap(pd.DataFrame({"min_key": ["a", "c"], "max_key": ["c", "d"]})) == 2  # touching at c
-    assert ws.files_covering(FILES, "202401151200_drone0000") == 1
-    assert ws.files_overlapping(FILES, "202401151100", "202401151200_drone0000") == 2
-    assert ws.files_overlapping(FILES, "2024011700", "2024011800") == 0
+    assert fr.max_overlap(nested) == 3
+    assert fr.max_overlap(pd.DataFrame({"min_key": ["a", "c"], "max_key": ["c", "d"]})) == 2  # touching at c
+    assert fr.files_covering(FILES, "202401151200_drone0000") == 1
+    assert fr.files_overlapping(FILES, "202401151100", "202401151200_drone0000") == 2
+    assert fr.files_overlapping(FILES, "2024011700", "2024011800") == 0
 
 
 def test_explain_key_and_scratch_names_reject_bad_input():
@@ -128,8 +129,8 @@ def test_each_real_check_is_right_for_the_runs_number_and_wrong_otherwise(run):
     upsert, timings = run["upsert"], run["timings"]
     scan = timings[timings.skipping == "on"].iloc[0]
     cases = [
-        (lambda a: ex.shuffle_parallelism("2.2", a, upsert), upsert.details["shuffle_parallelism"]),
-        (lambda a: ex.range_pruning_candidates("2.1", a, upsert), upsert.funnel["after_range_pruning"]),
+        (lambda a: ex.shuffle_parallelism("2.2", a, upsert), upsert.details.shuffle_parallelism),
+        (lambda a: ex.range_pruning_candidates("2.1", a, upsert), upsert.funnel.after_range_pruning),
         (lambda a: ex.files_read("3.1", a, timings, "by drone"), int(scan.files_read)),
         (lambda a: ex.readings_per_hour(a, run["history"], f"{run['spec'].start_date:%Y%m%d}09"),
          run["spec"].drones * 60),
@@ -144,9 +145,9 @@ def test_each_real_check_is_right_for_the_runs_number_and_wrong_otherwise(run):
     skipped = 1 - scan.files_read / files
     assert ex.skipped_share("3.2", skipped, timings, "by drone").right
     assert ex.skipped_share("3.2", skipped + 0.5 / files + 0.01, timings, "by drone").right is False
-    share = upsert.funnel["after_range_pruning"] / upsert.funnel["files_in_table"]
+    share = upsert.funnel.after_range_pruning / upsert.funnel.files_in_snapshot
     assert ex.range_pruning_share("2.3", share, upsert).right
-    assert ex.range_pruning_share("2.3", share + 0.6 / upsert.funnel["files_in_table"], upsert).right is False
+    assert ex.range_pruning_share("2.3", share + 0.6 / upsert.funnel.files_in_snapshot, upsert).right is False
     key = ex.record_key_of(f"{run['spec'].start_date:%Y%m%d}0930_drone0001", run["history"], "drone0001",
                            f"{run['spec'].start_date} 09:30")
     assert key.right, key
@@ -159,13 +160,13 @@ def test_spread_shuffle_waves_and_insert_plan_come_from_the_frames_given():
     from labformat.model.report import FileReport
 
     runs = pd.DataFrame({"p": [1, 1, 1, 8], "seconds": [2.0, 1.0, 3.0, 0.5]})
-    table = ws.spread(runs, "p", ["seconds"])
+    table = fr.spread(runs, "p", ["seconds"])
     assert table.loc[1, "seconds"] == "2.00 (1.00-3.00)" and table.loc[8, "runs"] == 1
 
     stage = lambda n: pd.DataFrame({"stage_id": [1] * n + [2] * n,  # noqa: E731
                                     "stage_label": ["deduplicate: read input"] * n
                                     + ["deduplicate: keep newest per key"] * n})
-    waves = ws.shuffle_waves({20: stage(20), 48: stage(48)}, 16)
+    waves = fr.shuffle_waves({20: stage(20), 48: stage(48)}, 16)
     assert waves.loc[20].tolist() == [20, 2, 12] and waves.loc[48].tolist() == [48, 3, 0]
 
     files = (FileReport("", "small-1", "a", 90, 9000, "k1", "k5", created=False, inserts=40, updates=2,
@@ -173,7 +174,7 @@ def test_spread_shuffle_waves_and_insert_plan_come_from_the_frames_given():
              FileReport("", "full-2", "b", 90, 9800, "k6", "k9", created=False, updates=3, prev_size_bytes=9700),
              FileReport("", "new-3", "c", 60, 6000, "k1", "k9", created=True, inserts=60))
     report = lf.WriteReport("upsert", "20240101000000000", 105, 240, 100, 5, files=files)
-    plan = ws.insert_plan(report, {"small_file_limit": 8000})
+    plan = fr.insert_plan(report, {"small_file_limit": 8000})
     # Old file groups in key order, then the new ones (file ids are random, so not shown).
     assert plan.created.tolist() == [False, False, True] and plan.min_key.tolist() == ["k1", "k6", "k1"]
     assert plan.small_file.tolist() == [True, False, False] and plan.inserts.tolist() == [40, 0, 60]

@@ -162,9 +162,9 @@ def test_an_integer_partition_columns_default_folder_is_all_null(spark, tmp_path
     table = lf.Table.create(spark, tmp_path / "t", record_key="k", precombine_field="u", partition_field="n")
     table.bulk_insert(spark.createDataFrame([("a", 1, 1), ("b", None, 1)], "k string, n int, u long"))
     _, equal = table.query("n = 1")
-    assert equal.rows_returned == 1 and equal.funnel["after_partition_pruning"] == 1
+    assert equal.rows_returned == 1 and equal.funnel.after_partition_pruning == 1
     _, null = table.query("n IS NULL")
-    assert null.rows_returned == 1 and null.funnel["after_partition_pruning"] == 1
+    assert null.rows_returned == 1 and null.funnel.after_partition_pruning == 1
 
 
 # ---- case 5: hoodie.properties: no value can add a key ------------------------------------------

@@ -426,7 +426,7 @@ def test_queries_on_hudi_tables_return_the_matching_rows(spark, tmp_path, case, 
     rows, report = table.query(condition)
     expected = sorted(r.id for r in table.read().filter(condition).collect())
     assert sorted(r.id for r in rows.collect()) == expected and expected
-    assert (report.funnel["after_partition_pruning"], report.funnel["files_read"]) == (after_partitions, files_read)
+    assert (report.funnel.after_partition_pruning, report.funnel.files_read) == (after_partitions, files_read)
 
 
 @pytest.mark.spark

@@ -229,13 +229,13 @@ def test_read_optimized_queries_read_base_files_only(spark, mor):
     t, path = mor
     updated = {k: v for k, v in _values(t.read()).items() if v == 77.0}
     df, report = t.query(F.col("record_key").isin(list(updated)), options={"query_type": "READ_OPTIMIZED"})
-    assert report.details["query_type"] == "READ_OPTIMIZED" and report.details["log_files_read"] == 0
+    assert report.details.query_type == "READ_OPTIMIZED" and report.details.log_files_read == 0
     assert 77.0 not in set(_values(df).values()) and len(_values(df)) == len(updated)
     plan = t.scan("battery_pct >= 0", options={"query_type": "READ_OPTIMIZED"})
     assert not any(s.has_logs for s in plan.file_slices)
     assert _values(plan.to_dataframe()) == _values(t.read(options={"query_type": "READ_OPTIMIZED"}))
     _, snapshot_report = t.query(F.col("record_key").isin(list(updated)))
-    assert snapshot_report.details["log_files_read"] >= 1
+    assert snapshot_report.details.log_files_read >= 1
 
 
 # ---- case 4: timestamp record keys do not depend on the session time zone ----------------------------

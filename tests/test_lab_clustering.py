@@ -22,7 +22,7 @@ def test_clustering_the_small_file_table_reads_no_more_files_out_of_fewer(spark,
     frame = run.frame()
     before, after = frame.loc["before clustering"], frame.loc["after clustering"]
     assert before.files_in_snapshot == 24 and 1 <= before.files_read <= 2
-    assert after.files_in_snapshot == run.report.details["files_out"] == 2
+    assert after.files_in_snapshot == run.report.details.files_out == 2
     assert after.files_read == 1 and after.rows == before.rows == cached.spec.drones * 60
     summary = run.summary()
     assert summary["files in"] == 24 and summary["files out"] == 2 and summary["sorted by"] == "ts"

@@ -7,7 +7,7 @@ import threading
 import pytest
 from pyspark.sql import functions as F
 
-from labformat import Table, _faults
+from labformat import Table, hooks
 from labformat.lab import concurrency as cc, exercises as ex
 from tests.helpers import telemetry
 
@@ -15,16 +15,16 @@ pytestmark = pytest.mark.spark
 
 
 def test_a_gate_holds_only_the_thread_that_set_it():
-    gate = _faults.Gate("after_start")
+    gate = hooks.Gate("after_start")
     passed = []
 
     def other():
-        _faults.crash_point("after_start")  # not held: this thread never set the gate
+        hooks.crash_point("after_start")  # not held: this thread never set the gate
         passed.append("other")
 
     def held():
-        with _faults.holding(gate):
-            _faults.crash_point("after_start")
+        with hooks.holding(gate):
+            hooks.crash_point("after_start")
         passed.append("held")
 
     t = threading.Thread(target=held)

@@ -160,7 +160,7 @@ def test_keys_updated_twice_across_delta_commits_are_found_by_the_bloom_index(sp
         report = t.upsert(corrections(spark, keys, battery, seconds=10_000 + n))
         # Found every time, in the file group that holds them: updates, never inserts.
         assert report.rows_updated == 2 and report.rows_inserted == 0, report.summary()
-        assert report.funnel["keys_matched"] == 2 and report.files_created == 0
+        assert report.funnel.keys_matched == 2 and report.files_created == 0
         expected.update({k: battery for k in keys})
         assert_agrees_with_hudi(t, path, expected)
     versions = sorted(LogFile.parse(p).version for s in t.file_slices() for p in s.log_paths)
@@ -231,10 +231,10 @@ def test_query_never_prunes_a_file_slice_by_stats_its_logs_do_not_cover(spark, m
     t.upsert(corrections(spark, [key], 999.0))
     df, report = t.query("battery_pct > 900")
     assert report.rows_returned == 1 and snapshot(df)["record_key"].tolist() == [key]
-    assert "log files of updates only judged on their base file's record keys" in report.stats_source
-    assert report.details["log_files_read"] >= 1 and report.details["file_slices_merged"] >= 1
+    assert "log files of updates only judged on their base file's record keys" in str(report.stats_source)
+    assert report.details.log_files_read >= 1 and report.details.file_slices_merged >= 1
     # Base-only slices are still pruned: the slice with the log is all that is read.
-    assert report.funnel["after_column_stats"] == report.details["file_slices_merged"] < report.funnel["files_in_snapshot"]
+    assert report.funnel.after_column_stats == report.details.file_slices_merged < report.funnel.files_in_snapshot
     df, report = t.query(F.col("record_key") == key)
     assert report.rows_returned == 1 and snapshot(df)["battery_pct"].tolist() == [999.0]
 
@@ -259,16 +259,16 @@ def test_logs_of_updates_leave_a_file_slice_keyed_by_its_base_file(spark, tmp_pa
     rows_in_base = pq.read_metadata(path / logged.path).num_rows
 
     second = t.upsert(corrections(spark, [key], 9.0, seconds=10_001))
-    assert second.funnel["after_range_pruning"] == 1  # only the slice whose base range holds the key
-    assert second.funnel["keys_read_by_exact_check"] == rows_in_base  # the base file's keys, no log
-    assert second.funnel["log_files_read"] == 0
+    assert second.funnel.after_range_pruning == 1  # only the slice whose base range holds the key
+    assert second.funnel.keys_read_by_exact_check == rows_in_base  # the base file's keys, no log
+    assert second.funnel.log_files_read == 0
     expected[key] = 9.0
     assert_agrees_with_hudi(t, path, expected)
     _, by_key = t.query(F.col("record_key") == key)
     _, outside = t.query(F.col("record_key") > sorted(expected)[-1])
-    assert by_key.rows_returned == 1 and by_key.funnel["after_column_stats"] == 1
-    assert outside.rows_returned == 0 and outside.funnel["after_column_stats"] == 0
-    assert "judged on their base file's record keys" in by_key.stats_source
+    assert by_key.rows_returned == 1 and by_key.funnel.after_column_stats == 1
+    assert outside.rows_returned == 0 and outside.funnel.after_column_stats == 0
+    assert "judged on their base file's record keys" in str(by_key.stats_source)
 
     for instant in (first.instant, second.instant):  # as if Apache Hudi had written these logs
         commit = path / f".hoodie/{instant}.deltacommit"
@@ -278,10 +278,10 @@ def test_logs_of_updates_leave_a_file_slice_keyed_by_its_base_file(spark, tmp_pa
     unmarked = lf.Table.open(spark, path)
     assert not [s for s in unmarked.file_slices() if s.has_logs][0].keyed_by_base_file
     third = unmarked.upsert(corrections(spark, [key], 10.0, seconds=10_002))
-    assert third.funnel["keys_read_by_exact_check"] == rows_in_base + 1  # the logs' one key too
-    assert third.funnel["log_files_read"] == 2
+    assert third.funnel.keys_read_by_exact_check == rows_in_base + 1  # the logs' one key too
+    assert third.funnel.log_files_read == 2
     _, outside = unmarked.query(F.col("record_key") > sorted(expected)[-1])
-    assert outside.funnel["after_column_stats"] == 1 and "kept without pruning" in outside.stats_source
+    assert outside.funnel.after_column_stats == 1 and "kept without pruning" in str(outside.stats_source)
     expected[key] = 10.0
     assert_agrees_with_hudi(unmarked, path, expected)
 
@@ -311,9 +311,9 @@ def test_inline_compaction_runs_once_max_delta_commits_have_completed(spark, mor
     options = {INLINE: "true", EVERY: 2}
     report = t.upsert(corrections(spark, keys[:2], 21.0), options)
     compaction = report.compaction
-    assert report.log_files_written >= 1 and report.details["delta_commits_since_compaction"] == 2
+    assert report.log_files_written >= 1 and report.details.delta_commits_since_compaction == 2
     assert compaction is not None and compaction.instant > report.instant
-    assert compaction.details["file_slices_compacted"] == report.log_files_written == compaction.files_rewritten
+    assert compaction.details.file_slices_compacted == report.log_files_written == compaction.files_rewritten
     assert report.summary()["compaction_instant"] == compaction.instant
     assert [i.action.value for i in t.timeline()] == ["deltacommit", "deltacommit", "commit"]
     assert (path / f".hoodie/{compaction.instant}.compaction.requested").exists()
@@ -323,7 +323,7 @@ def test_inline_compaction_runs_once_max_delta_commits_have_completed(spark, mor
     assert_agrees_with_hudi(t, path, expected)
     # The 1st delta commit since the compaction: its logs stay.
     later = t.upsert(corrections(spark, keys[2:], 22.0, seconds=10_001), options)
-    assert later.compaction is None and later.details["delta_commits_since_compaction"] == 1
+    assert later.compaction is None and later.details.delta_commits_since_compaction == 1
     assert any(s.has_logs for s in t.file_slices())
     expected.update({k: 22.0 for k in keys[2:]})
     assert_agrees_with_hudi(t, path, expected)
@@ -351,16 +351,16 @@ def test_inline_compaction_from_the_table_properties_waits_for_its_count(spark, 
     expected = values(snapshot(t.read()))
     keys = sorted(expected)[:3]
     second = reopened.upsert(corrections(spark, keys[:1], 31.0))
-    assert second.compaction is None and second.details["delta_commits_since_compaction"] == 2
+    assert second.compaction is None and second.details.delta_commits_since_compaction == 2
     assert [i.action.value for i in t.timeline()] == ["deltacommit", "deltacommit"]
     assert any(s.has_logs for s in t.file_slices())
     expected[keys[0]] = 31.0
     assert_agrees_with_hudi(t, path, expected)
     # The write's own option wins over the table's: this 3rd delta commit compacts nothing.
     third = t.upsert(corrections(spark, keys[1:2], 32.0), {INLINE: False})
-    assert third.compaction is None and "delta_commits_since_compaction" not in third.details
+    assert third.compaction is None and third.details.delta_commits_since_compaction is None
     fourth = t.upsert(corrections(spark, keys[2:], 33.0))
-    assert fourth.details["delta_commits_since_compaction"] == 4 and fourth.compaction is not None
+    assert fourth.details.delta_commits_since_compaction == 4 and fourth.compaction is not None
     assert not any(s.has_logs for s in t.file_slices())
     expected.update({keys[1]: 32.0, keys[2]: 33.0})
     assert_agrees_with_hudi(t, path, expected)
@@ -395,14 +395,15 @@ def test_a_failed_inline_compaction_leaves_the_delta_commit_and_says_so(spark, m
     t, path, _ = mor
     key = sorted(values(snapshot(t.read())))[0]
 
-    def broken(ctx, cfg):
+    def broken(self, run, plan, instant):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(compaction, "run", broken)
+    monkeypatch.setattr(compaction.Compaction, "write", broken)
     with pytest.raises(RuntimeError, match="disk full") as failed:
         t.upsert(corrections(spark, [key], 41.0), {INLINE: True, EVERY: 1})
     assert any("committed as deltacommit" in note for note in failed.value.__notes__)
-    assert [i.action.value for i in t.timeline()] == ["deltacommit", "deltacommit"]
+    # The compaction failed in its tasks: its instant was rolled back; the delta commit stays.
+    assert [i.action.value for i in t.timeline()] == ["deltacommit", "deltacommit", "rollback"]
     assert values(snapshot(t.read()))[key] == 41.0
 
 
@@ -472,8 +473,8 @@ def test_compaction_merges_each_slice_with_logs_into_a_new_base_file(spark, mor)
     with_logs = [s for s in t.file_slices() if s.has_logs]
     assert with_logs
     report = t.compact()
-    assert report.details["file_slices_compacted"] == len(with_logs) == report.files_rewritten
-    assert report.details["log_files_compacted"] == sum(len(s.log_paths) for s in with_logs) >= 3
+    assert report.details.file_slices_compacted == len(with_logs) == report.files_rewritten
+    assert report.details.log_files_compacted == sum(len(s.log_paths) for s in with_logs) >= 3
     plan = json.loads((path / f".hoodie/{report.instant}.compaction.requested").read_text())
     assert sorted(o["fileId"] for o in plan["operations"]) == sorted(s.file_id for s in with_logs)
     assert (path / f".hoodie/{report.instant}.commit").exists()
@@ -562,7 +563,7 @@ def test_random_writes_and_table_services_match_a_dict_model(spark, index_type, 
             else:
                 report = t.clean({"cleaner_commits_retained": 1})
                 dropped = [i.time for i in t.active_timeline.completed_writes()
-                           if report.instant and i.time < report.details["earliest_commit_to_retain"]]
+                           if report.instant and i.time < report.details.earliest_commit_to_retain]
                 for instant in dropped[-1:]:
                     with pytest.raises(CleanedInstantError):
                         t.read(as_of=instant)

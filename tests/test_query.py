@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 import labformat as lf
+from labformat.model.enums import StatsSource
 from labformat import datasets
 from labformat.lab.daily import run_daily_upserts
 from tests.helpers import telemetry
@@ -44,11 +45,11 @@ def names(report) -> set[str]:
 def test_one_hour_window_reads_exactly_the_files_of_that_hour(drone_table):
     window = "ts >= '2024-01-16 10:00:00' AND ts < '2024-01-16 11:00:00'"
     df, report = drone_table.query(window)
-    assert report.stats_source == "metadata table"
+    assert report.stats_source.kind is StatsSource.METADATA_TABLE
     assert names(report) == files_holding(drone_table, window)
-    assert report.funnel["files_read"] < report.funnel["files_in_snapshot"]
+    assert report.funnel.files_read < report.funnel.files_in_snapshot
     assert report.rows_returned == df.count() == drone_table.read().filter(window).count() > 0
-    assert report.details["row_groups_in_files_read"] >= report.funnel["files_read"]
+    assert report.details.row_groups_in_files_read >= report.funnel.files_read
     # The whole query's time is its planning and its scan, both measured.
     assert report.seconds == report.planning_seconds + report.execution_seconds > report.planning_seconds > 0
 
@@ -56,8 +57,8 @@ def test_one_hour_window_reads_exactly_the_files_of_that_hour(drone_table):
 def test_point_lookup_by_record_key_reads_one_file(drone_table):
     key = drone_table.read().select("record_key").orderBy("record_key").limit(1).collect()[0][0]
     df, report = drone_table.query(F.col("record_key") == key)
-    assert report.funnel["files_read"] == 1 and report.rows_returned == 1
-    assert report.bloom_source.startswith("footers")  # bloom filters are not in this table's metadata
+    assert report.funnel.files_read == 1 and report.rows_returned == 1
+    assert str(report.bloom_source).startswith("footers")  # bloom filters are not in this table's metadata
 
 
 def test_a_filter_on_a_column_without_stats_reads_every_file(spark, tmp_path):
@@ -65,17 +66,17 @@ def test_a_filter_on_a_column_without_stats_reads_every_file(spark, tmp_path):
     spec = datasets.spec("tiny", batch_days=1)
     t.bulk_insert(datasets.history(spark, spec), {"max_file_size": "24KB", "bulk_insert_sort_mode": "GLOBAL_SORT"})
     _, report = t.query("temperature_c > 1000")
-    assert report.funnel["files_read"] == report.funnel["files_in_snapshot"] > 1
+    assert report.funnel.files_read == report.funnel.files_in_snapshot > 1
     assert report.rows_returned == 0
     _, by_ts = t.query("ts < '2024-01-15 01:00:00'")
-    assert by_ts.funnel["files_read"] < by_ts.funnel["files_in_snapshot"]
+    assert by_ts.funnel.files_read < by_ts.funnel.files_in_snapshot
 
 
 def test_skipping_off_reads_everything_with_the_same_rows(drone_table):
     condition = "drone_id = 'drone0001' AND battery_pct < 40"
     on_df, on = drone_table.query(condition)
     off_df, off = drone_table.query(condition, options={"data_skipping": False})
-    assert off.funnel["files_read"] == off.funnel["files_in_snapshot"]
+    assert off.funnel.files_read == off.funnel.files_in_snapshot
     assert on.rows_returned == off.rows_returned
     assert sorted(r.record_key for r in on_df.collect()) == sorted(r.record_key for r in off_df.collect())
 
@@ -87,11 +88,11 @@ def test_missing_or_corrupt_metadata_falls_back_to_footers_until_rebuilt(spark, 
     stats_file = tmp_path / "t" / ".hoodie" / "metadata" / "column_stats" / f"{report.instant}.parquet"
     window = "ts >= '2024-01-15 10:00:00' AND ts < '2024-01-15 11:00:00'"
     _, good = t.query(window)
-    assert good.stats_source == "metadata table"
+    assert good.stats_source.kind is StatsSource.METADATA_TABLE
 
     stats_file.write_bytes(b"not parquet")
     _, corrupt = t.query(window)
-    assert corrupt.stats_source.startswith("footers (column stats unreadable")
+    assert str(corrupt.stats_source).startswith("footers (column stats unreadable")
     assert names(corrupt) == names(good) and corrupt.rows_returned == good.rows_returned
 
     # A write on top of corrupt metadata still commits; its snapshot lacks the old files' stats.
@@ -99,18 +100,19 @@ def test_missing_or_corrupt_metadata_falls_back_to_footers_until_rebuilt(spark, 
     upsert = t.upsert(first_keys, {"max_file_size": "24KB"})
     assert upsert.instant is not None and upsert.files_rewritten == 1 < len(t.file_slices())
     _, after_write = t.query(window)
-    assert after_write.stats_source.startswith("footers (column stats are stale")
+    assert str(after_write.stats_source).startswith("footers (column stats are stale")
     assert after_write.rows_returned == t.read().filter(window).count()
 
     os.remove(stats_file)
     os.remove(stats_file.parent / f"{upsert.instant}.parquet")
     _, missing = t.query(window)
-    assert missing.stats_source.startswith("footers (no column stats")
+    assert str(missing.stats_source).startswith("footers (no column stats")
 
     rebuilt = t.rebuild_metadata()
-    assert rebuilt.instant == upsert.instant and rebuilt.files == len(t.file_slices())
+    assert rebuilt.instant is None  # a rebuild changes no snapshot: no instant of its own
+    assert (rebuilt.details.of_instant, rebuilt.details.files) == (upsert.instant, len(t.file_slices()))
     _, again = t.query(window)
-    assert again.stats_source == "metadata table" and names(again) == names(after_write)
+    assert again.stats_source.kind is StatsSource.METADATA_TABLE and names(again) == names(after_write)
 
 
 def test_bloom_index_tags_the_same_from_footers_and_metadata(spark, tmp_path):
@@ -125,9 +127,9 @@ def test_bloom_index_tags_the_same_from_footers_and_metadata(spark, tmp_path):
         t = lf.Table.open(spark, tmp_path / str(use))
         reports[use] = (t.upsert(batch, {**OPTIONS, "bloom_use_metadata": use}), t)
     (footer, t_footer), (meta, t_meta) = reports[False], reports[True]
-    assert footer.details["lookup_source"] == "footers" and meta.details["lookup_source"] == "metadata table"
-    for key in ("files_in_table", "after_range_pruning", "after_bloom", "matched", "keys_matched"):
-        assert footer.funnel[key] == meta.funnel[key]
+    assert footer.details.lookup_source.kind is StatsSource.FOOTERS
+    assert meta.details.lookup_source.kind is StatsSource.METADATA_TABLE
+    assert footer.funnel == meta.funnel  # every count the same, whichever source
     assert (footer.rows_updated, footer.rows_inserted) == (meta.rows_updated, meta.rows_inserted)
     cols = ["record_key", "battery_pct", "updated_at"]
     assert t_footer.read().select(cols).exceptAll(t_meta.read().select(cols)).count() == 0
@@ -142,7 +144,7 @@ def test_uncommitted_metadata_is_never_read(spark, tmp_path):
     fake = f"{int(done.instant) + 5}"  # a later instant with no completed commit
     shutil.copy(stats_dir / f"{done.instant}.parquet", stats_dir / f"{fake}.parquet")
     _, report = t.query("battery_pct > 50")
-    assert report.stats_source == "metadata table"  # read the completed instant's, not the orphan
+    assert report.stats_source.kind is StatsSource.METADATA_TABLE  # read the completed instant's, not the orphan
 
 
 # ---- soundness: skipping never changes the answer -------------------------------------------
@@ -216,7 +218,7 @@ def test_scan_to_dataframe_runs_no_spark_job_until_the_caller_acts(spark, drone_
         rows = df.count()
         assert job_ids() != []  # the tracker does see this thread's jobs
     assert rows == drone_table.read().filter(window).count() > 0
-    assert plan.funnel["files_read"] < plan.funnel["files_in_snapshot"]
+    assert plan.funnel.files_read < plan.funnel.files_in_snapshot
 
 
 def test_each_stage_reports_what_it_kept_and_from_which_source(drone_table):
@@ -225,13 +227,13 @@ def test_each_stage_reports_what_it_kept_and_from_which_source(drone_table):
     plan = drone_table.scan(F.col("record_key") == key)
     partition, column_stats, bloom = plan.stages
     assert [s.name for s in plan.stages] == ["partition_pruning", "column_stats", "bloom"]
-    assert partition.source == "not used (the table is not partitioned)" and partition.kept == plan.snapshot
-    assert column_stats.source == "metadata table"
+    assert str(partition.source) == "not used (the table is not partitioned)" and partition.kept == plan.snapshot
+    assert column_stats.source.kind is StatsSource.METADATA_TABLE
     assert set(column_stats.kept) <= set(partition.kept) and set(bloom.kept) <= set(column_stats.kept)
-    assert bloom.source.startswith("footers (") and len(bloom.kept) == 1
+    assert str(bloom.source).startswith("footers (") and len(bloom.kept) == 1
     assert plan.file_slices == bloom.kept
     assert {s.base_file.name for s in bloom.kept} == files_holding(drone_table, F.col("record_key") == key)
-    assert plan.funnel == {"files_in_snapshot": len(plan.snapshot), "after_partition_pruning": len(partition.kept),
+    assert plan.funnel.as_dict() == {"files_in_snapshot": len(plan.snapshot), "after_partition_pruning": len(partition.kept),
                            "after_column_stats": len(column_stats.kept), "after_bloom": 1, "files_read": 1}
     _, queried = drone_table.query(F.col("record_key") == key)
     for r in (plan.measure(), plan.measure(), queried):  # a plan can be measured again
@@ -244,11 +246,11 @@ def test_partition_pruning_reads_partition_paths_and_skipping_off_turns_every_st
     t.bulk_insert(telemetry(spark, 400), {"max_file_size": "8KB"})
     plan = t.scan("day = '2024-01-15' AND signal_dbm < 100")
     partition, column_stats, bloom = plan.stages
-    assert partition.source == "partition paths"
+    assert str(partition.source) == "partition paths"
     assert {s.partition_path for s in partition.kept} == {"2024-01-15"} < {s.partition_path for s in plan.snapshot}
-    assert column_stats.source == "metadata table" and 0 < len(column_stats.kept) < len(partition.kept)
-    assert bloom.source == "not used (no record-key equality in the condition)" and bloom.kept == column_stats.kept
+    assert column_stats.source.kind is StatsSource.METADATA_TABLE and 0 < len(column_stats.kept) < len(partition.kept)
+    assert str(bloom.source) == "not used (no record-key equality in the condition)" and bloom.kept == column_stats.kept
     assert plan.to_dataframe().count() == t.read().filter("day = '2024-01-15' AND signal_dbm < 100").count() == 50
 
     off = t.scan("day = '2024-01-15'", options={"data_skipping": False})
-    assert [(s.kept, s.source) for s in off.stages] == [(off.snapshot, "off (data skipping disabled)")] * 3
+    assert [(s.kept, str(s.source)) for s in off.stages] == [(off.snapshot, "off (data skipping disabled)")] * 3

@@ -41,7 +41,7 @@ def test_a_column_added_and_types_widened_read_back_through_labformat_and_hudi_r
     # A batch that adds a column w and widens u (int -> long) and v (float -> double).
     report = t.upsert(_rows(spark, "k string, p string, u long, v double, w string",
                             ("a", "x", 2, 10.25, "new"), ("d", "y", 2, 4.0, None)))
-    assert set(report.details["schema_changes"]) == {"u: int -> bigint", "v: float -> double", "w: added (string)"}
+    assert set(report.details.schema_changes) == {"u: int -> bigint", "v: float -> double", "w: added (string)"}
     schema = t.schema()
     assert [(f.name, f.dataType) for f in schema.fields] == [
         ("k", T.StringType()), ("p", T.StringType()), ("u", T.LongType()), ("v", T.DoubleType()),
@@ -58,7 +58,7 @@ def test_a_column_added_and_types_widened_read_back_through_labformat_and_hudi_r
         t.upsert(_rows(spark, FIRST, ("b", "x", 3, 7.5)))
     # ...unless reconciled: then w is kept, written as null.
     reconciled = t.upsert(_rows(spark, FIRST, ("b", "x", 3, 7.5)), {"hoodie.datasource.write.reconcile.schema": True})
-    assert reconciled.details["schema_changes"] == ("w: kept, written as null",)
+    assert reconciled.details.schema_changes == ("w: kept, written as null",)
     expected[1] = ("b", "x", 3, 7.5, None)
     assert _ours(t, columns) == expected and _theirs(path, columns) == expected
     # Time travel reads the first commit in the first schema.

@@ -12,13 +12,14 @@ import pyarrow.parquet as pq
 import pytest
 
 import labformat as lf
+from labformat.model.enums import Operation, StatsSource
 from labformat import config as C
 from labformat.errors import CleanedInstantError, ConfigError, InstantNotFoundError, WriteConflictError
-from labformat.model.enums import Operation
 from labformat.model.instant import Action
 from labformat.write import clean as _clean
 from labformat.write import clustering as _clustering
-from labformat.write import upsert as _upsert
+from labformat.write.operation import execute
+from labformat.write.upsert import Upsert
 from labformat.write.transaction import WriteTransaction
 from tests.helpers import snapshot, telemetry, tree
 from tests.test_merge_on_read import MOR, assert_agrees_with_hudi, corrections, crash, hudi_read, values
@@ -63,9 +64,9 @@ def test_clean_keeps_the_slices_of_the_retained_commits_and_deletes_older_ones(s
     report = t.clean({"cleaner_commits_retained": 2})
     gone = sorted(f for f in all_files if not (path / f).exists())
     assert len(gone) == 2 and all(w1 in f or w2 in f for f in gone)
-    assert report.details["files_deleted"] == 2 and report.details["file_slices_deleted"] == 2
-    assert report.details["bytes_freed"] == sum(all_files[f] for f in gone)
-    assert report.details["earliest_commit_to_retain"] == w3 and report.seconds > 0
+    assert report.details.files_deleted == 2 and report.details.file_slices_deleted == 2
+    assert report.details.bytes_freed == sum(all_files[f] for f in gone)
+    assert report.details.earliest_commit_to_retain == w3 and report.seconds > 0
     # Hudi's three timeline files; the plan names the files, the completed clean the deleted ones.
     for suffix in ("clean.requested", "clean.inflight", "clean"):
         assert (path / f".hoodie/{report.instant}.{suffix}").exists()
@@ -93,7 +94,7 @@ def test_clean_keeps_the_slices_of_the_retained_commits_and_deletes_older_ones(s
         t.clean({"cleaner_policy": "KEEP_NOTHING"})
     assert tree(path) == before
     last = t.clean({"hoodie.cleaner.commits.retained": "1"})
-    assert last.details["files_deleted"] == 1 and len(list(base_files(path))) == 2
+    assert last.details.files_deleted == 1 and len(list(base_files(path))) == 2
     with pytest.raises(CleanedInstantError):
         t.read(as_of=w3)
     assert_agrees_with_hudi(t, path, expected)
@@ -107,8 +108,8 @@ def test_keep_latest_file_versions_keeps_the_newest_slices_of_each_file_group(sp
     (w1, w2, w3, w4), _, _ = four_writes(spark, t)
     expected = values(snapshot(t.read()))
     report = t.clean({"cleaner_policy": "KEEP_LATEST_FILE_VERSIONS", "cleaner_fileversions_retained": 1})
-    assert report.details["files_deleted"] == 3 and len(list(base_files(path))) == 2
-    assert report.details["earliest_readable_instant"] == w4
+    assert report.details.files_deleted == 3 and len(list(base_files(path))) == 2
+    assert report.details.earliest_readable_instant == w4
     with pytest.raises(CleanedInstantError):
         t.read(as_of=w3)
     assert_agrees_with_hudi(t, path, expected)
@@ -121,16 +122,16 @@ def test_a_clean_that_died_midway_is_finished_by_the_next_one(spark, tmp_path):
     t = lf.Table.create(spark, path, partition_field="day")
     (w1, w2, w3, w4), _, _ = four_writes(spark, t)
     expected = values(snapshot(t.read()))
-    ctx, cfg = t.context(), C.resolve({"cleaner_commits_retained": 2, "heartbeat_interval_ms": 100,
-                                       "heartbeat_tolerable_misses": 0}, [C.Scope.WRITE])
+    ctx, cfg = t.context(), C.write_options({"cleaner_commits_retained": 2, "heartbeat_interval_ms": 100,
+                                       "heartbeat_tolerable_misses": 0})
     doomed, earliest, readable = _clean.plan_clean(ctx.timeline, cfg)
     plan = _clean.plan_body(doomed, ctx.storage, cfg.cleaner_policy, earliest, readable, w4)
-    dying = WriteTransaction(ctx, "clean", Action.CLEAN, options=cfg)
+    dying = WriteTransaction(ctx, Operation.CLEAN, Action.CLEAN, options=cfg)
     dead = dying.start(plan=plan)
     dying._stop_heartbeat()  # the writer died: its heartbeat stops, its instant stays inflight
     (path / plan["labformat.paths"][0]).unlink()
     report = t.clean({"cleaner_commits_retained": 2})
-    assert report.instant is None and report.details["finished_dead_cleans"] == [dead.time]
+    assert report.instant is None and report.details.finished_dead_cleans == (dead.time,)
     assert (path / f".hoodie/{dead.time}.clean").exists() and not t.context().timeline.pending()
     assert all(not (path / p).exists() for p in plan["labformat.paths"]) and len(base_files(path)) == 3
     with pytest.raises(CleanedInstantError, match=dead.time):
@@ -152,7 +153,7 @@ def test_clean_on_merge_on_read_deletes_a_compacted_slice_with_its_log_files(spa
     first_log = [p for p in path.rglob(f".*_{w1}.log.*")]
     assert len(first_log) == 1
     report = t.clean({"cleaner_commits_retained": 1})
-    assert report.details["files_deleted"] == 2 and report.details["file_slices_deleted"] == 1
+    assert report.details.files_deleted == 2 and report.details.file_slices_deleted == 1
     assert not first_log[0].exists() and len(list(base_files(path))) == 2
     assert_agrees_with_hudi(t, path, expected)
     ro = values(snapshot(t.read(options={"query_type": "READ_OPTIMIZED"})))
@@ -177,8 +178,8 @@ def test_clustering_rewrites_small_files_sorted_and_the_view_hides_the_replaced_
     _, before = t.query("signal_dbm < 10")
     report = t.cluster({**CLUSTER_ALL, "clustering_sort_columns": "signal_dbm"})
     d = report.details
-    assert (d["files_in"], d["files_out"], d["clustering_groups"]) == (16, 2, 2) and report.files_created == 2
-    assert d["bytes_in"] == sum(s.size_bytes for s in old.values()) and d["bytes_out"] == report.bytes_written > 0
+    assert (d.files_in, d.files_out, d.clustering_groups) == (16, 2, 2) and report.files_created == 2
+    assert d.bytes_in == sum(s.size_bytes for s in old.values()) and d.bytes_out == report.bytes_written > 0
     assert report.rows_written == 40 and report.seconds > 0
     # Hudi's layout: the plan in the requested file, the replaced file groups in the completed one.
     requested = json.loads((path / f".hoodie/{report.instant}.replacecommit.requested").read_text())
@@ -197,8 +198,8 @@ def test_clustering_rewrites_small_files_sorted_and_the_view_hides_the_replaced_
     assert len(t.file_slices(as_of=w1)) == 16
     _, after = t.query("signal_dbm < 10")
     assert after.rows_returned == before.rows_returned == 10
-    assert after.funnel["files_read"] == 2 < before.funnel["files_read"] == 4
-    assert after.stats_source == "metadata table"  # the metadata table follows the replaced file groups
+    assert after.funnel.files_read == 2 < before.funnel.files_read == 4
+    assert after.stats_source.kind is StatsSource.METADATA_TABLE  # the metadata table follows the replaced file groups
     # The indexes find keys in the new file groups: updates, never inserts.
     keys = [key_of_day(t, "2024-01-15", 3), key_of_day(t, "2024-01-16", 5)]
     for n, index in enumerate(["BLOOM", "SIMPLE"]):
@@ -209,7 +210,7 @@ def test_clustering_rewrites_small_files_sorted_and_the_view_hides_the_replaced_
     assert_agrees_with_hudi(t, path, expected)
     assert t.cluster(CLUSTER_ALL).instant is None  # one file a day: nothing to put together
     cleaned = t.clean({"cleaner_commits_retained": 1})
-    assert cleaned.details["replaced_file_groups_deleted"] == 16
+    assert cleaned.details.replaced_file_groups_deleted == 16
     assert len(list(base_files(path))) == 2
     assert_agrees_with_hudi(t, path, expected)
 
@@ -226,7 +227,7 @@ def test_clustering_a_merge_on_read_table_leaves_slices_with_logs_alone(spark, t
     assert len(with_log) == 1
     expected = values(snapshot(t.read()))
     report = t.cluster(CLUSTER_ALL)
-    assert (report.details["files_in"], report.details["files_out"]) == (15, 2)
+    assert (report.details.files_in, report.details.files_out) == (15, 2)
     assert with_log[0] in t.file_slices() and len(t.file_slices()) == 3
     assert_agrees_with_hudi(t, path, expected)
     other = key_of_day(t, "2024-01-16", 2)
@@ -260,12 +261,12 @@ def test_a_write_on_a_file_group_clustering_replaced_conflicts_either_way(spark,
     t = lf.Table.create(spark, path, partition_field="day")
     t.bulk_insert(telemetry(spark, 40, partitions=4))
     key = key_of_day(t, "2024-01-15")
-    cfg = C.resolve(None, [C.Scope.WRITE])
+    cfg = C.write_options(None)
     stale = t.context()
     clustered = t.cluster(CLUSTER_ALL)
     expected = values(snapshot(t.read()))
     with pytest.raises(WriteConflictError, match=clustered.instant) as caught:
-        _upsert.run(stale, corrections(spark, [key], 1.0), cfg, Operation.UPSERT)
+        execute(Upsert(corrections(spark, [key], 1.0), Operation.UPSERT), stale, cfg)
     assert caught.value.other == clustered.instant
     assert_agrees_with_hudi(t, path, expected)
 
@@ -275,7 +276,7 @@ def test_a_write_on_a_file_group_clustering_replaced_conflicts_either_way(spark,
     stale = t2.context()
     up = t2.upsert(corrections(spark, [key], 2.0))
     with pytest.raises(WriteConflictError, match=up.instant):
-        _clustering.run(stale, C.resolve(CLUSTER_ALL, [C.Scope.WRITE]))
+        execute(_clustering.Clustering(), stale, C.write_options(CLUSTER_ALL))
     assert not list(path2.glob(".hoodie/*.replacecommit*"))
     assert [i.action.value for i in t2.timeline()] == ["commit", "commit", "rollback"]
     assert_agrees_with_hudi(t2, path2, values(snapshot(t2.read())))
@@ -306,5 +307,5 @@ def test_writer_killed_during_a_clustering_is_rolled_back(spark, tmp_path, point
     assert not list(path.glob(".hoodie/*.replacecommit*"))
     assert [i.action.value for i in reopened.timeline()] == ["commit", "rollback", "commit"]
     assert_agrees_with_hudi(reopened, path, {**before, key: 44.0})
-    assert reopened.cluster(CLUSTER_ALL).details["files_out"] == 2
+    assert reopened.cluster(CLUSTER_ALL).details.files_out == 2
     assert_agrees_with_hudi(reopened, path, {**before, key: 44.0})

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import labformat as lf
+from labformat.model.enums import Operation
 from labformat.model.instant import Action, State
 from labformat.write.transaction import WriteTransaction
 from tests.crash_writer import crash
@@ -34,7 +35,7 @@ def bare(tmp_path):
 
 def test_start_requests_then_marks_inflight(bare):
     table, path = bare
-    tx = WriteTransaction(table.context(), "upsert")
+    tx = WriteTransaction(table.context(), Operation.UPSERT)
     instant = tx.start()
     assert instant.state is State.INFLIGHT and instant.action is Action.COMMIT
     assert timeline_files(path) == sorted([instant.to(State.REQUESTED).file_name, instant.file_name])
@@ -43,10 +44,10 @@ def test_start_requests_then_marks_inflight(bare):
 
 def test_start_rolls_back_a_dead_writers_instant_first(bare):
     table, path = bare
-    dying = WriteTransaction(table.context(), "upsert")
+    dying = WriteTransaction(table.context(), Operation.UPSERT)
     dead = dying.start()  # never committed: its writer "died", so its heartbeat stopped
     dying._heartbeat.stop()
-    tx = WriteTransaction(table.context(), "bulk_insert")
+    tx = WriteTransaction(table.context(), Operation.BULK_INSERT)
     instant = tx.start()
     assert tx.rolled_back == (dead.time,) and instant.time > dead.time
     assert [i.action for i in table.timeline()] == [Action.ROLLBACK]
@@ -56,26 +57,26 @@ def test_start_rolls_back_a_dead_writers_instant_first(bare):
 def test_abandon_before_start_writes_nothing(bare):
     table, path = bare
     before = tree(path)
-    with WriteTransaction(table.context(), "delete") as tx:
-        report = tx.abandon(rows_in=3)
-    assert (report.operation, report.instant, report.rows_in, report.rows_written) == ("delete", None, 3, 0)
+    with WriteTransaction(table.context(), Operation.DELETE) as tx:
+        tx.abandon()
+    assert tx.instant is None and tx.completed is None
     assert tree(path) == before
 
 
 def test_abandon_after_start_removes_the_instant_without_a_rollback(bare):
     table, path = bare
     before = tree(path)
-    with WriteTransaction(table.context(), "bulk_insert") as tx:
+    with WriteTransaction(table.context(), Operation.BULK_INSERT) as tx:
         tx.start()
-        report = tx.abandon()
-    assert report.instant is None and report.files == () and report.rolled_back == ()
+        tx.abandon()
+    assert tx.completed is None and tx.rolled_back == ()
     assert tree(path) == before and table.timeline() == []
 
 
 def test_an_error_after_start_rolls_the_instant_back_and_goes_on(bare):
     table, path = bare
     with pytest.raises(RuntimeError, match="task died"):
-        with WriteTransaction(table.context(), "upsert") as tx:
+        with WriteTransaction(table.context(), Operation.UPSERT) as tx:
             failed = tx.start()
             raise RuntimeError("task died")
     (rollback,) = table.timeline()
@@ -86,7 +87,7 @@ def test_an_error_after_start_rolls_the_instant_back_and_goes_on(bare):
 
 def test_leaving_without_commit_or_abandon_rolls_back(bare):
     table, path = bare
-    with WriteTransaction(table.context(), "upsert") as tx:
+    with WriteTransaction(table.context(), Operation.UPSERT) as tx:
         failed = tx.start()
     assert [i.action for i in table.timeline()] == [Action.ROLLBACK]
     assert not [n for n in timeline_files(path) if n.startswith(failed.time)]
@@ -256,7 +257,7 @@ def test_abort_deletes_a_base_file_that_lands_after_the_rollback(bare):
         (straggler.parent / straggler.name.replace("0" * 17, instant_time)).write_bytes(b"PAR1")
 
     with pytest.raises(RuntimeError, match="task failed"):
-        with WriteTransaction(table.context(), "upsert") as tx:
+        with WriteTransaction(table.context(), Operation.UPSERT) as tx:
             instant = tx.start()
             threading.Thread(target=late_write, args=(instant.time,)).start()
             raise RuntimeError("task failed")

@@ -6,6 +6,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import labformat as lf
+from labformat.model.enums import Operation, StatsSource
 from labformat.model.report import UPSERT_STEPS
 from tests.helpers import telemetry
 from tests.test_table import tree
@@ -33,13 +34,13 @@ def test_upsert_report_counts_and_steps(spark, loaded):
     assert [s.name for s in report.steps] == ["validate", "deduplicate", "latest_file_slices", "tag", "small_files",
                                               "record_size", "assign_inserts", "start_instant", "write", "commit"]
     assert tuple(s.name for s in report.steps) == UPSERT_STEPS  # the names charts and scripts order by
-    assert report.step("write").tasks >= report.details["write_targets"]
+    assert report.step("write").tasks >= report.details.write_targets
     assert report.step("deduplicate").tasks > 0 and report.step("tag").tasks > 0
-    assert set(report.funnel) >= {"files_in_table", "after_range_pruning", "after_bloom", "matched", "false_positives"}
-    assert report.funnel["matched"] <= report.funnel["after_bloom"] <= report.funnel["after_range_pruning"] \
-        <= report.funnel["files_in_table"]
-    assert report.details["lookup_source"] == "footers"
-    assert report.details["write_amplification"] > 1  # copy-on-write rewrites whole files
+    assert report.funnel.false_positives is not None
+    assert report.funnel.matched <= report.funnel.after_bloom <= report.funnel.after_range_pruning \
+        <= report.funnel.files_in_snapshot
+    assert report.details.lookup_source.kind is StatsSource.FOOTERS
+    assert report.details.write_amplification > 1  # copy-on-write rewrites whole files
     rewritten = [f for f in report.files if not f.created]
     assert rewritten and all(f.prev_size_bytes > 0 and f.prev_min_key for f in rewritten)
     got = t.read()
@@ -70,7 +71,7 @@ def test_deduplication_shuffle_parallelism(spark, loaded, mode, parallelism, exp
     t, _ = loaded
     batch = changed(spark, 0, 30, 1.0).repartition(3)
     report = t.upsert(batch, {"upsert_parallelism_mode": mode, "upsert_parallelism": parallelism})
-    assert report.details["shuffle_parallelism"] == expected
+    assert report.details.shuffle_parallelism == expected
     # Spark really ran that many tasks for the shuffle's reduce side (plus the input's map side).
     assert report.step("deduplicate").tasks >= expected
 
@@ -108,7 +109,7 @@ def test_inserts_fill_small_files_first(spark, tmp_path):
     t.bulk_insert(telemetry(spark, 50))
     before = {s.file_id for s in t.file_slices()}
     report = t.upsert(telemetry(spark, 50, start=50, prefix="2024011510"), {"small_file_limit": "1MB"})
-    assert report.details["small_files"] == len(before)
+    assert report.details.small_files == len(before)
     assert report.files_created == 0 and {f.file_id for f in report.files} <= before
     assert t.read().count() == 100
 
@@ -253,7 +254,7 @@ def test_without_a_partition_field_bloom_counts_step_1_in_the_tag_job(spark, tmp
     assert dedupe.tasks == 0 and dedupe.group == tag.group is not None
     timeline = SparkUI(spark).task_timeline(dedupe.group)
     per_stage = timeline.groupby("stage_label").size().to_dict()
-    assert per_stage["tag: keep newest per key, range pruning"] == report.details["shuffle_parallelism"] == 3
+    assert per_stage["tag: keep newest per key, range pruning"] == report.details.shuffle_parallelism == 3
     assert {"tag: read input", "tag: count per partition path", "tag: bloom + exact check, counts"} <= set(per_stage)
     assert _jobs(t.upsert(changed(spark, 0, 5, 2.0), {"combine_before_upsert": False})) == {"tag": 1, "write": 1}
 
@@ -291,5 +292,5 @@ def test_deduplication_keeps_columns_named_like_sql_keywords(spark, tmp_path):
     from labformat import config as C
     from labformat.write.upsert import deduplicate
 
-    deduped, _ = deduplicate(t.context(), newer, C.resolve(None, [C.Scope.WRITE]), 1)
+    deduped, _ = deduplicate(t.context(), newer, C.write_options(), Operation.UPSERT, 1)
     assert [c for c in deduped.columns if not c.startswith("_lf_")] == newer.columns

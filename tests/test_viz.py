@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from labformat.lab import viz  # noqa: E402
+from labformat.lab import frames, viz  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -174,27 +174,27 @@ def test_timeline_and_projection_share_the_seconds_axis():
 # ---------------------------------------------------------------- funnel
 
 def test_pruning_funnel_draws_one_bar_per_day_and_stage():
-    days = pd.DataFrame({"day": [1, 2], "index": ["BLOOM", "BLOOM"], "files_in_table": [12, 36],
+    days = pd.DataFrame({"day": [1, 2], "index": ["BLOOM", "BLOOM"], "files_in_snapshot": [12, 36],
                          "after_range_pruning": [12, 30], "after_bloom": [12, 29], "matched": [12, 29],
                          "false_positives": [0, 0]})
     ax = viz.plot_pruning_funnel(days)
     heights = [p.get_height() for p in sorted(bars(ax), key=lambda p: p.get_x())]
     assert heights == [12, 12, 12, 12, 0, 36, 30, 29, 29, 0]
-    assert legend_texts(ax) == ["files in table", "after range pruning", "after bloom", "matched",
+    assert legend_texts(ax) == ["files in snapshot", "after range pruning", "after bloom", "matched",
                                 "false positives"]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["day 1", "day 2"]
     assert ax.get_ylim()[1] >= 36
 
 
 def test_pruning_funnel_skips_what_simple_does_not_measure():
-    days = pd.DataFrame({"day": [1, 2], "index": ["SIMPLE", "SIMPLE"], "files_in_table": [12, 36],
+    days = pd.DataFrame({"day": [1, 2], "index": ["SIMPLE", "SIMPLE"], "files_in_snapshot": [12, 36],
                          "after_range_pruning": [None, None], "after_bloom": [np.nan, np.nan],
                          "matched": [12, 29], "false_positives": [None, None]})
     ax = viz.plot_pruning_funnel(days)
     assert sorted(p.get_height() for p in bars(ax)) == [12, 12, 29, 36]
     labels = legend_texts(ax)
     assert labels[1] == "after range pruning (n/a for SIMPLE)"
-    assert labels[0] == "files in table" and labels[3] == "matched"
+    assert labels[0] == "files in snapshot" and labels[3] == "matched"
     assert sum("n/a" in t for t in labels) == 3
 
 
@@ -299,7 +299,7 @@ def test_real_run_key_ranges_from_metadata(tiny_run):
 
     spark, run = tiny_run
     table = lf.Table.open(spark, run.table_path)
-    files = viz.key_ranges_frame(table)
+    files = frames.key_ranges_frame(table)
     assert len(files) == len(table.file_slices()) > 1
     assert (files["min_key"] <= files["max_key"]).all()
     assert set(files["instant"]) <= {i.time for i in table.timeline()}
@@ -315,7 +315,7 @@ def test_real_run_funnel_and_step_times(tiny_run):
     days = run.to_pandas()
     ax = viz.plot_pruning_funnel(days)
     assert len(bars(ax)) == 5 * len(days)
-    assert max(p.get_height() for p in bars(ax)) == days["files_in_table"].max()
+    assert max(p.get_height() for p in bars(ax)) == days["files_in_snapshot"].max()
     ax = viz.plot_step_times(days)
     steps = viz.step_columns(days)
     assert {"deduplicate_s", "tag_s", "write_s", "commit_s"} <= set(steps)
@@ -326,7 +326,7 @@ def test_real_run_funnel_and_step_times(tiny_run):
 
 # ---------------------------------------------------------------- a month of upserts, timing spreads
 
-MONTH = pd.DataFrame({"day": [1, 2, 3], "files_in_table": [32, 35, 38], "after_range_pruning": [3, 3, 2],
+MONTH = pd.DataFrame({"day": [1, 2, 3], "files_in_snapshot": [32, 35, 38], "after_range_pruning": [3, 3, 2],
                       "files_rewritten": [3, 2, 2], "files_created": [3, 3, 3], "mb_rewritten": [1.8, 1.4, 1.4],
                       "keys_after_range_pruning": [287, 5146, 4243], "keys_after_bloom": [287, 338, 285],
                       "keys_matched": [287, 338, 285]})

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from labformat import datasets
 from labformat.bench.queries import Term, arrow_filter, iceberg_filter, sql_condition
+from labformat.model.enums import CompressionCodec, IndexType, SortMode, TableType
 
 KEY = datasets.RECORD_KEY
 PRECOMBINE = datasets.PRECOMBINE_FIELD
@@ -170,11 +171,11 @@ class Labformat(Engine):
     """labformat with one index type: GLOBAL_SORT bulk insert, then `Table.upsert` per batch."""
 
     uses_spark = True
-    table_type = "COPY_ON_WRITE"
+    table_type = TableType.COPY_ON_WRITE
 
-    def __init__(self, workload: Workload, root, spark=None, index_type: str = "BLOOM"):
+    def __init__(self, workload: Workload, root, spark=None, index_type: IndexType = IndexType.BLOOM):
         super().__init__(workload, root, spark)
-        self.index_type = index_type
+        self.index_type = IndexType(index_type)
         self.name = f"labformat-{index_type.lower()}"
         self.table_path = self.root / "table"
         self._slices: dict[tuple[str, str], str] = {}
@@ -189,11 +190,11 @@ class Labformat(Engine):
     def load(self) -> None:
         import labformat as lf
 
-        from labformat.lab.workshop import scaled_sizes
+        from labformat.lab.sizing import scaled_sizes
 
         w = self.workload
         options = {"index_type": self.index_type}
-        if self.index_type == "BUCKET":
+        if self.index_type is IndexType.BUCKET:
             # As many buckets as the history has base files, so that each bucket's file starts at the
             # size every other engine's files have (Hudi sizes buckets by the data they will hold):
             # Hudi's default of 4 gave `medium` 150 MB buckets, each merged whole in one task.
@@ -203,7 +204,7 @@ class Labformat(Engine):
         # One base file per write task (no max_file_size: Hudi's 120 MB is far above a task's share),
         # as the workshop loads its history.
         table.bulk_insert(datasets.load_history(self.spark, w.cached),
-                          {"bulk_insert_sort_mode": "GLOBAL_SORT", "bulk_insert_parallelism": w.history_files,
+                          {"bulk_insert_sort_mode": SortMode.GLOBAL_SORT, "bulk_insert_parallelism": w.history_files,
                            "bloom_num_entries": w.bloom_num_entries})
         if w.max_file_size is None:
             sizes = scaled_sizes(table)
@@ -248,7 +249,7 @@ class Labformat(Engine):
         if scan is None:
             self.query(condition, terms, skipping)
             scan = self._scans[(condition, skipping)]
-        return scan.funnel["files_read"], scan.funnel["files_in_snapshot"]
+        return scan.funnel.files_read, scan.funnel.files_in_snapshot
 
 
 class LabformatMor(Labformat):
@@ -256,10 +257,10 @@ class LabformatMor(Labformat):
     then `Table.upsert` per batch with inline compaction off, so each day's updates stay in log files; the
     runner compacts once after the last day (`compact`), between its query rounds."""
 
-    table_type = "MERGE_ON_READ"
+    table_type = TableType.MERGE_ON_READ
 
     def __init__(self, workload: Workload, root, spark=None):
-        super().__init__(workload, root, spark, "BLOOM")
+        super().__init__(workload, root, spark, IndexType.BLOOM)
         self.name = MOR
 
     def upsert(self, day: int) -> None:
@@ -485,7 +486,7 @@ def _rewrite_file(source: str, target: Path) -> None:
     parquet = pq.ParquetFile(source)
     meta = parquet.metadata
     first = meta.row_group(0) if meta.num_row_groups else None
-    codec = first.column(0).compression.lower() if first is not None else "snappy"
+    codec = first.column(0).compression.lower() if first is not None else CompressionCodec.SNAPPY.value
     dictionary = True if first is None else [
         first.column(i).path_in_schema for i in range(first.num_columns)
         if any(e in first.column(i).encodings for e in ("RLE_DICTIONARY", "PLAIN_DICTIONARY"))]
@@ -506,9 +507,9 @@ def make_engine(name: str, workload: Workload, root, spark=None, rewritten: dict
         return LabformatMor(workload, root, spark)
     if name.startswith("labformat-"):
         index = name.removeprefix("labformat-").upper()
-        if index not in ("BLOOM", "SIMPLE", "BUCKET"):
+        if index not in IndexType.__members__:
             raise ValueError(f"unknown engine {name!r}; choose from {list(ENGINES)}")
-        return Labformat(workload, root, spark, index)
+        return Labformat(workload, root, spark, IndexType(index))
     classes = {"spark-rewrite": SparkRewrite, "delta-rs": DeltaRs, "pyiceberg": PyIceberg}
     if name == "io-floor":
         return IoFloor(workload, root, spark, rewritten)

@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 
 from labformat.bench.render import FIXED_COST_DIR, RESULTS_DIR, refresh_docs
+from labformat.model.enums import IndexType, SortMode
 
 
-def measure(spark, repeat: int, index_type: str = "BLOOM") -> dict:
+def measure(spark, repeat: int, index_type: IndexType = IndexType.BLOOM) -> dict:
     from pyspark.sql import functions as F
 
     import labformat as lf
@@ -36,7 +37,7 @@ def measure(spark, repeat: int, index_type: str = "BLOOM") -> dict:
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None,
                                 options={"index_type": index_type})
         table.bulk_insert(datasets.load_history(spark, cached),
-                          {"max_file_size": "64KB", "bulk_insert_sort_mode": "GLOBAL_SORT"})
+                          {"max_file_size": "64KB", "bulk_insert_sort_mode": SortMode.GLOBAL_SORT})
         # A roomier max for the upserts, so the rewritten file group is never split in two.
         options = {"max_file_size": "1MB", "small_file_limit": 0}
         one = (datasets.load_history(spark, cached).orderBy(datasets.RECORD_KEY).limit(1)
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="labformat.bench.fixed_cost", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=9)
-    parser.add_argument("--index", default="BLOOM", choices=["BLOOM", "SIMPLE", "BUCKET"])
+    parser.add_argument("--index", default=IndexType.BLOOM, type=IndexType, choices=list(IndexType))
     args = parser.parse_args(argv)
 
     import labformat as lf

@@ -259,9 +259,9 @@ def compact_and_query(spark, workload: Workload, runs: list[dict[str, Any]], rep
     report = engine.compact()
     seconds = time.perf_counter() - started
     compaction = {"engine": MOR, "seconds": round(seconds, 4), "instant": report.instant,
-                  "file_slices_compacted": report.details["file_slices_compacted"],
-                  "log_files_compacted": report.details["log_files_compacted"],
-                  "log_bytes_compacted": report.details["log_bytes_compacted"], "bytes_written": report.bytes_written}
+                  "file_slices_compacted": report.details.file_slices_compacted,
+                  "log_files_compacted": report.details.log_files_compacted,
+                  "log_bytes_compacted": report.details.log_bytes_compacted, "bytes_written": report.bytes_written}
     log(f"  {MOR}: compacted {compaction['file_slices_compacted']} file slices "
         f"({compaction['log_files_compacted']} log files) in {seconds:.2f} s")
     contenders: list[Contender] = [(MOR_AFTER, engine, True)]
@@ -313,7 +313,7 @@ def run_order(engines: tuple[str, ...]) -> list[str]:
 def estimated_sizes(workload: Workload) -> dict[str, int]:
     """File sizes when the reference does not run: the workshop's scaling applied to the cached history's
     bytes per file (labformat's own files are somewhat bigger: they add Hudi's meta columns)."""
-    from labformat.lab.workshop import HEADROOM, HUDI_MAX_FILE_SIZE, HUDI_SMALL_FILE_LIMIT
+    from labformat.lab.sizing import HEADROOM, HUDI_MAX_FILE_SIZE, HUDI_SMALL_FILE_LIMIT
 
     per_file = datasets.parquet_bytes(workload.cached.history_path) // workload.history_files
     max_size = int(per_file * HEADROOM)

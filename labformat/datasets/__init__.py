@@ -15,7 +15,6 @@ gives the same rows on any machine and core count. See datasets/README.md for th
 
 from labformat.datasets.cache import (
     CachedDataset,
-    session_conf,
     DatasetNotCachedError,
     cache_root,
     default_cache_dir,
@@ -68,7 +67,6 @@ __all__ = [
     "history",
     "load_batch",
     "load_history",
-    "session_conf",
     "spec",
     "salt",
     "uniform",

@@ -21,7 +21,7 @@ import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from labformat.spark.jobs import conf_override
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -146,22 +146,6 @@ def _with_marker(cached: CachedDataset, marker: dict) -> CachedDataset:
     )
 
 
-@contextmanager
-def session_conf(spark: SparkSession, options: dict[str, str]):
-    """Set Spark SQL options for the duration of a `with` block, then restore what was there."""
-    saved = {key: spark.conf.get(key, None) for key in options}
-    for key, value in options.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
-
 def _parquet_rows(path: str) -> int:
     """Row count from the parquet footers (metadata only, no data read)."""
     import pyarrow.parquet as pq
@@ -202,7 +186,7 @@ def generate(spark: SparkSession, spec: DatasetSpec | str, cache_dir: str | os.P
         frame().write.mode("overwrite").parquet(path)
         return round(time.perf_counter() - one, 3)
 
-    with session_conf(spark, options):
+    with conf_override(spark, options):
         if same_history is None:
             timings.append(write(lambda: history(spark, spec), cached.history_path))
         # A day's batch is a small job that leaves cores idle between its stages; a month of them

@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from labformat.model.commit import NULL_COMMIT, WriteStat
 from labformat.model.report import FileReport
+from labformat.model.enums import BloomFilterTypeCode
 
 _ARROW_TYPE = "arrow_type"
 # mapInArrow fails unless each batch's Arrow types are exactly the DDL's: Spark's int is
@@ -55,7 +56,7 @@ class BaseFileStat:
     # its file slice's base file, and the log file's version. None and 0 for a base file.
     base_file: str | None = _column(pa.string(), None)
     log_version: int = _column(pa.int32(), 0)
-    bloom_type: str = _column(pa.string(), "SIMPLE")  # the filter's type code (hoodie.bloom.index.filter.type)
+    bloom_type: str = _column(pa.string(), BloomFilterTypeCode.SIMPLE.value)  # hoodie.bloom.index.filter.type
 
     @classmethod
     def arrow_schema(cls) -> pa.Schema:

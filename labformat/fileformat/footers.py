@@ -75,13 +75,18 @@ class FooterInfo:
     num_row_groups: int = 0
 
 
-@lru_cache(maxsize=65536)
-def _footer(base_uri: str, path: str) -> FooterInfo:
+def read_footer(base_uri: str, path: str) -> pq.FileMetaData:
+    """A base file's parquet footer; CorruptTableError naming the file when it cannot be read."""
     storage = Storage(base_uri)
     try:
-        meta = pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
+        return pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
     except (OSError, ValueError) as exc:
         raise CorruptTableError(f"cannot read the footer of base file {path}: {exc}") from None
+
+
+@lru_cache(maxsize=65536)
+def _footer(base_uri: str, path: str) -> FooterInfo:
+    meta = read_footer(base_uri, path)
     keys = KeyFooter.parse(meta.metadata)
     return FooterInfo(keys.min_key, keys.max_key, meta.num_rows, meta.num_row_groups)
 
@@ -95,11 +100,10 @@ def key_ranges(base_uri: str, paths: list[str]) -> dict[str, FooterInfo]:
 def bloom_filter(base_uri: str, path: str) -> RecordKeyFilter | None:
     """A base file's bloom filter from its footer; None when it has none (Hudi writes none without
     meta fields): the caller then checks every candidate key against the file itself."""
-    storage = Storage(base_uri)
+    footer = KeyFooter.parse(read_footer(base_uri, path).metadata)
     try:
-        meta = pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
-        return KeyFooter.parse(meta.metadata).bloom_filter()
-    except (OSError, ValueError) as exc:
+        return footer.bloom_filter()
+    except ValueError as exc:
         raise CorruptTableError(f"cannot read the bloom filter of base file {path}: {exc}") from None
 
 
@@ -107,19 +111,13 @@ def base_file_schema(base_uri: str, path: str):
     """A base file's Spark schema, from its parquet footer alone (no row is read)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    storage = Storage(base_uri)
-    try:
-        schema = pq.read_schema(storage.full_path(path), filesystem=storage.fs)
-    except (OSError, ValueError) as exc:
-        raise CorruptTableError(f"cannot read the footer of base file {path}: {exc}") from None
-    return from_arrow_schema(schema)
+    return from_arrow_schema(read_footer(base_uri, path).schema.to_arrow_schema())
 
 
 @lru_cache(maxsize=65536)
 def _footer_column_stats(base_uri: str, path: str) -> tuple:
     """Row-group statistics of one base file, folded per column: (name, min, max, nulls, rows)."""
-    storage = Storage(base_uri)
-    meta = pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
+    meta = read_footer(base_uri, path)
     out = {}
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)

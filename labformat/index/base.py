@@ -1,11 +1,17 @@
-"""What every index shares: the helper column names, the tagging context, and the tag result."""
+"""What every index shares: the helper column names, the lookup an index is given (table, typed options, schema), and the tag result."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from labformat.context import TableContext
+from labformat.keygen import KeyGenerator
+from labformat.metadata import MetadataReader
+from labformat.model.enums import IndexType
+from labformat.model.report import Source, TagFunnel
 
 # Helper columns carried next to the data while a write is planned (never written to files).
 PART = "_lf_partition_path"
@@ -16,43 +22,68 @@ COUNT = "_lf_n"  # rows this deduplicated record stood for
 
 
 @dataclass(frozen=True)
-class IndexContext:
-    spark: Any
-    base_uri: str
-    record_key: str
-    index_type: str
+class IndexOptions:
+    """The index options of one write (Hudi's `hoodie.index.*`, `hoodie.bloom.index.*`)."""
+
+    index_type: IndexType
     bucket_num: int
-    prune_by_ranges: bool
-    use_metadata: bool = False  # BLOOM: ranges and filters from the metadata table (if it has them)
-    metadata: Any = None  # a MetadataReader when use_metadata
-    schema: Any = None  # the table's data schema (column stats decoding)
-    # Whether the table has a partition field. Without one, records are keyed by KEY alone, and
-    # joins on KEY alone keep the deduplicated records where step 1's shuffle put them.
-    partitioned: bool = True
-    # False for a table without meta fields: stored keys are computed from the key fields (keygen).
-    meta_fields: bool = True
-    keygen: Any = None
+    prune_by_ranges: bool = True  # BLOOM: hoodie.bloom.index.prune.by.ranges
+    use_metadata: bool = False  # BLOOM: ranges and filters from the metadata table (hoodie.bloom.index.use.metadata)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What an index looks keys up in: the table as of the write's plan, its options, the data schema,
+    and (with `use_metadata`) the metadata table's reader."""
+
+    ctx: TableContext
+    options: IndexOptions
+    schema: T.StructType  # the table's data schema (column stats decoding, computed keys)
+    metadata: MetadataReader | None = None
+
+    @property
+    def spark(self) -> SparkSession:
+        return self.ctx.spark
+
+    @property
+    def base_uri(self) -> str:
+        return self.ctx.storage.base_uri
+
+    @property
+    def record_key(self) -> str:
+        return self.ctx.config.record_key
+
+    @property
+    def keygen(self) -> KeyGenerator:
+        return self.ctx.config.keygen
+
+    @property
+    def meta_fields(self) -> bool:
+        """False for a table without meta fields: stored keys are computed from the key fields."""
+        return self.ctx.config.populate_meta_fields
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.ctx.config.partition_field)
 
     @property
     def join_keys(self) -> list[str]:
+        # Without a partition field, records are keyed by KEY alone, and joins on KEY alone keep the
+        # deduplicated records where step 1's shuffle put them.
         return [PART, KEY] if self.partitioned else [KEY]
 
 
 @dataclass
 class TagResult:
-    """Incoming records tagged with their file group (FILE_ID null: insert), plus what the lookup did.
-
-    `funnel` holds the file counts the index really observed; keys that do not apply to
-    an index are None and `funnel["note"]` says why.
-    """
+    """Incoming records tagged with their file group (FILE_ID null: insert), plus what the lookup did."""
 
     tagged: DataFrame
-    funnel: dict[str, Any] = field(default_factory=dict)
-    lookup_source: str | None = None
+    funnel: TagFunnel
+    lookup_source: Source
     cleanup: list = field(default_factory=list)  # persisted DataFrames to release after the write
     # (partition, file group, records) the index itself counted, when it did: the workload profile
     # then needs no pass over the tagged records, and `tagged` is left lazy for the write to consume.
     updates: list[tuple[str, str, int]] | None = None
-    # (partition, records, input rows, rows with a null precombine value): step 1's counts, when
-    # the index counted them in its own job (`counted` given to BLOOM's tag).
+    # (partition, records, input rows, rows with a null precombine value, rows with a null or blank
+    # key): step 1's counts, when the index counted them in its own job (`counted` given to BLOOM's tag).
     partition_counts: list[tuple[str, int, int, int, int]] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -17,8 +18,10 @@ from labformat.fileformat.invalid_input import check_record_keys
 from labformat.fileformat.log_file import LogFormatError, block_keys, live_blocks, read_blocks
 from labformat.fileformat.parquet_io import SPARK_READ_OPTIONS, read_base_file, unreadable
 from labformat.index import simple
-from labformat.index.base import FILE_ID, KEY, PART, IndexContext, TagResult
+from labformat.index.base import FILE_ID, KEY, PART, Lookup, TagResult
+from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
+from labformat.model.report import Source, TagFunnel
 from labformat.spark.jobs import describe
 from labformat.storage import Storage
 
@@ -30,10 +33,6 @@ CHECKED_DDL = (f"{PART} string, {KEY} string, {FILE_ID} string, candidates long,
 _CHECKED_SCHEMA = pa.schema([(PART, pa.string()), (KEY, pa.string()), (FILE_ID, pa.string()),
                              ("candidates", pa.int64()), ("after_bloom", pa.int64()), ("matched", pa.int64()),
                              ("keys_read", pa.int64()), ("logs_read", pa.int64())])
-# The key-level funnel `tag` reports, in order: (key, file) pairs after range pruning, after the
-# bloom filter, really matched; pairs the filter let through in vain; keys the exact check read.
-KEY_FUNNEL = ("keys_after_range_pruning", "keys_after_bloom", "keys_matched", "keys_false_positives",
-              "keys_read_by_exact_check")
 
 
 def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
@@ -141,7 +140,7 @@ def check_file(table: pa.Table, base_uri: str, path: str, blooms: dict[str, tupl
     )
 
 
-def _ranges_from_metadata(ctx: IndexContext, slices: list[FileSlice]):
+def _ranges_from_metadata(ctx: Lookup, slices: list[FileSlice]):
     """Key ranges from the metadata table's column stats of the record key; None and why when it has none."""
     stats, source = ctx.metadata.column_stats(slices, ctx.schema)
     if stats is None:
@@ -152,7 +151,7 @@ def _ranges_from_metadata(ctx: IndexContext, slices: list[FileSlice]):
         if key_stats is None:
             return None, f"no column stats for the record key {ctx.record_key!r}"
         out[s.path] = FooterInfo(key_stats.min, key_stats.max, key_stats.value_count or 0)
-    return out, "metadata table"
+    return out, None
 
 
 _STATS = ("candidates", "after_bloom", "matched", "keys_read", "logs_read")
@@ -177,7 +176,7 @@ def _split_counts(rows) -> tuple[list, list[tuple[str, int, int, int, int]]]:
     return stats, counts
 
 
-def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_in_table: int,
+def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
         counted: DataFrame | None = None, count_stages: tuple[str, ...] = ("read input",),
         count_shuffles: bool = True) -> TagResult:
     """`counted`: step 1's count per partition path, not run yet: counted in the same Spark job as
@@ -187,20 +186,21 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
     if not ctx.meta_fields:
         # Files without meta fields have no key range or bloom filter (Hudi writes none), and Hudi's
         # bloom index refuses such tables; their keys are looked up as the SIMPLE index does.
-        result = simple.tag(ctx, incoming, slices, files_in_table)
-        result.funnel["note"] = ("BLOOM on a table without meta fields: no key ranges or bloom filters in its "
-                                 "files, so every key of the affected partitions was read (as SIMPLE does)")
-        result.lookup_source = "base files (no meta fields)"
+        result = simple.tag(ctx, incoming, slices, files_in_snapshot)
+        result.funnel = replace(result.funnel, note=(
+            "BLOOM on a table without meta fields: no key ranges or bloom filters in its files, so every key of "
+            "the affected partitions was read (as SIMPLE does)"))
+        result.lookup_source = Source(StatsSource.BASE_FILES, "no meta fields")
         return result
-    ranges, blooms, source = None, None, "footers"
-    if ctx.use_metadata:
+    ranges, blooms, source = None, None, Source(StatsSource.FOOTERS)
+    if ctx.options.use_metadata:
         ranges, why = _ranges_from_metadata(ctx, slices)
         if ranges is not None:
             blooms, why = ctx.metadata.bloom_filters([s.path for s in slices])
         if ranges is None or blooms is None:
-            ranges, blooms, source = None, None, f"footers (metadata table: {why})"
+            ranges, blooms, source = None, None, Source(StatsSource.FOOTERS, f"metadata table: {why}")
         else:
-            source = "metadata table"
+            source = Source(StatsSource.METADATA_TABLE)
     if ranges is None:
         ranges = key_ranges(ctx.base_uri, [s.path for s in slices])
     by_partition: dict[str, list[tuple]] = {}
@@ -219,10 +219,10 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
     # Logs of updates and deletes only (a BLOOM or SIMPLE writer's) add no key to their slice: the
     # base file's range and filter decide, and the logs are never opened. Other logs are read.
     logs = {s.path: list(s.log_paths) for s in slices if not s.keyed_by_base_file}
-    funnel = {"files_in_table": files_in_table, "files_in_affected_partitions": len(slices)}
     if not files:
-        funnel.update(after_range_pruning=0, after_bloom=0, matched=0, false_positives=0)
-        funnel.update({key: 0 for key in KEY_FUNNEL}, log_files_read=0)
+        funnel = TagFunnel(files_in_snapshot, len(slices), after_range_pruning=0, after_bloom=0, matched=0,
+                           false_positives=0, keys_after_range_pruning=0, keys_after_bloom=0, keys_matched=0,
+                           keys_false_positives=0, keys_read_by_exact_check=0, log_files_read=0)
         counts = None
         if counted is not None:
             with describe(ctx.spark, *count_stages, "count per partition path"):
@@ -232,7 +232,7 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
                          partition_counts=counts)
 
     candidates = incoming.select(PART, KEY).mapInArrow(
-        partial(prune_by_ranges, files=files, prune=ctx.prune_by_ranges), CANDIDATE_DDL)
+        partial(prune_by_ranges, files=files, prune=ctx.options.prune_by_ranges), CANDIDATE_DDL)
     base_uri = ctx.base_uri
     # Filters from the metadata table travel to the tasks as a broadcast (read once per executor).
     shipped = ctx.spark.sparkContext.broadcast(
@@ -259,7 +259,8 @@ def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_i
         with describe(ctx.spark, *count_stages[:-1], f"{count_stages[-1]}, range pruning",
                       *(("count per partition path",) if count_shuffles else ()), "bloom + exact check, counts"):
             stats, counts = _split_counts(_with_counts(stats_rows, counted).collect())
-    funnel.update(
+    funnel = TagFunnel(
+        files_in_snapshot, len(slices),
         after_range_pruning=len(stats),
         after_bloom=sum(1 for r in stats if r.after_bloom > 0),
         matched=sum(1 for r in stats if r.matched > 0),

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from labformat.index.base import BUCKET, FILE_ID, KEY, PART, IndexContext, TagResult
+from labformat.index.base import BUCKET, FILE_ID, KEY, PART, Lookup, TagResult
+from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
+from labformat.model.report import Source, TagFunnel
 
 
 def bucket_column(key_column, num_buckets: int):
@@ -30,24 +32,19 @@ def bucket_of_file_id(file_id: str) -> int:
     return int(head)
 
 
-def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_in_table: int) -> TagResult:
+def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int) -> TagResult:
     """Tag each record with its bucket's existing file group (null when the bucket has none yet).
 
     Whether a record is an update or an insert is only known when its file group is
     merged: the write tasks report it.
     """
     existing = [(s.partition_path, bucket_of_file_id(s.file_id), s.file_id) for s in slices]
-    with_bucket = incoming.withColumn(BUCKET, bucket_column(F.col(KEY), ctx.bucket_num))
-    funnel = {
-        "files_in_table": files_in_table,
-        "after_range_pruning": None,
-        "after_bloom": None,
-        "matched": None,  # file groups whose bucket received records; from the workload profile
-        "false_positives": None,
-        "note": "BUCKET hashes each key to its file group: no lookup, no pruning, no bloom",
-    }
+    with_bucket = incoming.withColumn(BUCKET, bucket_column(F.col(KEY), ctx.options.bucket_num))
+    # `matched` (file groups whose bucket received records) is filled from the written files.
+    funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
+                       note="BUCKET hashes each key to its file group: no lookup, no pruning, no bloom")
     if not existing:
-        return TagResult(with_bucket.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, "hash")
+        return TagResult(with_bucket.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, Source(StatsSource.HASH))
     groups = ctx.spark.createDataFrame(existing, f"{PART} string, {BUCKET} int, {FILE_ID} string")
     tagged = with_bucket.join(F.broadcast(groups), on=[PART, BUCKET], how="left")
-    return TagResult(tagged, funnel, "hash")
+    return TagResult(tagged, funnel, Source(StatsSource.HASH))

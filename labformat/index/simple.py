@@ -6,12 +6,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from labformat.fileformat.parquet_io import SPARK_READ_OPTIONS
-from labformat.index.base import FILE_ID, KEY, PART, IndexContext, TagResult
+from labformat.index.base import FILE_ID, KEY, PART, Lookup, TagResult
+from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
+from labformat.model.report import Source, TagFunnel
 from labformat.storage import Storage
 
 
-def existing_keys(ctx: IndexContext, slices: list[FileSlice]) -> DataFrame:
+def existing_keys(ctx: Lookup, slices: list[FileSlice]) -> DataFrame:
     """(partition path, record key, file id) of every record in these base files, read by Spark tasks."""
     storage = Storage(ctx.base_uri)
     uris = [storage.spark_path(s.path) for s in slices]
@@ -26,7 +28,7 @@ def existing_keys(ctx: IndexContext, slices: list[FileSlice]) -> DataFrame:
     )
 
 
-def _computed_keys(ctx: IndexContext, slices: list[FileSlice], uris: list[str]) -> DataFrame:
+def _computed_keys(ctx: Lookup, slices: list[FileSlice], uris: list[str]) -> DataFrame:
     """(partition path, record key, file id) of a table without meta fields: the key computed from
     the key fields by the table's key generator, the partition path that of the file's folder."""
     names = [s.path.rsplit("/", 1)[-1] for s in slices]
@@ -39,19 +41,14 @@ def _computed_keys(ctx: IndexContext, slices: list[FileSlice], uris: list[str]) 
     )
 
 
-def tag(ctx: IndexContext, incoming: DataFrame, slices: list[FileSlice], files_in_table: int) -> TagResult:
+def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int) -> TagResult:
     """Left join: a match is an update of that file group, no match is an insert."""
-    funnel = {
-        "files_in_table": files_in_table,
-        "after_range_pruning": None,
-        "after_bloom": None,
-        "matched": None,  # filled from the workload profile
-        "false_positives": None,
-        "files_scanned": len(slices),
-        "note": "SIMPLE reads every key of the affected partitions' latest base files: no pruning, no bloom",
-    }
+    # `matched` is filled from the workload profile (the join does not count).
+    funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
+                       files_scanned=len(slices),
+                       note="SIMPLE reads every key of the affected partitions' latest base files: no pruning, no bloom")
     if not slices:
-        return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, "none")
+        return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, Source(StatsSource.NONE))
     keys = existing_keys(ctx, slices)
     keys = keys.select(*ctx.join_keys, FILE_ID)
-    return TagResult(incoming.join(keys, on=ctx.join_keys, how="left"), funnel, "base files")
+    return TagResult(incoming.join(keys, on=ctx.join_keys, how="left"), funnel, Source(StatsSource.BASE_FILES))

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 import labformat as lf
 from labformat import datasets
+from labformat.model.enums import SortMode
 
 # A quarter of an hour of readings per base file: what frequent small commits (a stream writing every
 # 15 minutes) leave behind. An hour's window then spans four files at least, whatever the preset.
@@ -25,7 +26,7 @@ def small_file_table(spark, cached: datasets.CachedDataset, path, files_per_day:
     rows = datasets.load_history(spark, cached).where(F.to_date("ts") == F.lit(day))
     table = lf.Table.create(spark, path, record_key=datasets.RECORD_KEY, precombine_field=datasets.PRECOMBINE_FIELD)
     per_file = max(1, spec.drones * 24 * 60 // files_per_day)
-    table.bulk_insert(rows, {"bulk_insert_sort_mode": "GLOBAL_SORT", "bulk_insert_parallelism": files_per_day,
+    table.bulk_insert(rows, {"bulk_insert_sort_mode": SortMode.GLOBAL_SORT, "bulk_insert_parallelism": files_per_day,
                              "bloom_num_entries": per_file})
     return table
 
@@ -45,15 +46,15 @@ class ClusteringRun:
     after: object
 
     def frame(self) -> pd.DataFrame:
-        rows = [{"table": label, "files_in_snapshot": scan.funnel["files_in_snapshot"],
-                 "files_read": scan.funnel["files_read"], "rows": scan.rows_returned}
+        rows = [{"table": label, "files_in_snapshot": scan.funnel.files_in_snapshot,
+                 "files_read": scan.funnel.files_read, "rows": scan.rows_returned}
                 for label, scan in (("before clustering", self.before), ("after clustering", self.after))]
         return pd.DataFrame(rows).set_index("table")
 
     def summary(self) -> pd.Series:
         d = self.report.details
-        return pd.Series({"files in": d["files_in"], "files out": d["files_out"], "KB in": round(d["bytes_in"] / 1024, 1),
-                          "KB out": round(d["bytes_out"] / 1024, 1), "sorted by": ", ".join(d["sort_columns"])})
+        return pd.Series({"files in": d.files_in, "files out": d.files_out, "KB in": round(d.bytes_in / 1024, 1),
+                          "KB out": round(d.bytes_out / 1024, 1), "sorted by": ", ".join(d.sort_columns)})
 
 
 # Hudi's clustering target (hoodie.clustering.plan.strategy.target.file.max.bytes, 1 GB) over its

@@ -13,15 +13,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 import labformat as lf
-from labformat import _faults, datasets
+from labformat import datasets, hooks
 from labformat.model.instant import parse_instant_time
+from labformat.model.enums import ConcurrencyMode
 
 # Where writer A is held: its plan made and its instant inflight, nothing written yet.
 HOLD_POINT = "after_start"
 # A race whose first writer never reaches its hold point within this is a bug, not a slow laptop.
 HOLD_LIMIT_S = 300.0
-OCC = {"hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL"}
-SINGLE_WRITER = {"hoodie.write.concurrency.mode": "SINGLE_WRITER"}
+OCC = {"hoodie.write.concurrency.mode": ConcurrencyMode.OPTIMISTIC_CONCURRENCY_CONTROL}
+SINGLE_WRITER = {"hoodie.write.concurrency.mode": ConcurrencyMode.SINGLE_WRITER}
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,11 @@ def race(table: lf.Table, first: DataFrame, second: DataFrame,
     """
     options = dict(options or {})
     began = time.time()
-    gate = _faults.Gate(HOLD_POINT)
+    gate = hooks.Gate(HOLD_POINT)
     a: dict[str, Any] = {}
 
     def writer_a() -> None:
-        with _faults.holding(gate):
+        with hooks.holding(gate):
             a["outcome"] = _attempt(table, first, options)
         a["ended"] = time.time()
 
@@ -130,7 +131,7 @@ def _run(writer: str, outcome, race_began: float, began: float, released: float 
 
 def race_frame(runs: list[WriterRun], files: pd.DataFrame) -> pd.DataFrame:
     """The race as a table, one row per writer; file groups named by their place in key order in
-    `files` (`workshop.footers_frame` of the table before the race), since their ids are random."""
+    `files` (`frames.footers_frame` of the table before the race), since their ids are random."""
     place = {fid: f"file {i}" for i, fid in enumerate(files["file_id"])}
     return pd.DataFrame([{
         "writer": r.writer, "outcome": r.outcome, "rows updated": r.rows_updated,
@@ -139,7 +140,7 @@ def race_frame(runs: list[WriterRun], files: pd.DataFrame) -> pd.DataFrame:
 
 
 def file_groups_holding(files: pd.DataFrame, hours: list[str]) -> list[str]:
-    """The file groups (rows of `workshop.footers_frame`) whose key range overlaps one of `hours`
+    """The file groups (rows of `frames.footers_frame`) whose key range overlaps one of `hours`
     (key prefixes): those an upsert of readings of those hours rewrites (footers only)."""
     held = set()
     for hour in hours:

@@ -12,6 +12,7 @@ import pandas as pd
 import labformat as lf
 from labformat import datasets
 from labformat.lab.viz import FUNNEL_COLUMNS, KEY_FUNNEL_COLUMNS
+from labformat.model.enums import IndexType, SortMode
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,10 @@ class DailyRun:
                 # Copy-on-write's cost: the new slices of file groups that existed (old rows copied along).
                 "rows_rewritten": sum(f.rows for f in report.files if not f.created),
                 "mb_rewritten": sum(f.size_bytes for f in report.files if not f.created) / 1024**2,
-                "write_amplification": report.details.get("write_amplification"),
+                "write_amplification": report.details.write_amplification,
             }
-            for key in FUNNEL_COLUMNS + KEY_FUNNEL_COLUMNS:
-                row[key] = report.funnel.get(key)
+            funnel = report.funnel.as_dict()
+            row.update({key: funnel[key] for key in FUNNEL_COLUMNS + KEY_FUNNEL_COLUMNS})
             for step in report.steps:
                 row[f"{step.name}_s"] = step.seconds
                 row[f"{step.name}_tasks"] = step.tasks
@@ -58,7 +59,7 @@ class DailyRun:
         return pd.DataFrame(rows)
 
 
-def run_daily_upserts(spark, spec: datasets.DatasetSpec, table_path: str | Path, index_type: str = "BLOOM",
+def run_daily_upserts(spark, spec: datasets.DatasetSpec, table_path: str | Path, index_type: IndexType = IndexType.BLOOM,
                       options: Mapping[str, Any] | None = None, days: int | None = None,
                       partition_field: str | None = None,
                       on_day: Callable[[int, lf.WriteReport], None] | None = None) -> DailyRun:
@@ -76,7 +77,7 @@ def run_daily_upserts(spark, spec: datasets.DatasetSpec, table_path: str | Path,
     write_options = dict(options or {})
     # Every write option is valid for bulk insert too; those it has no use for are ignored.
     first = table.bulk_insert(datasets.load_history(spark, cached),
-                              {"bulk_insert_sort_mode": "GLOBAL_SORT", **write_options})
+                              {"bulk_insert_sort_mode": SortMode.GLOBAL_SORT, **write_options})
     reports = []
     for day in range(1, (days or spec.batch_days) + 1):
         report = table.upsert(datasets.load_batch(spark, cached, day), write_options)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 import labformat as lf
-from labformat.lab.workshop import files_covering
+from labformat.lab.frames import files_covering
 
 
 @dataclass(frozen=True)
@@ -153,17 +153,23 @@ def busy_cores(exercise: str, answer, projection: pd.DataFrame, cores: int) -> C
 
 def range_pruning_candidates(exercise: str, answer, day) -> Check:
     """`day`: one day's row of `DailyRun.to_pandas()` or a WriteReport: files kept by range pruning."""
-    funnel = getattr(day, "funnel", day)
-    expected = int(funnel["after_range_pruning"])
+    expected, files = _range_pruning(day)
     return count(exercise, answer, expected,
-                 f"Range pruning kept {expected} of {int(funnel['files_in_table'])} files: those whose key "
+                 f"Range pruning kept {expected} of {files} files: those whose key "
                  "range holds a key of yesterday (the corrections); today's new keys are above every range.",
                  "the batch corrects readings of the previous day and adds keys newer than any in the table: "
                  "count the files whose [min key, max key] meets the last day of the history.")
 
 
+def _range_pruning(day) -> tuple[int, int]:
+    """(files kept by range pruning, files in the snapshot) of a WriteReport or a day's frame row."""
+    if isinstance(day, lf.WriteReport):
+        return day.funnel.after_range_pruning, day.funnel.files_in_snapshot
+    return int(day.after_range_pruning), int(day.files_in_snapshot)
+
+
 def shuffle_parallelism(exercise: str, answer, report: lf.WriteReport) -> Check:
-    expected = report.details["shuffle_parallelism"]
+    expected = report.details.shuffle_parallelism
     mode = report.options.get("upsert_parallelism_mode")
     return count(exercise, answer, expected,
                  f"The deduplicate shuffle ran {expected} tasks ({mode} mode).",
@@ -173,8 +179,7 @@ def shuffle_parallelism(exercise: str, answer, report: lf.WriteReport) -> Check:
 
 def range_pruning_share(exercise: str, answer, day) -> Check:
     """`day`: a WriteReport, or one day's row of `DailyRun.to_pandas()` (it has the funnel columns)."""
-    funnel = getattr(day, "funnel", day)
-    kept, files = int(funnel["after_range_pruning"]), int(funnel["files_in_table"])
+    kept, files = _range_pruning(day)
     return share(exercise, answer, kept, files,
                  f"{kept} of {files} files stayed candidates after range pruning ({kept / files:.0%}).",
                  "where do a day's random keys fall in the key space, and how wide is each file's "

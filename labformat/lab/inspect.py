@@ -234,7 +234,7 @@ def inspect_table(path: str | os.PathLike, sample: int = 12, keys: list[str] | N
 # ---- output -------------------------------------------------------------------------------------
 
 def _mb(size) -> str:
-    return f"{size / 1e6:,.2f} MB"
+    return f"{size / 1024**2:,.2f} MB"
 
 
 def _table(frame: pd.DataFrame, max_rows: int) -> str:
@@ -291,14 +291,14 @@ def save_charts(ins: Inspection, folder: str | os.PathLike) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from labformat.lab import viz
+    from labformat.lab import frames, viz
 
     folder = Path(folder).resolve()
     root = Path(ins.base_uri).resolve() if "://" not in ins.base_uri else None
     if root is not None and (folder == root or root in folder.parents):
         raise ValueError(f"charts go outside the table: {folder} is inside {root}")
     folder.mkdir(parents=True, exist_ok=True)
-    names = viz.commit_names_of(zip(ins.timeline["instant"], ins.timeline["operation"].fillna("")))
+    names = frames.commit_names_of(zip(ins.timeline["instant"], ins.timeline["operation"].fillna("")))
     drawn = [("key_ranges.png", lambda ax: viz.plot_file_key_ranges(
                  ins.base_files.assign(commit=ins.base_files["instant"].map(names)), ax=ax)),
              ("file_sizes.png", lambda ax: viz.plot_file_sizes(ins.base_files, ax=ax)),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import labformat as lf
 from labformat import datasets
+from labformat.model.enums import SortMode
 
 
 def human_bytes(n: float) -> str:
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="only generate the dataset and bulk insert it into one table, and print what happened")
     parser.add_argument("--key-style", default="monotonic", choices=["monotonic", "random"],
                         help="(with --bulk-insert-only)")
-    parser.add_argument("--sort-mode", default="GLOBAL_SORT", help="(with --bulk-insert-only)")
+    parser.add_argument("--sort-mode", default=SortMode.GLOBAL_SORT, type=SortMode, choices=list(SortMode),
+                        help="(with --bulk-insert-only)")
     parser.add_argument("--max-file-size", default="32MB", help="(with --bulk-insert-only)")
     args = parser.parse_args(argv)
 

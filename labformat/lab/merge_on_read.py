@@ -23,8 +23,9 @@ from tqdm.auto import tqdm
 import labformat as lf
 from labformat import datasets
 from labformat.lab import workshop
+from labformat.model.enums import TableType
 
-COW, MOR = "COPY_ON_WRITE", "MERGE_ON_READ"
+COW, MOR = TableType.COPY_ON_WRITE, TableType.MERGE_ON_READ
 LABELS = {COW: "copy-on-write", MOR: "merge-on-read"}
 # Hudi's default `hoodie.compact.inline.max.delta.commits`.
 HUDI_MAX_DELTA_COMMITS = 5
@@ -60,10 +61,10 @@ def setting_label(every: int | None) -> str:
     return "never" if every is None else f"every {every}"
 
 
-def load(spark, spec: datasets.DatasetSpec, path: Path, table_type: str) -> lf.Table:
+def load(spark, spec: datasets.DatasetSpec, path: Path, table_type: TableType) -> lf.Table:
     """A drone table of `table_type` with the history bulk inserted as the workshop does, as HISTORY_FILES
     GLOBAL_SORT base files."""
-    from labformat.lab.workshop import history_options
+    from labformat.lab.sizing import history_options
 
     cached = datasets.generate(spark, spec)
     table = lf.Table.create(spark, path, record_key=datasets.RECORD_KEY, precombine_field=datasets.PRECOMBINE_FIELD,
@@ -95,8 +96,8 @@ def upsert_and_query(table: lf.Table, batch, options: dict[str, Any], condition:
         "tag_s": report.step("tag").seconds,
         # Key ranges the BLOOM index kept, and the log files it opened: none, since a log of updates
         # holds no key its base file lacks (inserts go to base files).
-        "slices_after_range_pruning": report.funnel.get("after_range_pruning", 0),
-        "index_logs_read": report.funnel.get("log_files_read", 0),
+        "slices_after_range_pruning": report.funnel.after_range_pruning,
+        "index_logs_read": report.funnel.log_files_read,
         "write_step_s": report.step("write").seconds,
         "upsert_bytes": report.bytes_written,
         "compaction_bytes": compaction.bytes_written if compaction else 0,
@@ -108,11 +109,11 @@ def upsert_and_query(table: lf.Table, batch, options: dict[str, Any], condition:
         "files_created": report.files_created,
         "compacted": compaction is not None,
         "compaction_instant": compaction.instant if compaction else None,
-        "slices_compacted": compaction.details["file_slices_compacted"] if compaction else 0,
+        "slices_compacted": compaction.details.file_slices_compacted if compaction else 0,
         "query_s": scan.seconds,
-        "files_read": scan.funnel["files_read"],
-        "logs_read": scan.details["log_files_read"],
-        "slices_merged": scan.details["file_slices_merged"],
+        "files_read": scan.funnel.files_read,
+        "logs_read": scan.details.log_files_read,
+        "slices_merged": scan.details.file_slices_merged,
         "bytes_read": scan.bytes_scanned,
         "rows": scan.rows_returned,
     }
@@ -128,7 +129,7 @@ class SideBySide:
     options: dict[str, Any]
     condition: str
 
-    def of(self, table_type: str) -> pd.DataFrame:
+    def of(self, table_type: TableType) -> pd.DataFrame:
         return self.days[self.days["table_type"] == table_type].set_index("day")
 
     @property
@@ -152,8 +153,8 @@ def side_by_side(spark, spec: datasets.DatasetSpec, every: int, days: int | None
     """Bulk insert the history into a copy-on-write and a merge-on-read table (inline compaction every
     `every` delta commits), then upsert each day into both, alternating, each followed by one
     snapshot query (`FULL_SCAN`). Both use the workshop's sizes, scaled to the copy-on-write table's
-    bulk-inserted files (lab.workshop.scaled_sizes)."""
-    from labformat.lab.workshop import scaled_sizes
+    bulk-inserted files (lab.sizing.scaled_sizes)."""
+    from labformat.lab.sizing import scaled_sizes
 
     cached = datasets.generate(spark, spec)
     tables = {t: load(spark, spec, workshop.scratch(f"04-{LABELS[t]}", workdir), t) for t in (COW, MOR)}
@@ -165,7 +166,7 @@ def side_by_side(spark, spec: datasets.DatasetSpec, every: int, days: int | None
     for day in tqdm(range(1, (days or spec.batch_days) + 1), desc="days", disable=not progress):
         batch = datasets.load_batch(spark, cached, day)
         for table_type, table in tables.items():
-            rows.append({"table": LABELS[table_type], "table_type": table_type, "day": day,
+            rows.append({"table": LABELS[table_type], "table_type": table_type.value, "day": day,
                          **upsert_and_query(table, batch, per_table[table_type])})
     return SideBySide(pd.DataFrame(rows), tables, every, per_table[MOR], FULL_SCAN)
 
@@ -204,8 +205,8 @@ def before_and_after_compaction(run: SideBySide, repeats: int = 3) -> pd.DataFra
             times[name].append(seconds)
     return pd.DataFrame([{"read": name, "day": day, "median_s": statistics.median(times[name]),
                           "min_s": min(times[name]), "max_s": max(times[name]), "runs": len(times[name]),
-                          "files_read": scans[name].funnel["files_read"],
-                          "logs_read": scans[name].details["log_files_read"], "rows": scans[name].rows_returned}
+                          "files_read": scans[name].funnel.files_read,
+                          "logs_read": scans[name].details.log_files_read, "rows": scans[name].rows_returned}
                          for name, _, _ in contenders])
 
 
@@ -214,7 +215,7 @@ def compaction_sweep(spark, spec: datasets.DatasetSpec, settings: Iterable[int |
     """Merge-on-read tables compacting inline every N delta commits (None: never), upserted day by day
     side by side (alternating) for `days` days (SWEEP_DAYS by default), each day followed by one
     snapshot query; one row per (setting, day)."""
-    from labformat.lab.workshop import scaled_sizes
+    from labformat.lab.sizing import scaled_sizes
 
     settings = tuple(sweep_settings(spec) if settings is None else settings)
     days = min(days or SWEEP_DAYS, spec.batch_days)

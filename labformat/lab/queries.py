@@ -9,7 +9,8 @@ import pandas as pd
 
 import labformat as lf
 from labformat import datasets
-from labformat.lab.viz import key_ranges_frame
+from labformat.lab.frames import key_ranges_frame
+from labformat.model.enums import SortMode
 
 
 def standard_queries(table: lf.Table, spec: datasets.DatasetSpec) -> dict[str, str]:
@@ -47,8 +48,8 @@ def compare_skipping(table: lf.Table, queries: dict[str, str], repeats: int = 3,
                 "query": name, "skipping": "on" if skipping else "off",
                 "median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds),
                 "planning_s": statistics.median(r.planning_seconds for r in reports),
-                "files_in_snapshot": reports[0].funnel["files_in_snapshot"],
-                "files_read": reports[0].funnel["files_read"], "rows": reports[0].rows_returned,
+                "files_in_snapshot": reports[0].funnel.files_in_snapshot,
+                "files_read": reports[0].funnel.files_read, "rows": reports[0].rows_returned,
                 "stats_source": reports[0].stats_source,
             })
     return pd.DataFrame(rows)
@@ -72,7 +73,7 @@ def compare_lookup_sources(spark, spec: datasets.DatasetSpec, path, repeats: int
                             options={"bloom_filter_enable": True})
     write_options = dict(options or {"max_file_size": "16MB", "small_file_limit": 0})
     table.bulk_insert(datasets.load_history(spark, cached),
-                      {"bulk_insert_sort_mode": "GLOBAL_SORT", "max_file_size": write_options["max_file_size"]})
+                      {"bulk_insert_sort_mode": SortMode.GLOBAL_SORT, "max_file_size": write_options["max_file_size"]})
     batch = datasets.load_batch(spark, cached, 1)
     rows = []
     for i in range(repeats):
@@ -80,14 +81,14 @@ def compare_lookup_sources(spark, spec: datasets.DatasetSpec, path, repeats: int
             copy = base / f"run-{i}-{use}"
             shutil.copytree(seed, copy)
             report = lf.Table.open(spark, copy).upsert(batch, {**write_options, "bloom_use_metadata": use})
-            funnel = {k: report.funnel.get(k)
-                      for k in ("files_in_table", "after_range_pruning", "after_bloom", "matched")}
-            rows.append({"source": report.details["lookup_source"], "tag_s": report.step("tag").seconds,
+            funnel = {k: v for k, v in report.funnel.as_dict().items()
+                      if k in ("files_in_snapshot", "after_range_pruning", "after_bloom", "matched")}
+            rows.append({"source": str(report.details.lookup_source), "tag_s": report.step("tag").seconds,
                          "upsert_s": report.seconds, **funnel})
             shutil.rmtree(copy, ignore_errors=True)
     frame = pd.DataFrame(rows)
     return frame.groupby("source").agg(tag_median_s=("tag_s", "median"), tag_min_s=("tag_s", "min"),
                                        tag_max_s=("tag_s", "max"), upsert_median_s=("upsert_s", "median"),
-                                       files_in_table=("files_in_table", "first"),
+                                       files_in_snapshot=("files_in_snapshot", "first"),
                                        after_range_pruning=("after_range_pruning", "first"),
                                        after_bloom=("after_bloom", "first")).reset_index()

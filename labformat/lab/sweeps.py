@@ -14,10 +14,12 @@ from tqdm.auto import tqdm
 
 import labformat as lf
 from labformat import datasets
-from labformat.lab import workshop
+from labformat.lab import frames, sizing, workshop
 from labformat.lab.daily import DailyRun, run_daily_upserts
 from labformat.lab.queries import standard_queries
-from labformat.lab.viz import key_ranges_frame
+from labformat.lab.frames import key_ranges_frame
+from labformat.lab.projection import CLUSTER_CORES
+from labformat.model.enums import IndexType, SortMode
 
 
 INPUT_PARTITIONS = 4
@@ -43,7 +45,7 @@ def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[st
         report = table.bulk_insert(history, {**options, "bulk_insert_sort_mode": mode})
         files = key_ranges_frame(table)
         if key_order:
-            from labformat.lab.workshop import files_in_key_order
+            from labformat.lab.frames import files_in_key_order
 
             files["in_key_order"] = files["file_id"].map(files_in_key_order(table))
         result[mode] = (report, files)
@@ -65,7 +67,7 @@ def upsert_days(table: lf.Table, spec: datasets.DatasetSpec, days: Iterable[int]
     return run_days(table, spec, days, options, progress).to_pandas()
 
 
-def daily_upserts(spark, spec: datasets.DatasetSpec, name: str, index_type: str = "BLOOM",
+def daily_upserts(spark, spec: datasets.DatasetSpec, name: str, index_type: IndexType = IndexType.BLOOM,
                   options: Mapping[str, Any] | None = None, days: int | None = None,
                   workdir: Path | None = None, progress: bool = False) -> DailyRun:
     """`run_daily_upserts` on a scratch table called `name`, with an optional progress bar per day."""
@@ -129,18 +131,19 @@ def compare_indexes_timed(base: lf.Table, spec: datasets.DatasetSpec, indexes: I
     batch = datasets.load_batch(spark, cached, day)
     options = dict(options or {})
     origins = {}
+    indexes = [IndexType(i) for i in indexes]
     for index in indexes:
-        if index == "BUCKET":
+        if index is IndexType.BUCKET:
             bucket = lf.Table.create(spark, workshop.scratch("index-bucket-base", workdir), record_key=datasets.RECORD_KEY,
                                      precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None,
-                                     options={"index_type": "BUCKET"})
-            bucket.bulk_insert(datasets.load_history(spark, cached), {**options, "bulk_insert_sort_mode": "GLOBAL_SORT"})
+                                     options={"index_type": IndexType.BUCKET})
+            bucket.bulk_insert(datasets.load_history(spark, cached), {**options, "bulk_insert_sort_mode": SortMode.GLOBAL_SORT})
             origins[index] = bucket
         else:
             origins[index] = base
     table_keys = int(key_ranges_frame(base)["rows"].sum())
 
-    def once(index: str, name: str) -> lf.WriteReport:
+    def once(index: IndexType, name: str) -> lf.WriteReport:
         copy = copy_table(origins[index], name, workdir)
         try:
             return copy.upsert(batch, {**options, "index_type": index})
@@ -154,8 +157,8 @@ def compare_indexes_timed(base: lf.Table, spec: datasets.DatasetSpec, indexes: I
     runs = [(r, i) for r in range(1, repeats + 1) for i in (names if r % 2 else names[::-1])]
     for repeat, index in tqdm(runs, desc="indexes", disable=not progress):
         report = once(index, f"index-{index.lower()}")
-        keys_read = {"SIMPLE": table_keys, "BUCKET": 0}.get(index, report.funnel.get("keys_read_by_exact_check"))
-        rows.append({"index": index, "repeat": repeat, "seconds": report.seconds, "tag_s": report.step("tag").seconds,
+        keys_read = {IndexType.SIMPLE: table_keys, IndexType.BUCKET: 0}.get(index, report.funnel.keys_read_by_exact_check)
+        rows.append({"index": index.value, "repeat": repeat, "seconds": report.seconds, "tag_s": report.step("tag").seconds,
                      "write_s": report.step("write").seconds, "keys_read_by_tag": keys_read,
                      "files_rewritten": report.files_rewritten, "files_created": report.files_created,
                      "file_groups_after": len(key_ranges_frame(origins[index])) + report.files_created})
@@ -163,11 +166,11 @@ def compare_indexes_timed(base: lf.Table, spec: datasets.DatasetSpec, indexes: I
 
 
 def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[int] = (64, 16, 4), day: int = 1,
-                    repeats: int = 3, project_to: int = 16, query: str = "drone_id filter",
+                    repeats: int = 3, project_to: int = CLUSTER_CORES, query: str = "drone_id filter",
                     small_file_ratio: float | None = None, workdir: Path | None = None,
                     progress: bool = False) -> pd.DataFrame:
     """The file-size trade-off: per size, the history bulk inserted as `n` GLOBAL_SORT base files with
-    Hudi's sizes scaled to them (`workshop.scaled_sizes`), then batch `day` upserted, then `query`
+    Hudi's sizes scaled to them (`sizing.scaled_sizes`), then batch `day` upserted, then `query`
     run `repeats` times after an untimed warm-up run.
 
     One row per size: history_files, max_file_size and small_file_limit (bytes; `small_file_ratio`
@@ -185,8 +188,8 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
     for n in tqdm(list(history_files), desc="file sizes", disable=not progress):
         table = lf.Table.create(spark, workshop.scratch(f"size-{n}-files", workdir), record_key=datasets.RECORD_KEY,
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
-        table.bulk_insert(history, workshop.history_options(spec, n))
-        sizes = workshop.scaled_sizes(table)
+        table.bulk_insert(history, sizing.history_options(spec, n))
+        sizes = sizing.scaled_sizes(table)
         # The record-size estimate always from the bulk insert (threshold 0): otherwise a history
         # smaller than the small-file limit falls back to Hudi's 1 KB guess and opens a dozen files
         # for one day's inserts (02 shows that effect on its own); here only the file size moves.
@@ -194,7 +197,7 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
         if small_file_ratio is not None:
             options["small_file_limit"] = int(sizes.max_file_size * small_file_ratio)
         upsert = table.upsert(batch, options)
-        write = workshop.write_stage(workshop.task_timeline(spark, upsert, "write"))
+        write = frames.write_stage(frames.task_timeline(spark, upsert, "write"))
         condition = standard_queries(table, spec)[query]
         table.query(condition)  # warm-up: the first scan of a new set of files pays for listing and caches
         scans = [table.query(condition)[1] for _ in range(repeats)]
@@ -205,9 +208,9 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
                      "files_rewritten": upsert.files_rewritten,
                      "rows_rewritten": sum(f.rows for f in upsert.files if not f.created),
                      "mb_rewritten": sum(f.size_bytes for f in upsert.files if not f.created) / 1024**2,
-                     "write_stage_tasks": len(write), "write_stage_s": workshop.span_seconds(write),
-                     "projected_write_stage_s": workshop.span_seconds(workshop.project(write, project_to)),
-                     "upsert_s": upsert.seconds, "files_opened": scans[0].funnel["files_read"],
+                     "write_stage_tasks": len(write), "write_stage_s": frames.span_seconds(write),
+                     "projected_write_stage_s": frames.span_seconds(frames.project(write, project_to)),
+                     "upsert_s": upsert.seconds, "files_opened": scans[0].funnel.files_read,
                      "planning_s": statistics.median(planning), "planning_runs_s": planning,
                      "query_s": statistics.median(whole), "query_runs_s": whole})
     return pd.DataFrame(rows)
@@ -238,11 +241,11 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
 
     One row per (filter, day): num_entries, fpp, day, keys_per_file (median rows of the base
     files before that upsert), predicted_fpp (of a filter of that size holding keys_per_file
-    keys), the file-level funnel (files_in_table, files_after_range_pruning, files_after_bloom,
+    keys), the file-level funnel (files_in_snapshot, files_after_range_pruning, files_after_bloom,
     files_matched, files_false_positives), the key-level funnel (`viz.KEY_FUNNEL_COLUMNS`),
     tag_s (seconds of the tag step) and seconds (the whole upsert).
 
-    `bulk_insert_options` (e.g. `workshop.history_options(spec)`) shape the history's files; the
+    `bulk_insert_options` (e.g. `sizing.history_options(spec)`) shape the history's files; the
     filter size always wins. `options` go to every write; `small_file_limit` defaults to 0 here, so each day's inserts
     go to new file groups (spread over them by a hash of the key, as Hudi's UpsertPartitioner
     does) and no filter's footer bytes can make a file "small" for one size and not another:
@@ -262,8 +265,8 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
         write_options = {**base, "bloom_num_entries": num_entries, "bloom_fpp": fpp}
         table = lf.Table.create(spark, workshop.scratch(f"bloom-{num_entries}-{fpp:g}", workdir),
                                 record_key=datasets.RECORD_KEY, precombine_field=datasets.PRECOMBINE_FIELD,
-                                partition_field=None, options={"index_type": "BLOOM"})
-        table.bulk_insert(history, {**write_options, "bulk_insert_sort_mode": "GLOBAL_SORT",
+                                partition_field=None, options={"index_type": IndexType.BLOOM})
+        table.bulk_insert(history, {**write_options, "bulk_insert_sort_mode": SortMode.GLOBAL_SORT,
                                     **dict(bulk_insert_options or {}),
                                     "bloom_num_entries": num_entries, "bloom_fpp": fpp})
         for day in range(1, days + 1):
@@ -272,18 +275,18 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
             funnel = report.funnel
             row = {"num_entries": num_entries, "fpp": fpp, "day": day, "keys_per_file": keys_per_file,
                    "predicted_fpp": BloomSpec(num_entries=num_entries, fpp=fpp).predicted_fpp(keys_per_file),
-                   "files_in_table": funnel.get("files_in_table"),
-                   "files_after_range_pruning": funnel.get("after_range_pruning"),
-                   "files_after_bloom": funnel.get("after_bloom"), "files_matched": funnel.get("matched"),
-                   "files_false_positives": funnel.get("false_positives")}
-            row.update({key: funnel.get(key) for key in KEY_FUNNEL_COLUMNS})
+                   "files_in_snapshot": funnel.files_in_snapshot,
+                   "files_after_range_pruning": funnel.after_range_pruning,
+                   "files_after_bloom": funnel.after_bloom, "files_matched": funnel.matched,
+                   "files_false_positives": funnel.false_positives}
+            row.update({key: value for key, value in funnel.as_dict().items() if key in KEY_FUNNEL_COLUMNS})
             row.update(tag_s=report.step("tag").seconds, seconds=report.seconds)
             rows.append(row)
     return pd.DataFrame(rows)
 
 
 def bulk_insert_parallelism(spark, spec: datasets.DatasetSpec, parallelisms: Iterable[int], repeats: int = 3,
-                            project_to: int = 16, workdir: Path | None = None, progress: bool = False) -> pd.DataFrame:
+                            project_to: int = CLUSTER_CORES, workdir: Path | None = None, progress: bool = False) -> pd.DataFrame:
     """A GLOBAL_SORT bulk insert of the history per `bulk_insert_parallelism`, `repeats` times each,
     after one untimed warm-up; settings alternate order between repetitions.
 
@@ -299,7 +302,7 @@ def bulk_insert_parallelism(spark, spec: datasets.DatasetSpec, parallelisms: Ite
     def bulk_insert(parallelism: int, name: str) -> lf.WriteReport:
         table = lf.Table.create(spark, workshop.scratch(name, workdir), record_key=datasets.RECORD_KEY,
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
-        return table.bulk_insert(history, {"bulk_insert_sort_mode": "GLOBAL_SORT",
+        return table.bulk_insert(history, {"bulk_insert_sort_mode": SortMode.GLOBAL_SORT,
                                            "bulk_insert_parallelism": parallelism})
 
     bulk_insert(max(settings), "parallelism-warm-up")  # JIT, Python workers, file-system caches
@@ -308,11 +311,11 @@ def bulk_insert_parallelism(spark, spec: datasets.DatasetSpec, parallelisms: Ite
             for p in (settings if repeat % 2 else settings[::-1])]
     for repeat, parallelism in tqdm(runs, desc="bulk inserts", disable=not progress):
         report = bulk_insert(parallelism, f"parallelism-{parallelism}")
-        write = workshop.write_stage(workshop.task_timeline(spark, report, "write"))
-        projected = workshop.project(write, project_to)
+        write = frames.write_stage(frames.task_timeline(spark, report, "write"))
+        projected = frames.project(write, project_to)
         rows.append({"parallelism": parallelism, "repeat": repeat, "seconds": report.seconds,
                      "write_stage_tasks": len(write), "files": len(report.files),
-                     "cores_busy_here": int(write["lane"].nunique()), "write_stage_s": workshop.span_seconds(write),
+                     "cores_busy_here": int(write["lane"].nunique()), "write_stage_s": frames.span_seconds(write),
                      "cores_busy_projected": int(projected["lane"].nunique()),
-                     "projected_write_stage_s": workshop.span_seconds(projected)})
+                     "projected_write_stage_s": frames.span_seconds(projected)})
     return pd.DataFrame(rows)

@@ -1,28 +1,25 @@
-"""The lab's charts: matplotlib functions drawing reports and frames onto axes, and the frames they draw."""
+"""The lab's charts: pure matplotlib functions drawing frames (`lab/frames.py`, the reports' `to_pandas`) onto axes."""
 
 from __future__ import annotations
 
 import math
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from labformat.lab.projection import CLUSTER_CORES
 from labformat.model.report import UPSERT_STEPS
 from labformat.spark.ui import assign_lanes
-
-if TYPE_CHECKING:  # the charts need no table; only key_ranges_frame reads one's metadata
-    import labformat as lf
 
 # Monotonic drone keys start with the reading's minute: 202401150930_drone0042.
 _TIME_PREFIX = re.compile(r"^(\d{12})")
 _STEP_ORDER = UPSERT_STEPS
-FUNNEL_COLUMNS = ("files_in_table", "after_range_pruning", "after_bloom", "matched", "false_positives")
+FUNNEL_COLUMNS = ("files_in_snapshot", "after_range_pruning", "after_bloom", "matched", "false_positives")
 # Columns of a max_file_size sweep, in panel order, with their axis labels.
 TRADEOFF_METRICS = (("rows_rewritten", "rows copy-on-write rewrote"), ("write_stage_tasks", "write tasks"),
-                    ("projected_write_stage_s", "write stage on 16 cores, projected (s)"),
+                    ("projected_write_stage_s", f"write stage on {CLUSTER_CORES} cores, projected (s)"),
                     ("files_opened", "files a full-table query opens"), ("query_s", "full-table query (s)"),
                     ("files", "base files in the table"))
 
@@ -63,47 +60,6 @@ def _missing(value) -> bool:
 
 
 # ---------------------------------------------------------------- 1. base-file key ranges
-
-def key_ranges_frame(table: "lf.Table", as_of: str | None = None) -> pd.DataFrame:
-    """One row per latest base file: path, file_id, instant, min_key, max_key, rows, row_groups, size_bytes.
-
-    Reads only metadata: the file listing and each base file's footer, never table data.
-    """
-    from labformat.fileformat.footers import key_ranges
-
-    slices = table.file_slices(as_of)
-    footers = key_ranges(table.storage.base_uri, [s.path for s in slices])
-    names = commit_names(table)
-    rows = [{"path": s.path, "file_id": s.file_id, "partition_path": s.partition_path,
-             "instant": s.base_instant_time, "commit": names.get(s.base_instant_time, s.base_instant_time),
-             "min_key": footers[s.path].min_key,
-             "max_key": footers[s.path].max_key, "rows": footers[s.path].num_rows,
-             "row_groups": footers[s.path].num_row_groups, "size_bytes": s.size_bytes}
-            for s in slices]
-    return pd.DataFrame(rows, columns=["path", "file_id", "partition_path", "instant", "commit", "min_key", "max_key",
-                                       "rows", "row_groups", "size_bytes"])
-
-
-def commit_names(table: "lf.Table") -> dict[str, str]:
-    """A reader's name for each completed write instant, from its commit metadata: "bulk insert",
-    then "upsert 1", "upsert 2", ... (and "delete N"), counted per operation in timeline order."""
-    writes = [(i.time, table.commit_metadata(i).operation_type) for i in table.timeline()
-              if i.action.value in ("commit", "replacecommit", "deltacommit")]
-    return commit_names_of(writes)
-
-
-def commit_names_of(writes) -> dict[str, str]:
-    """`commit_names` from (instant time, operation type) pairs in timeline order; pairs with no
-    operation (instants that wrote nothing) are left out."""
-    names, counts = {}, {}
-    for time, operation_type in writes:
-        if not operation_type:
-            continue
-        operation = operation_type.lower().replace("_", " ")
-        counts[operation] = counts.get(operation, 0) + 1
-        names[time] = operation if operation == "bulk insert" else f"{operation} {counts[operation]}"
-    return names
-
 
 def _file_label(row) -> str:
     if "file_id" in row and isinstance(row["file_id"], str):
@@ -190,7 +146,7 @@ def plot_file_key_ranges(files: pd.DataFrame, ax=None, max_tick_labels: int = 8)
 def plot_file_sizes(files: pd.DataFrame, ax=None):
     """Base files (`size_bytes`, one row each) as a histogram of their sizes in MB; the median marked."""
     ax = _new_ax(ax)
-    sizes = files["size_bytes"].astype(float) / 1e6
+    sizes = files["size_bytes"].astype(float) / 1024**2  # MB as everywhere in labformat: 2^20 bytes
     if len(sizes):
         ax.hist(sizes, bins=min(30, max(5, len(sizes))), color=_colors(1)[0], edgecolor="black", linewidth=0.3)
         ax.axvline(sizes.median(), color="black", linestyle="--", linewidth=1,
@@ -373,7 +329,7 @@ def plot_task_timeline(tasks: pd.DataFrame, cores: int, ax=None, *, projection: 
     return ax
 
 
-def plot_timeline_and_projection(tasks: pd.DataFrame, cores: int, project_to: int = 16, axes=None):
+def plot_timeline_and_projection(tasks: pd.DataFrame, cores: int, project_to: int = CLUSTER_CORES, axes=None):
     """The measured timeline on this machine's `cores` (top) and its projection onto `project_to`
     cores (`projection.project`, bottom), on one shared seconds axis; returns the two axes."""
     from labformat.lab.projection import project, task_durations
@@ -499,7 +455,7 @@ def plot_month(days: pd.DataFrame, axes=None):
     table and files kept by range pruning; the share kept; files rewritten and created; MB rewritten."""
     axes = _new_axes(axes, 4, nrows=2, ncols=2, figsize=(11, 6.5), sharex=True)
     x = days["day"].to_numpy() if "day" in days.columns else np.arange(1, len(days) + 1)
-    kept, total = days["after_range_pruning"].astype(float), days["files_in_table"].astype(float)
+    kept, total = days["after_range_pruning"].astype(float), days["files_in_snapshot"].astype(float)
     ax = axes[0]
     ax.bar(x, total, color="0.8", label="files in the table")
     ax.bar(x, kept, color="tab:blue", label="kept by range pruning")
@@ -611,7 +567,7 @@ def plot_step_times(days: pd.DataFrame, ax=None):
 
 # ---------------------------------------------------------------- 7. bloom filter sizing
 
-# The BLOOM index's key-level funnel (`labformat.index.bloom.KEY_FUNNEL`), as `DailyRun.to_pandas`
+# The BLOOM index's key-level funnel (`TagFunnel.keys_*`), as `DailyRun.to_pandas`
 # columns: (key, file) pairs after range pruning, after the bloom filter, really matched; the
 # pairs the filter let through in vain; the keys the exact check read from the files it opened.
 KEY_FUNNEL_COLUMNS = ("keys_after_range_pruning", "keys_after_bloom", "keys_matched", "keys_false_positives",

@@ -14,7 +14,8 @@ from IPython.display import display
 
 from labformat import datasets
 from labformat.datasets.spec import KEY_STYLES, PRESETS
-from labformat.lab import sweeps, viz, workshop
+from labformat.lab import frames, sweeps, viz, workshop
+from labformat.model.enums import IndexType, SortMode
 
 SIZES = ["64KB", "256KB", "1MB", "4MB", "8MB", "16MB", "32MB", "128MB"]
 
@@ -46,7 +47,8 @@ def bulk_insert_explorer(spark, preset: str | None = None) -> W.VBox:
     """Sort mode, key style, max file size and parallelism of a bulk insert -> key ranges and the write's task timeline."""
     controls = [
         _preset(preset),
-        W.Dropdown(options=["NONE", "GLOBAL_SORT", "PARTITION_SORT"], value="GLOBAL_SORT", description="sort mode:"),
+        W.Dropdown(options=[m.value for m in (SortMode.NONE, SortMode.GLOBAL_SORT, SortMode.PARTITION_SORT)],
+                   value=SortMode.GLOBAL_SORT.value, description="sort mode:"),
         W.Dropdown(options=list(KEY_STYLES), value="monotonic", description="key style:"),
         W.Dropdown(options=SIZES, value="1MB", description="max file size:"),
         W.IntSlider(value=4, min=1, max=16, description="parallelism:"),
@@ -60,8 +62,8 @@ def bulk_insert_explorer(spark, preset: str | None = None) -> W.VBox:
         report, files = result[v["sort mode"]]
         _, (left, right) = plt.subplots(1, 2, figsize=(14, 4.5), layout="constrained")
         viz.plot_file_key_ranges(files, ax=left)
-        viz.plot_task_timeline(workshop.task_timeline(spark, report), workshop.cores(spark), ax=right)
-        print(f"{len(files)} base files, at most {workshop.max_overlap(files)} overlapping at one key; "
+        viz.plot_task_timeline(frames.task_timeline(spark, report), workshop.cores(spark), ax=right)
+        print(f"{len(files)} base files, at most {frames.max_overlap(files)} overlapping at one key; "
               f"bulk insert {report.seconds:.1f} s")
 
     return _explorer(controls, run)
@@ -71,7 +73,7 @@ def upsert_explorer(spark, preset: str | None = None) -> W.VBox:
     """Index type, key style, small-file limit and days of daily upserts -> the pruning funnel and per-step times."""
     controls = [
         _preset(preset),
-        W.Dropdown(options=["BLOOM", "SIMPLE", "BUCKET"], value="BLOOM", description="index:"),
+        W.Dropdown(options=[t.value for t in IndexType], value=IndexType.BLOOM.value, description="index:"),
         W.Dropdown(options=list(KEY_STYLES), value="monotonic", description="key style:"),
         W.Dropdown(options=["0"] + SIZES, value="0", description="small file limit:"),
         W.Dropdown(options=SIZES, value="4MB", description="max file size:"),

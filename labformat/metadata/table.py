@@ -119,6 +119,12 @@ def write_metadata(storage: Storage, timeline: Timeline, instant: str, slices_af
         _publish_table(storage, _path(BLOOM_FILTERS, instant), pa.Table.from_pylist(rows, schema=_BLOOM_SCHEMA))
 
 
+def delete_metadata_of(storage: Storage, instant: str) -> None:
+    """Delete the metadata table's entries an instant wrote (before writing them again)."""
+    for partition in (FILES, COLUMN_STATS, BLOOM_FILTERS):
+        storage.delete(_path(partition, instant))
+
+
 # ---- reading ----------------------------------------------------------------------------------
 
 class MetadataReader:

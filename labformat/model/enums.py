@@ -1,4 +1,9 @@
-"""Write operations and index types as enums; each member equals the plain string reports, commits and configs hold."""
+"""The format's closed sets of names, one enum each: operations, index and table types, every option's choices, stats sources.
+
+Each member equals the string that reports, commits, `hoodie.properties` and options hold (they are
+`StrEnum`s), so a value read from a file or given by a caller compares equal to its member; the code
+itself names members, never the strings.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,26 @@ import enum
 
 
 class Operation(enum.StrEnum):
-    """A write operation, named as reports name it (the commit's `operationType` is the upper case)."""
+    """Every operation labformat writes to the timeline, named as reports name it; `hudi_name` is the
+    commit's `operationType` (Apache Hudi's WriteOperationType: BULK_INSERT, UPSERT, DELETE, COMPACT,
+    CLUSTER, INDEX; CLEAN is labformat's, as Hudi's cleans carry no operation type)."""
 
     BULK_INSERT = "bulk_insert"
     UPSERT = "upsert"
     DELETE = "delete"
+    COMPACT = "compact"
+    CLUSTER = "cluster"
+    CLEAN = "clean"
+    INDEX = "index"  # the metadata table rebuilt (Hudi's INDEX builds metadata-table indexes)
+
+    @property
+    def hudi_name(self) -> str:
+        return self.value.upper()
+
+    @property
+    def writes_rows(self) -> bool:
+        """Whether the operation's input is rows to store (a delete's is keys; services take none)."""
+        return self in (Operation.BULK_INSERT, Operation.UPSERT)
 
 
 class IndexType(enum.StrEnum):
@@ -21,6 +41,13 @@ class IndexType(enum.StrEnum):
     BUCKET = "BUCKET"
 
 
+class TableType(enum.StrEnum):
+    """`hoodie.table.type`."""
+
+    COPY_ON_WRITE = "COPY_ON_WRITE"
+    MERGE_ON_READ = "MERGE_ON_READ"
+
+
 class BloomFilterTypeCode(enum.StrEnum):
     """A bloom filter's layout, as Hudi's `hoodie.bloom.index.filter.type` and the footer entry
     `hoodie_bloom_filter_type_code` spell it (Hudi's BloomFilterTypeCode)."""
@@ -29,9 +56,69 @@ class BloomFilterTypeCode(enum.StrEnum):
     DYNAMIC_V0 = "DYNAMIC_V0"
 
 
+class SortMode(enum.StrEnum):
+    """`hoodie.bulkinsert.sort.mode`: how a bulk insert lays rows out across its write tasks."""
+
+    NONE = "NONE"
+    GLOBAL_SORT = "GLOBAL_SORT"
+    PARTITION_SORT = "PARTITION_SORT"
+    PARTITION_PATH_REPARTITION = "PARTITION_PATH_REPARTITION"
+
+
+class ParallelismMode(enum.StrEnum):
+    """How the upsert's deduplication shuffle is sized: as Hudi >= 0.13 does, or as before (LEGACY)."""
+
+    HUDI_0_13 = "HUDI_0_13"
+    LEGACY = "LEGACY"
+
+
+class CleanerPolicy(enum.StrEnum):
+    """`hoodie.cleaner.policy`."""
+
+    KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
+    KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
+
+
+class ConcurrencyMode(enum.StrEnum):
+    """`hoodie.write.concurrency.mode`."""
+
+    SINGLE_WRITER = "SINGLE_WRITER"
+    OPTIMISTIC_CONCURRENCY_CONTROL = "OPTIMISTIC_CONCURRENCY_CONTROL"
+
+
+class QueryType(enum.StrEnum):
+    """`hoodie.datasource.query.type`."""
+
+    SNAPSHOT = "SNAPSHOT"
+    READ_OPTIMIZED = "READ_OPTIMIZED"
+
+
+class CompressionCodec(enum.StrEnum):
+    """`hoodie.parquet.compression.codec`, as pyarrow names the codecs."""
+
+    SNAPPY = "snappy"
+    GZIP = "gzip"
+    ZSTD = "zstd"
+    UNCOMPRESSED = "uncompressed"
+
+
 class MergeMode(enum.StrEnum):
     """How a merge-on-read file slice's record versions meet (Hudi's `hoodie.record.merge.mode`):
     the later instant wins (COMMIT_TIME_ORDERING), or the higher precombine value (EVENT_TIME_ORDERING)."""
 
     COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
     EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
+
+
+class StatsSource(enum.StrEnum):
+    """Where a pruning stage or an index lookup took what it judged by; `model.report.Source` pairs it
+    with the reason when it is not the first choice."""
+
+    METADATA_TABLE = "metadata table"
+    FOOTERS = "footers"  # the base files' parquet footers
+    PARTITION_PATHS = "partition paths"
+    BASE_FILES = "base files"  # every stored key read (SIMPLE)
+    HASH = "hash"  # BUCKET: the key's hash names the file group
+    NONE = "none"  # nothing to look up (no file in the affected partitions)
+    NOT_USED = "not used"  # the stage does not apply to this table or condition
+    OFF = "off"  # data skipping disabled

@@ -1,13 +1,152 @@
-"""Reports: frozen, typed records of what an operation really did, with `to_pandas()` for charts."""
+"""Reports: frozen, typed records of what an operation really did, with `to_pandas()` for charts.
+
+What crosses from an operation to its caller is a type here: the index's `TagFunnel`, a query's
+`ScanFunnel`, where each answer came from (`Source`), and one details class per operation.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from labformat.model.enums import IndexType, Operation, QueryType, StatsSource
 
 # The upsert's steps, in the order its reports list them (labformat.write.upsert runs them).
 UPSERT_STEPS = ("validate", "deduplicate", "latest_file_slices", "tag", "small_files", "record_size",
                 "assign_inserts", "start_instant", "write", "commit")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a stage or an index took what it judged by, and why when that was not its first choice
+    (`footers` because the metadata table's stats were stale, ...) or what it left unjudged."""
+
+    kind: StatsSource
+    why: str | None = None
+
+    def __str__(self) -> str:
+        return self.kind.value if not self.why else f"{self.kind.value} ({self.why})"
+
+
+@dataclass(frozen=True)
+class Record:
+    """A frozen record of counts: `as_dict()` for tables and frames (what `summary()` flattens)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+def _plain(value):
+    """A value as a table cell: a Source or an enum as its text."""
+    if isinstance(value, Source):
+        return str(value)
+    return value.value if isinstance(value, (StatsSource, IndexType, Operation, QueryType)) else value
+
+
+@dataclass(frozen=True)
+class TagFunnel(Record):
+    """What an index observed while tagging an upsert's records: file counts, then (key, file) pairs.
+    None: the count does not apply to that index (`note` says why)."""
+
+    files_in_snapshot: int
+    files_in_affected_partitions: int | None = None
+    files_scanned: int | None = None  # SIMPLE: every latest base file of the affected partitions
+    after_range_pruning: int | None = None
+    after_bloom: int | None = None
+    matched: int | None = None  # file groups that really held an incoming key
+    false_positives: int | None = None  # files the bloom filter let through in vain
+    keys_after_range_pruning: int | None = None
+    keys_after_bloom: int | None = None
+    keys_matched: int | None = None
+    keys_false_positives: int | None = None
+    keys_read_by_exact_check: int | None = None
+    log_files_read: int | None = None  # merge-on-read: logs that may hold inserts, read by the exact check
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class ScanFunnel(Record):
+    """File slices of a query's snapshot, after each pruning stage, and read."""
+
+    files_in_snapshot: int
+    after_partition_pruning: int
+    after_column_stats: int
+    after_bloom: int
+    files_read: int
+
+
+@dataclass(frozen=True)
+class Details(Record):
+    """What one kind of operation adds to its report beyond rows, files and steps."""
+
+
+@dataclass(frozen=True)
+class BulkInsertDetails(Details):
+    schema_changes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class UpsertDetails(Details):
+    """An upsert's or a delete's sizing and lookup (steps 1 to 7); for an empty write only the first two."""
+
+    index_type: IndexType
+    shuffle_parallelism: int
+    lookup_source: Source | None = None
+    record_size: int | None = None
+    record_size_source: str | None = None
+    small_files: int | None = None
+    write_targets: int | None = None
+    bytes_read: int | None = None
+    incoming_bytes: int | None = None
+    write_amplification: float | None = None
+    schema_changes: tuple[str, ...] = ()
+    # Merge-on-read with hoodie.compact.inline: the count that decided, and the setting.
+    delta_commits_since_compaction: int | None = None
+    compact_inline_max_delta_commits: int | None = None
+    inline_compaction: str | None = None  # why no compaction followed although one was due
+
+
+@dataclass(frozen=True)
+class CompactionDetails(Details):
+    strategy: str
+    file_slices_compacted: int
+    log_files_compacted: int
+    log_bytes_compacted: int
+    plan: tuple[dict, ...] = ()
+    bytes_read: int | None = None
+
+
+@dataclass(frozen=True)
+class ClusteringDetails(Details):
+    sort_columns: tuple[str, ...]
+    clustering_groups: int
+    files_in: int
+    bytes_in: int
+    plan: tuple[dict, ...] = ()
+    files_out: int = 0
+    bytes_out: int = 0
+    bytes_read: int | None = None
+
+
+@dataclass(frozen=True)
+class CleanDetails(Details):
+    policy: str
+    retained: int
+    earliest_commit_to_retain: str | None
+    earliest_readable_instant: str | None
+    file_slices_deleted: int
+    replaced_file_groups_deleted: int
+    finished_dead_cleans: tuple[str, ...] = ()
+    files_deleted: int = 0
+    bytes_freed: int = 0
+
+
+@dataclass(frozen=True)
+class IndexDetails(Details):
+    """The metadata table rebuilt for the latest commit from the base files themselves."""
+
+    files: int
+    of_instant: str | None = None
 
 
 @dataclass(frozen=True)
@@ -50,7 +189,7 @@ class WriteReport:
     """What one write did. Every number comes from the run: task counts from Spark, files
     and sizes from the stats the write tasks returned."""
 
-    operation: str
+    operation: Operation
     instant: str | None  # None when nothing was committed (an empty batch)
     rows_in: int
     rows_written: int
@@ -60,10 +199,10 @@ class WriteReport:
     rows_deduplicated: int = 0
     steps: tuple[StepReport, ...] = ()
     files: tuple[FileReport, ...] = ()
-    funnel: Mapping[str, Any] = field(default_factory=dict)
-    options: Mapping[str, Any] = field(default_factory=dict)
+    funnel: TagFunnel | None = None  # upserts and deletes: what the index observed
+    options: dict[str, Any] = field(default_factory=dict)
     rolled_back: tuple[str, ...] = ()
-    details: Mapping[str, Any] = field(default_factory=dict)  # index type, parallelism, bytes read, ...
+    details: Details | None = None  # the operation's own: sizing, plans, bytes read, ...
     # Merge-on-read with hoodie.compact.inline: the compaction this write's writer ran after it committed.
     compaction: "WriteReport | None" = None
 
@@ -124,8 +263,8 @@ class WriteReport:
             "log_files_written": self.log_files_written,
             "bytes_written": self.bytes_written,
             "seconds": round(self.seconds, 3),
-            **{f"funnel_{k}": v for k, v in self.funnel.items() if k != "note"},
-            **{k: v for k, v in self.details.items()},
+            **{f"funnel_{k}": v for k, v in (self.funnel.as_dict() if self.funnel else {}).items() if k != "note"},
+            **{k: v for k, v in (self.details.as_dict() if self.details else {}).items() if k != "plan"},
             **{f"{s.name}_s": round(s.seconds, 3) for s in self.steps},
             **{f"{s.name}_tasks": s.tasks for s in self.steps},
             **({"compaction_instant": self.compaction.instant, "compaction_seconds": round(self.compaction.seconds, 3)}

@@ -50,20 +50,18 @@ from labformat.model.file_group import FileSlice
 from labformat.schema import COMMIT_SEQNO, RECORD_KEY, with_meta_columns
 from labformat.storage import Storage
 
-SNAPSHOT = "SNAPSHOT"
-READ_OPTIMIZED = "READ_OPTIMIZED"
 _SLICE_DDL = "base string, logs string"
 
 
 def read_file_slices(spark: SparkSession, storage: Storage, slices: Iterable[FileSlice], data_schema: T.StructType,
-                     precombine_field: str, read_optimized: bool = False,
-                     mode: MergeMode = MergeMode.COMMIT_TIME_ORDERING) -> DataFrame:
+                     precombine_field: str, mode: MergeMode) -> DataFrame:
     """The rows of `slices` (meta columns first) as a lazy DataFrame: base files through Spark's
-    parquet reader, slices with log files merged in a Spark task each (none when `read_optimized`)."""
+    parquet reader, slices with log files merged in a Spark task each (a read-optimized read passes
+    slices without their logs: `FileSlice.base_only`)."""
     schema = with_meta_columns(data_schema)
     slices = list(slices)
-    plain = [s for s in slices if read_optimized or not s.has_logs]
-    merged = [s for s in slices if not read_optimized and s.has_logs]
+    plain = [s for s in slices if not s.has_logs]
+    merged = [s for s in slices if s.has_logs]
     parts = []
     if plain:
         parts.append(spark.read.options(**SPARK_READ_OPTIONS).schema(schema)
@@ -79,7 +77,7 @@ def read_file_slices(spark: SparkSession, storage: Storage, slices: Iterable[Fil
 
 
 def merged_slices(spark: SparkSession, base_uri: str, slices: list[FileSlice], schema: T.StructType,
-                  precombine_field: str, mode: MergeMode = MergeMode.COMMIT_TIME_ORDERING) -> DataFrame:
+                  precombine_field: str, mode: MergeMode) -> DataFrame:
     """One Spark task per file slice with logs merges it; the driver ships only the paths."""
     rows = [(s.path, json.dumps(list(s.log_paths))) for s in slices]
     # One partition per file slice: each is merged by a task of its own.

@@ -14,23 +14,26 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from labformat.config import ReadOptions
 from labformat.context import NULL_PARTITION
 from labformat.errors import CleanedInstantError, CorruptTableError, LabformatError, from_task_failure
 from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_ranges
 from labformat.fs_view import check_base_files
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
-from labformat.model.enums import MergeMode
+from labformat.model.enums import MergeMode, QueryType, StatsSource
 from labformat.model.file_group import FileSlice
+from labformat.model.instant import Instant
+from labformat.model.report import Record, ScanFunnel, Source
 from labformat.read.catalyst import to_predicate
 from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
 from labformat.read.predicates import Predicate, key_equality_values
@@ -41,7 +44,20 @@ if TYPE_CHECKING:
     from labformat.storage import Storage
     from labformat.context import TableContext
 
-SKIPPING_OFF = "off (data skipping disabled)"
+SKIPPING_OFF = Source(StatsSource.OFF, "data skipping disabled")
+
+
+@dataclass(frozen=True)
+class ScanDetails(Record):
+    """What a scan read beside its base files, and how."""
+
+    predicate: str
+    # Spark's parquet reader skips row groups inside the files read by their statistics, but does not
+    # report per query how many it skipped; this is how many there were to read.
+    row_groups_in_files_read: int
+    log_files_read: int  # merge-on-read: log files read beside the base files
+    file_slices_merged: int  # merge-on-read: slices merged in a task each
+    query_type: QueryType
 
 
 @dataclass(frozen=True)
@@ -50,15 +66,15 @@ class ScanReport:
 
     condition: str
     instant: str | None
-    funnel: Mapping[str, int]
-    stats_source: str
-    bloom_source: str
+    funnel: ScanFunnel
+    stats_source: Source
+    bloom_source: Source
     files_read: tuple[str, ...]
     rows_returned: int
     bytes_scanned: int
     planning_seconds: float
     execution_seconds: float
-    details: Mapping[str, Any] = field(default_factory=dict)
+    details: ScanDetails
 
     @property
     def seconds(self) -> float:
@@ -68,11 +84,14 @@ class ScanReport:
     def to_pandas(self):
         import pandas as pd
 
-        return pd.DataFrame([{"stage": k, "files": v} for k, v in self.funnel.items()])
+        return pd.DataFrame([{"stage": k, "files": v} for k, v in self.funnel.as_dict().items()])
 
     def summary(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k not in ("funnel", "files_read", "details")}
-        out.update(self.funnel)
+        out = {"condition": self.condition, "instant": self.instant, "stats_source": str(self.stats_source),
+               "bloom_source": str(self.bloom_source), "rows_returned": self.rows_returned,
+               "bytes_scanned": self.bytes_scanned, "planning_seconds": self.planning_seconds,
+               "execution_seconds": self.execution_seconds}
+        out.update(self.funnel.as_dict())
         return out
 
 
@@ -81,21 +100,25 @@ class ScanReport:
 
 @dataclass(frozen=True)
 class ScanContext:
-    """What every pruning stage may read: the table (its timeline pinned), the snapshot, and the filter as a tree."""
+    """What every pruning stage may read: the table (its timeline pinned), the snapshot, the filter as a
+    tree, and the plan's one reader of the metadata table (None when the table keeps none)."""
 
     ctx: TableContext
-    as_of: str | None
+    at: Instant | None
     schema: T.StructType
     predicate: Predicate
     snapshot: tuple[FileSlice, ...]
+    metadata: MetadataReader | None = None
 
 
 @dataclass(frozen=True)
 class Pruned:
-    """What one pruning stage kept, and where its answer came from ("metadata table", "footers (why)", ...)."""
+    """What one pruning stage kept, and where its answer came from; `row_groups` per base file path
+    where the stage read footers that say (the scan report counts them without reading them again)."""
 
     kept: tuple[FileSlice, ...]
-    source: str
+    source: Source
+    row_groups: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -131,34 +154,37 @@ def prune_partitions(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned
     """A file's partition value is its min and max for the partition column: no stats to read."""
     field_name = scan.ctx.config.partition_field
     if not field_name:
-        return Pruned(slices, "not used (the table is not partitioned)")
+        return Pruned(slices, Source(StatsSource.NOT_USED, "the table is not partitioned"))
     if not scan.ctx.config.keygen.value_partitions:
-        return Pruned(slices, "not used (partition folders are not one field's values: "
-                              f"{scan.ctx.config.keygen.class_name.rsplit('.', 1)[-1]})")
+        return Pruned(slices, Source(StatsSource.NOT_USED, "partition folders are not one field's values: "
+                                     f"{scan.ctx.config.keygen.class_name.rsplit('.', 1)[-1]}"))
     dtype = {f.name: f.dataType for f in scan.schema.fields}.get(field_name, T.StringType())
     kept = []
     for s in slices:
         stats = {field_name: _partition_stats(scan.ctx.config.hive_style_partitioning, s.partition_path, dtype)}
         if might_match(scan.predicate, stats) is not ROWS_CANNOT_MATCH:
             kept.append(s)
-    return Pruned(tuple(kept), "partition paths")
+    return Pruned(tuple(kept), Source(StatsSource.PARTITION_PATHS))
 
 
 def prune_by_column_stats(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned:
     """Min/max/null counts per column: the metadata table's, or the footers' when it cannot be trusted."""
     ctx = scan.ctx
-    stats, source = None, "no metadata table"
-    if ctx.config.column_stats_enable:
+    stats, why, row_groups = None, "no metadata table", {}
+    if ctx.config.column_stats_enable and scan.metadata is not None:
         # Checked against the whole snapshot: stats missing for any of its files mean they are stale.
-        stats, source = MetadataReader(ctx.storage, ctx.timeline, scan.as_of).column_stats(
-            list(scan.snapshot), scan.schema)
+        stats, why = scan.metadata.column_stats(list(scan.snapshot), scan.schema)
     if stats is None:
-        source = f"footers ({source})"
-        stats = footer_column_stats(ctx.storage.base_uri, [s.path for s in slices])
+        paths = [s.path for s in slices]
+        stats = footer_column_stats(ctx.storage.base_uri, paths)
+        row_groups = {p: info.num_row_groups for p, info in key_ranges(ctx.storage.base_uri, paths).items()}
+        source = Source(StatsSource.FOOTERS, why)
+    else:
+        source = Source(StatsSource.METADATA_TABLE)
     key = ctx.config.record_key if ctx.config.keygen.single_field_key else None
     kept = tuple(s for s in slices
                  if might_match(scan.predicate, _slice_stats(s, stats.get(s.path, {}), key)) is not ROWS_CANNOT_MATCH)
-    return Pruned(kept, source + _unpruned_logs(slices, key is not None))
+    return Pruned(kept, _with_unpruned_logs(source, slices, key is not None), row_groups)
 
 
 def _slice_stats(s: FileSlice, base_stats: dict, record_key: str | None) -> dict:
@@ -173,47 +199,49 @@ def _slice_stats(s: FileSlice, base_stats: dict, record_key: str | None) -> dict
     return {}
 
 
-def _unpruned_logs(slices: tuple[FileSlice, ...], by_key: bool) -> str:
-    """What a stage says about the file slices with log files: judged on their base file's record-key
-    stats or filter only (logs of updates and deletes), or kept without pruning (merge-on-read)."""
+def _with_unpruned_logs(source: Source, slices: tuple[FileSlice, ...], by_key: bool) -> Source:
+    """`source`, with what the stage says about the file slices with log files: judged on their base
+    file's record-key stats or filter only (logs of updates and deletes), or kept without pruning."""
     keyed = sum(1 for s in slices if s.has_logs and s.keyed_by_base_file) if by_key else 0
     unpruned = sum(1 for s in slices if s.has_logs) - keyed
-    notes = []
+    notes = [source.why] if source.why else []
     if keyed:
         notes.append(f"{keyed} file slice(s) with log files of updates only judged on their base file's record keys")
     if unpruned:
         notes.append(f"{unpruned} file slice(s) with log files kept without pruning (log files have no stats)")
-    return "".join(f"; {n}" for n in notes)
+    return replace(source, why="; ".join(notes) or None)
 
 
 def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned:
     """Record-key point lookups (`key = v`, `key IN (...)`) against each base file's bloom filter."""
     ctx = scan.ctx
     if not ctx.config.keygen.single_field_key or not ctx.config.populate_meta_fields:
-        return Pruned(slices, "not used (record keys are not one column's values)")
+        return Pruned(slices, Source(StatsSource.NOT_USED, "record keys are not one column's values"))
     key_type = scan.schema[ctx.config.record_key].dataType if ctx.config.record_key in scan.schema.names else None
     if not isinstance(key_type, (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)):
         # A literal's Python text is the stored key only for strings and integers (a timestamp or a
         # double key is stored as Spark renders it, which str() does not reproduce).
-        return Pruned(slices, "not used (record keys are no string or integer column)")
+        return Pruned(slices, Source(StatsSource.NOT_USED, "record keys are no string or integer column"))
+    if not slices:
+        return Pruned(slices, Source(StatsSource.NOT_USED, "no file slice left to probe"))
     keys = key_equality_values(scan.predicate, ctx.config.record_key)
-    if keys is None or not slices:
-        # With no file left this message is not quite right, but ScanReport.bloom_source has always said it.
-        return Pruned(slices, "not used (no record-key equality in the condition)")
+    if keys is None:
+        return Pruned(slices, Source(StatsSource.NOT_USED, "no record-key equality in the condition"))
     probe = [str(k) for k in keys]
-    blooms, source = None, "not in the metadata table"
-    if ctx.config.bloom_filter_enable:
-        blooms, source = MetadataReader(ctx.storage, ctx.timeline, scan.as_of).bloom_filters(
-            [s.path for s in slices])
+    blooms, why = None, "not in the metadata table"
+    if ctx.config.bloom_filter_enable and scan.metadata is not None:
+        blooms, why = scan.metadata.bloom_filters([s.path for s in slices])
     if blooms is None:
-        source = f"footers ({source})"
+        source = Source(StatsSource.FOOTERS, why)
         blooms = {s.path: bloom_filter(ctx.storage.base_uri, s.path) for s in slices if s.keyed_by_base_file}
+    else:
+        source = Source(StatsSource.METADATA_TABLE)
     # An empty key set means the condition is never TRUE: no file can hold a match. A slice whose
     # logs may hold inserts is kept: its base file's filter knows nothing of their keys. A file
     # without a filter (Hudi writes none without meta fields) cannot be ruled out either.
     kept = tuple(s for s in slices if probe and (not s.keyed_by_base_file or blooms[s.path] is None
                                                  or blooms[s.path].might_contain(probe).any()))
-    return Pruned(kept, source + _unpruned_logs(slices, True))
+    return Pruned(kept, _with_unpruned_logs(source, slices, True))
 
 
 PARTITION_PRUNING = PruningStage("partition_pruning", prune_partitions)
@@ -232,12 +260,9 @@ class StageResult:
 
     name: str
     kept: tuple[FileSlice, ...]
-    source: str
+    source: Source
     seconds: float
-
-    @property
-    def funnel_key(self) -> str:
-        return f"after_{self.name}"
+    row_groups: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -257,9 +282,9 @@ class ScanPlan:
     planning_seconds: float
     spark: SparkSession = field(repr=False, compare=False)
     storage: Storage = field(repr=False, compare=False)
-    precombine_field: str = ""  # merge-on-read: orders the records of a file slice's base file and logs
-    read_optimized: bool = False  # merge-on-read: base files only (the snapshot's slices carry no logs)
-    merge_mode: MergeMode = MergeMode.COMMIT_TIME_ORDERING  # merge-on-read: how a slice's record versions meet
+    precombine_field: str  # merge-on-read: orders the records of a file slice's base file and logs
+    query_type: QueryType  # READ_OPTIMIZED: base files only (the snapshot's slices carry no logs)
+    merge_mode: MergeMode  # merge-on-read: how a slice's record versions meet
 
     @property
     def file_slices(self) -> tuple[FileSlice, ...]:
@@ -267,10 +292,11 @@ class ScanPlan:
         return self.stages[-1].kept if self.stages else self.snapshot
 
     @property
-    def funnel(self) -> dict[str, int]:
+    def funnel(self) -> ScanFunnel:
         """File counts: in the snapshot, after each stage, read."""
-        return {"files_in_snapshot": len(self.snapshot), **{s.funnel_key: len(s.kept) for s in self.stages},
-                "files_read": len(self.file_slices)}
+        kept = {s.name: len(s.kept) for s in self.stages}
+        return ScanFunnel(len(self.snapshot), kept[PARTITION_PRUNING.name], kept[COLUMN_STATS.name],
+                          kept[BLOOM.name], len(self.file_slices))
 
     def stage(self, name: str) -> StageResult:
         for s in self.stages:
@@ -286,7 +312,7 @@ class ScanPlan:
     @cached_property
     def _dataframe(self) -> DataFrame:
         source = read_file_slices(self.spark, self.storage, self.file_slices, self.schema, self.precombine_field,
-                                  mode=self.merge_mode)
+                                  self.merge_mode)
         return source.filter(self.condition)
 
     def failure(self, exc: BaseException) -> LabformatError | None:
@@ -325,6 +351,10 @@ class ScanPlan:
             raise translated from None
         execution = time.perf_counter() - started
         paths = [s.path for s in self.file_slices]
+        # Row groups from the footers planning read; the rest (stats from the metadata table) read now.
+        known = {p: n for stage in self.stages for p, n in stage.row_groups.items()}
+        unread = [p for p in paths if p not in known]
+        known.update({p: f.num_row_groups for p, f in key_ranges(self.storage.base_uri, unread).items()})
         return ScanReport(
             condition=self.condition if isinstance(self.condition, str) else str(self.condition),
             instant=self.instant, funnel=self.funnel,
@@ -333,50 +363,39 @@ class ScanPlan:
             bytes_scanned=sum(s.size_bytes + s.log_bytes for s in self.file_slices),
             planning_seconds=self.planning_seconds,
             execution_seconds=execution,
-            details={
-                "predicate": str(self.predicate),
-                # Spark's parquet reader skips row groups inside these files by their statistics, but
-                # does not report per query how many it skipped; this is how many there were to read.
-                "row_groups_in_files_read": sum(f.num_row_groups for f in
-                                                key_ranges(self.storage.base_uri, paths).values()),
-                # Merge-on-read: log files read beside the base files, and the slices merged in a task each.
-                "log_files_read": sum(len(s.log_paths) for s in self.file_slices),
-                "file_slices_merged": sum(1 for s in self.file_slices if s.has_logs),
-                "query_type": "READ_OPTIMIZED" if self.read_optimized else "SNAPSHOT",
-            },
+            details=ScanDetails(str(self.predicate), sum(known[p] for p in paths),
+                                log_files_read=sum(len(s.log_paths) for s in self.file_slices),
+                                file_slices_merged=sum(1 for s in self.file_slices if s.has_logs),
+                                query_type=self.query_type),
         )
 
 
-def plan_scan(ctx: TableContext, condition: Column | str, as_of: str | None, skipping: bool,
-              read_optimized: bool = False) -> ScanPlan:
-    """The scan plan of a snapshot query: the stages of `PRUNING_STAGES` in turn, or, when `skipping` is
-    False, none of them (each reported as off). `read_optimized` (merge-on-read): each file slice is
-    its base file alone, its log files left unread, as Hudi's read-optimized query reads it."""
+def plan_scan(ctx: TableContext, condition: Column | str, at: Instant | None, options: ReadOptions) -> ScanPlan:
+    """The scan plan of a query as of `at` (the latest commit when None): the stages of `PRUNING_STAGES`
+    in turn, or, with data skipping off, none of them (each reported as off). READ_OPTIMIZED
+    (merge-on-read): each file slice is its base file alone, its log files left unread, as Hudi's
+    read-optimized query reads it."""
     started = time.perf_counter()
-    view = ctx.file_system_view(as_of)  # every stage reads the context's one timeline: the same snapshot
+    view = ctx.file_system_view(at)  # every stage reads the context's one timeline: the same snapshot
     latest = ctx.timeline.latest_completed_write()
-    instant = as_of or (latest.time if latest else None)
+    instant = at.time if at is not None else (latest.time if latest else None)
     snapshot = tuple(view.latest_file_slices())
-    if read_optimized:
+    if options.query_type is QueryType.READ_OPTIMIZED:
         snapshot = tuple(s.base_only() for s in snapshot)
     check_base_files(ctx.storage, snapshot)  # a missing or truncated file: CorruptTableError naming it
-    schema = ctx.schema(as_of) or T.StructType([])
+    schema = ctx.schema(at) or T.StructType([])
     predicate = to_predicate(ctx.spark, condition, schema)
-    scan = ScanContext(ctx, as_of, schema, predicate, snapshot)
+    metadata = (MetadataReader(ctx.storage, ctx.timeline, at.time if at is not None else None)
+                if ctx.config.metadata_enable else None)
+    scan = ScanContext(ctx, at, schema, predicate, snapshot, metadata)
     results = []
     remaining = snapshot
     for stage in PRUNING_STAGES:
         stage_started = time.perf_counter()
-        pruned = stage.prune(scan, remaining) if skipping else Pruned(remaining, SKIPPING_OFF)
-        results.append(StageResult(stage.name, pruned.kept, pruned.source, time.perf_counter() - stage_started))
+        pruned = stage.prune(scan, remaining) if options.data_skipping else Pruned(remaining, SKIPPING_OFF)
+        results.append(StageResult(stage.name, pruned.kept, pruned.source, time.perf_counter() - stage_started,
+                                   pruned.row_groups))
         remaining = pruned.kept
-    return ScanPlan(condition, instant or None, predicate, schema, snapshot, tuple(results),
+    return ScanPlan(condition, instant, predicate, schema, snapshot, tuple(results),
                     time.perf_counter() - started, ctx.spark, ctx.storage, ctx.config.precombine_field,
-                    read_optimized, ctx.config.merge_mode)
-
-
-def run_query(ctx: TableContext, condition: Column | str, as_of: str | None, skipping: bool,
-              read_optimized: bool = False) -> tuple[DataFrame, ScanReport]:
-    """`Table.query`: plan the scan, then measure it; the DataFrame returned is the one measured."""
-    plan = plan_scan(ctx, condition, as_of, skipping, read_optimized)
-    return plan.to_dataframe(), plan.measure()
+                    options.query_type, ctx.config.merge_mode)

@@ -152,3 +152,21 @@ def stage_labels(step: str, stages: list[tuple[int, str | None]]) -> dict[int, s
             names = [plan.before or f"before {plan.stages[0]}"] * extra + names
         labels.update({sid: f"{step}: {name}" for sid, name in zip(ids, names)})
     return labels
+
+
+@contextmanager
+def conf_override(spark, settings: dict[str, str]):
+    """Spark SQL settings changed for the duration of the block, then put back as they were (unset
+    where they were unset)."""
+    conf = spark.conf
+    saved = {key: conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)

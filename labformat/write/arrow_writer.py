@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -22,6 +22,7 @@ from labformat.model.base_file import BaseFile, new_file_id, write_token
 from labformat.model.commit import NULL_COMMIT
 from labformat.schema import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from labformat.storage import Storage
+from labformat.model.enums import BloomFilterTypeCode
 
 # Rows per parquet row group: big enough to compress well, small enough for row-group skipping.
 ROW_GROUP_ROWS = 128 * 1024
@@ -60,7 +61,7 @@ class WriteSpec:
     meta_fields: bool = True
     keygen: object = None  # the table's KeyGenerator: record keys of stored rows when meta_fields is False
     log_schema: str | None = None  # merge-on-read: the Avro writer schema (meta + data columns) of log data blocks
-    bloom_type: str = "SIMPLE"  # hoodie.bloom.index.filter.type
+    bloom_type: BloomFilterTypeCode = BloomFilterTypeCode.SIMPLE  # hoodie.bloom.index.filter.type
     bloom_max_entries: int = 100_000  # hoodie.bloom.index.filter.dynamic.max.entries (DYNAMIC_V0)
 
     @property
@@ -68,13 +69,26 @@ class WriteSpec:
         return BloomSpec(self.bloom_type, self.bloom_num_entries, self.bloom_fpp, self.bloom_max_entries)
 
 
-def task_identity() -> tuple[int, int, int]:
+@dataclass(frozen=True)
+class TaskIdentity:
+    """The Spark task a write runs in; Hudi names its files and seqnos after it."""
+
+    partition: int
+    stage: int
+    attempt: int
+
+    @property
+    def token(self) -> str:
+        return write_token(self.partition, self.stage, self.attempt)
+
+
+def this_task() -> TaskIdentity:
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     if ctx is None:  # called outside Spark (unit tests)
-        return 0, 0, 0
-    return ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()
+        return TaskIdentity(0, 0, 0)
+    return TaskIdentity(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber())
 
 
 class BaseFileWriter:
@@ -156,6 +170,17 @@ class BaseFileWriter:
         )
 
 
+def write_rows_as_base_file(storage: Storage, spec: WriteSpec, partition_path: str, file_id: str, task: TaskIdentity,
+                            rows: pa.Table, prev_commit: str, prev_size: int) -> BaseFileStat:
+    """Rows that already carry their meta columns (a compaction's merge, a clustering group's share) as
+    one new base file of `file_id`: each record keeps its commit time and seqno, only where it lives
+    changes (`_hoodie_file_name`). `prev_size`: the bytes read to make it."""
+    f = BaseFileWriter(storage, spec, partition_path, file_id, task.token, rows.schema, prev_commit)
+    rows = rows.set_column(rows.schema.get_field_index(FILE_NAME), FILE_NAME, constant(f.name, rows.num_rows))
+    f.write(rows, inserts=0, updates=0)
+    return replace(f.close(task.partition, task.attempt), prev_size=prev_size)
+
+
 def _nullable_type(t: pa.DataType) -> pa.DataType:
     if pa.types.is_struct(t):
         return pa.struct([pa.field(f.name, _nullable_type(f.type)) for f in t])
@@ -210,8 +235,7 @@ class RollingFileWriter:
         self.spec = spec
         self.next_file_id = first_file_id  # an upsert's new file group was named by the driver
         self.storage = Storage(spec.base_uri)
-        self.task_partition, stage, self.attempt = task_identity()
-        self.token = write_token(self.task_partition, stage, self.attempt)
+        self.task = this_task()
         # Every column nullable: Spark reads base files as nullable anyway, and Arrow's per-batch
         # not-null flags would otherwise make two batches of one file disagree.
         self.schema = pa.schema(
@@ -237,14 +261,14 @@ class RollingFileWriter:
             if f is None:
                 file_id = self.next_file_id or new_file_id()
                 self.next_file_id = None
-                f = BaseFileWriter(self.storage, self.spec, partition_path, file_id, self.token, self.schema, NULL_COMMIT)
+                f = BaseFileWriter(self.storage, self.spec, partition_path, file_id, self.task.token, self.schema, NULL_COMMIT)
                 self.open[partition_path] = f
             room = self._estimate_rows_left(f, data)
             chunk = data.slice(offset, min(room, data.num_rows - offset, ROW_GROUP_ROWS))
             before = f.bytes_written
             f.write(
                 add_meta_columns(chunk, self.spec, self.schema, partition_path, f.name,
-                                 f"{self.spec.instant_time}_{self.task_partition}_", self.seq),
+                                 f"{self.spec.instant_time}_{self.task.partition}_", self.seq),
                 inserts=chunk.num_rows if inserts_are_all else 0, updates=0,
             )
             self.seq += chunk.num_rows
@@ -253,12 +277,12 @@ class RollingFileWriter:
                 self.bytes_per_row = grown / chunk.num_rows
             offset += chunk.num_rows
             if f.bytes_written >= self.spec.max_file_size or self._estimate_rows_left(f, data) <= 1:
-                self.stats.append(f.close(self.task_partition, self.attempt))
+                self.stats.append(f.close(self.task.partition, self.task.attempt))
                 del self.open[partition_path]
 
     def close(self) -> list[BaseFileStat]:
         for f in self.open.values():
-            self.stats.append(f.close(self.task_partition, self.attempt))
+            self.stats.append(f.close(self.task.partition, self.task.attempt))
         self.open.clear()
         return self.stats
 

@@ -16,33 +16,30 @@ The policies (`hoodie.cleaner.policy`):
 
 The timeline files are JSON, as labformat's other instants; Hudi writes clean instants in Avro.
 hudi-rs reads only commits, delta commits and replacecommits, so it skips them (as it skips
-rollbacks) and lists what is left. A clean killed midway stays pending; the next clean finishes
-its plan once its heartbeat has expired (deleting a file twice is harmless).
+rollbacks) and lists what is left. A clean killed midway stays pending; the next clean's transaction
+resumes it once its heartbeat has expired and finishes its plan (deleting a file twice is harmless).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 import pyarrow as pa
 
-from labformat.config import Config
+from labformat.config import WriteOptions
 from labformat.context import TableContext
 from labformat.fs_view import FileSystemView
-from labformat.heartbeat import heartbeat_status
-from labformat.lock import TableLock
+from labformat.model.enums import CleanerPolicy, Operation
 from labformat.model.file_group import FileSlice
-from labformat.model.instant import Action, State
-from labformat.model.report import WriteReport
-from labformat.spark.jobs import StepRecorder, describe
+from labformat.model.instant import Action, Instant, State
+from labformat.model.report import CleanDetails, WriteReport
+from labformat.spark.jobs import describe
 from labformat.storage import Storage
 from labformat.timeline import EARLIEST_READABLE_KEY, TIMELINE_DIR, Timeline
-from labformat.write.transaction import WriteTransaction
-
-KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
-KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
+from labformat.write.operation import OperationRun, Plan, WriteOperation, execute
 _DELETED_DDL = "path string, size_bytes long, deleted boolean"
 
 SliceId = tuple[str, str, str]  # (partition path, file id, base instant time)
@@ -66,15 +63,15 @@ def _needed(timeline: Timeline, instant: str) -> set[SliceId]:
     return {_slice_id(s) for s in FileSystemView(timeline, instant).latest_file_slices()}
 
 
-def plan_clean(timeline: Timeline, cfg: Config) -> tuple[list[FileSlice], str | None, str | None]:
+def plan_clean(timeline: Timeline, options: WriteOptions) -> tuple[list[FileSlice], str | None, str | None]:
     """(the file slices to delete, the earliest commit the policy retains, the earliest instant
     still readable after deleting them); nothing to delete: ([], ..., ...)."""
     writes = [i.time for i in timeline.completed_writes()]
     view = FileSystemView(timeline)
     gone_already = timeline.cleaned_paths()
     everything = [s for s in _all_slices(view) if s.path not in gone_already]
-    if cfg.cleaner_policy == KEEP_LATEST_COMMITS:
-        retained = cfg.cleaner_commits_retained
+    if options.cleaner_policy is CleanerPolicy.KEEP_LATEST_COMMITS:
+        retained = options.cleaner_commits_retained
         if len(writes) <= retained:
             return [], None, None
         kept_instants = writes[-retained:]
@@ -83,7 +80,7 @@ def plan_clean(timeline: Timeline, cfg: Config) -> tuple[list[FileSlice], str | 
             keep |= _needed(timeline, instant)
         doomed = [s for s in everything if _slice_id(s) not in keep]
         return doomed, kept_instants[0], kept_instants[0]
-    versions = cfg.cleaner_fileversions_retained
+    versions = options.cleaner_fileversions_retained
     keep = set()
     for group in view.file_groups():
         newest = sorted(group.slices, reverse=True)[:versions]
@@ -126,7 +123,7 @@ def delete_files(ctx: TableContext, paths: list[str]) -> list[tuple[str, int, bo
     return [(r.path, r.size_bytes, r.deleted) for r in rows]
 
 
-def plan_body(doomed: list[FileSlice], storage: Storage, policy: str, earliest: str | None,
+def plan_body(doomed: list[FileSlice], storage: Storage, policy: CleanerPolicy, earliest: str | None,
                readable: str | None, last_write: str | None) -> dict:
     per_partition: dict[str, list[dict]] = {}
     for s in doomed:
@@ -137,7 +134,7 @@ def plan_body(doomed: list[FileSlice], storage: Storage, policy: str, earliest: 
         "earliestInstantToRetain": ({"timestamp": earliest, "action": "commit", "state": "COMPLETED"}
                                     if earliest else None),
         "lastCompletedCommitTimestamp": last_write or "",
-        "policy": policy,
+        "policy": policy.value,
         "filePathsToBeDeletedPerPartition": per_partition,
         "partitionsToBeDeleted": [],
         "version": 2,
@@ -171,65 +168,84 @@ def _completed_body(plan: dict, instant: str, results: list[tuple[str, int, bool
     }, indent=2)
 
 
-def finish_dead_cleans(ctx: TableContext, cfg: Config) -> list[str]:
-    """Complete the pending cleans whose writers died (heartbeat expired): run their plans again and
-    publish them. A clean is never rolled back: files it deleted cannot come back, and its plan
-    deletes only what no retained instant reads."""
-    finished = []
-    interval_s, misses = cfg.heartbeat_interval_ms / 1000, cfg.heartbeat_tolerable_misses
-    for pending in [i for i in ctx.timeline.pending() if i.action is Action.CLEAN]:
-        if heartbeat_status(ctx.storage, pending.time, interval_s, misses).alive:
-            continue
-        started = time.monotonic()
-        try:
-            plan = json.loads(ctx.storage.read_bytes(f"{TIMELINE_DIR}/{pending.to(State.REQUESTED).file_name}"))
-        except (ValueError, FileNotFoundError):
-            continue  # Apache Hudi's own (Avro) plan, or none: not labformat's to finish
-        if not isinstance(plan, dict):
-            continue
-        results = delete_files(ctx, list(plan.get("labformat.paths") or []))
-        with TableLock(ctx.storage, wait_s=cfg.lock_wait_time_ms / 1000, expire_s=cfg.lock_expire_minutes * 60):
-            timeline = ctx.timeline.fresh()
-            if any(i.time == pending.time and i.action is Action.CLEAN for i in timeline.pending()):
-                inflight = pending.to(State.INFLIGHT)
-                if pending.state is State.REQUESTED:
-                    inflight = timeline.to_inflight(pending)
-                timeline.complete(inflight, _completed_body(plan, pending.time, results, started))
-                finished.append(pending.time)
-    return finished
+@dataclass
+class CleanPlan(Plan):
+    body: dict | None = None  # what `<instant>.clean.requested` holds (HoodieCleanerPlan's fields)
+    details: CleanDetails | None = None
 
 
-def run(ctx: TableContext, cfg: Config) -> WriteReport:
-    """Clean the table by the policy in `cfg` (see the module docstring). Nothing to delete: instant None."""
-    steps = StepRecorder(ctx.spark)
-    finished = finish_dead_cleans(ctx, cfg)
-    if finished:
-        ctx = TableContext(ctx.spark, ctx.storage, ctx.config, ctx.timeline.fresh())
-    with WriteTransaction(ctx, "clean", Action.CLEAN, options=cfg) as tx:
-        with steps.step("plan"):
-            doomed, earliest, readable = plan_clean(ctx.timeline, cfg)
-        details = {"policy": cfg.cleaner_policy,
-                   "retained": (cfg.cleaner_commits_retained if cfg.cleaner_policy == KEEP_LATEST_COMMITS
-                                else cfg.cleaner_fileversions_retained),
-                   "earliest_commit_to_retain": earliest, "earliest_readable_instant": readable,
-                   "file_slices_deleted": len(doomed),
-                   "replaced_file_groups_deleted": len({(s.partition_path, s.file_id) for s in doomed} &
-                                                       set(FileSystemView(ctx.timeline).replaced)),
-                   "finished_dead_cleans": finished}
-        if not doomed:
-            return tx.abandon(steps=tuple(steps.steps), options=dict(cfg),
-                              details={**details, "files_deleted": 0, "bytes_freed": 0})
+class Clean(WriteOperation):
+    """Clean the table by the policy in its options (see the module docstring). Nothing to delete:
+    instant None. Each dead clean's plan is finished first, by a `Clean` that resumes its instant."""
+
+    kind = Operation.CLEAN
+    write_step = "delete"
+
+    def __init__(self, resume: tuple[Instant, dict] | None = None, finished: tuple[str, ...] = ()):
+        self.resume = resume  # (a dead clean's pending instant, its plan): finish it, plan nothing new
+        self.finished = finished  # the dead cleans finished just before this one (its report says so)
+
+    def action(self, ctx: TableContext) -> Action:
+        return Action.CLEAN
+
+    def plan(self, run: OperationRun) -> CleanPlan:
+        ctx, options = run.ctx, run.options
+        if self.resume is not None:
+            instant, body = self.resume
+            return CleanPlan(resume=instant, body=body, details=_resumed_details(body))
+        with run.step("plan"):
+            doomed, earliest, readable = plan_clean(ctx.timeline, options)
+        policy = options.cleaner_policy
+        replaced = set(FileSystemView(ctx.timeline).replaced)
+        details = CleanDetails(
+            policy.value, options.cleaner_commits_retained if policy is CleanerPolicy.KEEP_LATEST_COMMITS
+            else options.cleaner_fileversions_retained, earliest, readable, len(doomed),
+            len({(s.partition_path, s.file_id) for s in doomed} & replaced), self.finished)
         latest = ctx.timeline.latest_completed_write()
-        plan = plan_body(doomed, ctx.storage, cfg.cleaner_policy, earliest, readable,
-                          latest.time if latest else None)
-        started = time.monotonic()
-        with steps.step("start_instant"):
-            instant = tx.start(plan=plan)
-        with steps.step("delete"):
-            results = delete_files(ctx, plan["labformat.paths"])
-        with steps.step("commit"):
-            tx.publish(_completed_body(plan, instant.time, results, started))
-    details.update(files_deleted=sum(1 for _, _, d in results if d), bytes_freed=sum(b for _, b, d in results if d))
-    return WriteReport("clean", instant.time, rows_in=0, rows_written=0, rows_inserted=0, steps=tuple(steps.steps),
-                       options=dict(cfg), rolled_back=tx.rolled_back, details=details)
+        body = plan_body(doomed, ctx.storage, policy, earliest, readable, latest.time if latest else None)
+        return CleanPlan(nothing_to_do=not doomed, requested=body, body=body, details=details)
 
+    def write(self, run: OperationRun, plan: CleanPlan, instant: Instant) -> list[tuple[str, int, bool]]:
+        self.started = time.monotonic()
+        return delete_files(run.ctx, list(plan.body.get("labformat.paths") or []))
+
+    def commit(self, run: OperationRun, plan: CleanPlan, written: list[tuple[str, int, bool]]) -> None:
+        run.tx.publish(_completed_body(plan.body, run.tx.instant.time, written, self.started))
+
+    def report(self, run: OperationRun, plan: CleanPlan, written, instant: str | None) -> WriteReport:
+        deleted = [(b, d) for _, b, d in written or ()]
+        details = replace(plan.details, files_deleted=sum(1 for _, d in deleted if d),
+                          bytes_freed=sum(b for b, d in deleted if d))
+        return run.report(instant, details=details)
+
+
+def _resumed_details(body: dict) -> CleanDetails:
+    earliest = (body.get("earliestInstantToRetain") or {}).get("timestamp")
+    return CleanDetails(str(body.get("policy")), 0, earliest, body.get(EARLIEST_READABLE_KEY),
+                        len(body.get("labformat.paths") or ()), 0)
+
+
+def dead_cleans(ctx: TableContext) -> list[tuple[Instant, dict]]:
+    """The pending cleans labformat planned (their JSON plans): the ones whose writers died are resumed
+    (the transaction checks the heartbeat under the lock). Apache Hudi's own (Avro) plans are not
+    labformat's to finish."""
+    out = []
+    for pending in [i for i in ctx.timeline.pending() if i.action is Action.CLEAN]:
+        try:
+            body = json.loads(ctx.storage.read_bytes(f"{TIMELINE_DIR}/{pending.to(State.REQUESTED).file_name}"))
+        except (ValueError, FileNotFoundError):
+            continue
+        if isinstance(body, dict):
+            out.append((pending, body))
+    return out
+
+
+def clean(ctx: TableContext, options: WriteOptions) -> WriteReport:
+    """`Table.clean`: finish the dead cleans, then clean by the policy."""
+    finished = []
+    for pending, body in dead_cleans(ctx):
+        if execute(Clean(resume=(pending, body)), ctx, options).instant is not None:
+            finished.append(pending.time)
+    if finished:
+        ctx = ctx.refreshed()
+    return execute(Clean(finished=tuple(finished)), ctx, options)

@@ -26,30 +26,30 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from labformat.config import Config
+from labformat.config import WriteOptions
 from labformat.context import TableContext
 from labformat.errors import ConfigError
-from labformat.fileformat.arrow_columns import conform_to_spark, constant
+from labformat.fileformat.arrow_columns import conform_to_spark
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fs_view import check_base_files
 from labformat.fileformat.parquet_io import read_base_file
-from labformat.model.base_file import new_file_id, write_token
+from labformat.model.base_file import new_file_id
 from labformat.model.commit import NULL_COMMIT
-from labformat.model.enums import IndexType
+from labformat.model.enums import IndexType, Operation
 from labformat.model.file_group import FileSlice
-from labformat.model.instant import Action
-from labformat.model.report import WriteReport
-from labformat.schema import FILE_NAME, META_COLUMNS, RECORD_KEY, with_meta_columns
-from labformat.spark.jobs import StepRecorder, describe
+from labformat.model.instant import Action, Instant
+from labformat.model.report import ClusteringDetails, WriteReport
+from labformat.schema import META_COLUMNS, RECORD_KEY, with_meta_columns
+from labformat.spark.jobs import describe
 from labformat.storage import Storage
-from labformat.write.arrow_writer import BaseFileWriter, WriteSpec, task_identity
-from labformat.write.transaction import WriteTransaction
+from labformat.write.arrow_writer import WriteSpec, this_task, write_rows_as_base_file
+from labformat.write.operation import OperationRun, Plan, WriteOperation, key_column, write_spec
 
 STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
 _GROUP_DDL = "partition_path string, paths string, outputs int"
@@ -79,17 +79,17 @@ def _csv(value: str) -> list[str]:
     return [v for v in value.split(",") if v]
 
 
-def check_clusterable(ctx: TableContext, cfg: Config) -> list[str]:
+def check_clusterable(ctx: TableContext, options: WriteOptions) -> list[str]:
     """ConfigError for a table or options clustering cannot take; the sort columns otherwise."""
     conf = ctx.config
-    if conf.index_type == IndexType.BUCKET:
+    if conf.index_type is IndexType.BUCKET:
         raise ConfigError(f"{ctx.storage.base_uri} is a BUCKET table: its index fixes each record key's file "
                           "group (hoodie.index.type=BUCKET), so clustering cannot move records to new ones")
     if not conf.populate_meta_fields:
         raise ConfigError("clustering sorts and ranges base files by their stored record keys; this table keeps "
                           "none (hoodie.populate.meta.fields=false)")
     schema = ctx.schema()
-    columns = _csv(cfg.clustering_sort_columns)
+    columns = _csv(options.clustering_sort_columns)
     known = [f.name for f in schema.fields] if schema is not None else []
     unknown = [c for c in columns if c not in known and c not in META_COLUMNS]
     if unknown:
@@ -98,29 +98,29 @@ def check_clusterable(ctx: TableContext, cfg: Config) -> list[str]:
     return columns
 
 
-def plan_clustering(slices: list[FileSlice], cfg: Config) -> list[ClusteringGroup]:
+def plan_clustering(slices: list[FileSlice], options: WriteOptions) -> list[ClusteringGroup]:
     """The strategy (see the module docstring): small slices without logs, grouped per partition."""
     partitions = sorted({s.partition_path for s in slices})
-    skip = cfg.clustering_skip_partitions_from_latest
+    skip = options.clustering_skip_partitions_from_latest
     allowed = set(partitions[:len(partitions) - skip] if skip else partitions)
-    selected = _csv(cfg.clustering_partitions)
+    selected = _csv(options.clustering_partitions)
     if selected:
         allowed &= set(selected)
     groups = []
     for partition in sorted(allowed):
         small = sorted((s for s in slices if s.partition_path == partition and not s.has_logs
-                        and s.size_bytes < cfg.clustering_small_file_limit),
+                        and s.size_bytes < options.clustering_small_file_limit),
                        key=lambda s: (s.base_instant_time, s.path))
         bins: list[list[FileSlice]] = []
         for s in small:
-            if not bins or sum(x.size_bytes for x in bins[-1]) + s.size_bytes > cfg.clustering_max_bytes_per_group:
+            if not bins or sum(x.size_bytes for x in bins[-1]) + s.size_bytes > options.clustering_max_bytes_per_group:
                 bins.append([])
             bins[-1].append(s)
         for chosen in bins:
             if len(chosen) < 2:
                 continue
             size = sum(s.size_bytes for s in chosen)
-            outputs = max(1, math.ceil(size / cfg.clustering_target_file_max_bytes))
+            outputs = max(1, math.ceil(size / options.clustering_target_file_max_bytes))
             if outputs >= len(chosen):
                 continue  # as many files after as before: nothing gained
             groups.append(ClusteringGroup(partition, tuple(chosen), outputs))
@@ -131,8 +131,7 @@ def cluster_group_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, sort_
                        schema) -> Iterator[pa.RecordBatch]:
     """A Spark task per clustering group: read its base files, sort the rows, write them as new file groups."""
     storage = Storage(spec.base_uri)
-    task_partition, stage, attempt = task_identity()
-    token = write_token(task_partition, stage, attempt)
+    task = this_task()
     for batch in batches:
         for row in batch.to_pylist():
             paths = json.loads(row["paths"])
@@ -151,61 +150,68 @@ def cluster_group_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, sort_
                 part = rows.slice(n * per_file, per_file)
                 if part.num_rows == 0 and n > 0:
                     continue
-                f = BaseFileWriter(storage, spec, row["partition_path"], new_file_id(), token, part.schema, NULL_COMMIT)
-                part = part.set_column(part.schema.get_field_index(FILE_NAME), FILE_NAME, constant(f.name, part.num_rows))
-                f.write(part, inserts=0, updates=0)
-                stat = f.close(task_partition, attempt)
                 share = bytes_in if n == 0 else 0  # the group's bytes read, counted once
-                yield BaseFileStat.record_batch([BaseFileStat(**{**asdict(stat), "prev_size": share})])
+                stat = write_rows_as_base_file(storage, spec, row["partition_path"], new_file_id(), task, part,
+                                               NULL_COMMIT, share)
+                yield BaseFileStat.record_batch([stat])
 
 
-def run(ctx: TableContext, cfg: Config) -> WriteReport:
-    """Cluster the table's small files (see the module docstring); a report with instant None when
-    no partition has two small files to put together."""
-    sort_columns = check_clusterable(ctx, cfg)
-    steps = StepRecorder(ctx.spark)
-    with WriteTransaction(ctx, "cluster", Action.REPLACE_COMMIT, options=cfg) as tx:
-        with steps.step("plan"):
-            groups = plan_clustering(ctx.file_system_view().latest_file_slices(), cfg)
+@dataclass
+class ClusteringPlan(Plan):
+    groups: list[ClusteringGroup] | None = None
+    sort_columns: list[str] | None = None
+    details: ClusteringDetails | None = None
+
+
+class Clustering(WriteOperation):
+    """Cluster the table's small files (see the module docstring); a report with instant None when no
+    partition has two small files to put together."""
+
+    kind = Operation.CLUSTER
+
+    def action(self, ctx: TableContext) -> Action:
+        return Action.REPLACE_COMMIT
+
+    def plan(self, run: OperationRun) -> ClusteringPlan:
+        ctx, options = run.ctx, run.options
+        sort_columns = check_clusterable(ctx, options)
+        with run.step("plan"):
+            groups = plan_clustering(ctx.file_system_view().latest_file_slices(), options)
             check_base_files(ctx.storage, [s for g in groups for s in g.slices])
         plan = {"inputGroups": [g.to_json_dict() for g in groups],
                 "strategy": {"strategyClassName": STRATEGY, "version": 1, "strategyParams": {
                     "hoodie.clustering.plan.strategy.sort.columns": ",".join(sort_columns),
-                    "hoodie.clustering.plan.strategy.target.file.max.bytes": str(cfg.clustering_target_file_max_bytes)}},
+                    "hoodie.clustering.plan.strategy.target.file.max.bytes": str(options.clustering_target_file_max_bytes)}},
                 "extraMetadata": {}, "version": 1, "preserveHoodieMetadata": True}
-        details = {"sort_columns": sort_columns or [ctx.config.record_key],
-                   "clustering_groups": len(groups),
-                   "files_in": sum(len(g.slices) for g in groups),
-                   "bytes_in": sum(g.bytes_in for g in groups),
-                   "plan": plan["inputGroups"]}
-        if not groups:
-            return tx.abandon(steps=tuple(steps.steps), options=dict(cfg),
-                              details={**details, "files_out": 0, "bytes_out": 0})
+        details = ClusteringDetails(tuple(sort_columns or [ctx.config.record_key]), len(groups),
+                                    sum(len(g.slices) for g in groups), sum(g.bytes_in for g in groups),
+                                    tuple(plan["inputGroups"]))
+        return ClusteringPlan(nothing_to_do=not groups, groups=groups, sort_columns=sort_columns, details=details,
+                              requested={"clusteringPlan": plan, "extraMetadata": {}, "version": 1})
+
+    def write(self, run: OperationRun, plan: ClusteringPlan, instant: Instant) -> list[BaseFileStat]:
+        ctx = run.ctx
         data_schema = ctx.schema()
-        with steps.step("start_instant"):
-            instant = tx.start(plan={"clusteringPlan": plan, "extraMetadata": {}, "version": 1})
-        with steps.step("write"):
-            spec = WriteSpec(ctx.storage.base_uri, instant.time, ctx.config.record_key,
-                             tuple(f.name for f in data_schema.fields), cfg.clustering_target_file_max_bytes,
-                             cfg.compression_codec, bloom_fpp=cfg.bloom_fpp, bloom_num_entries=cfg.bloom_num_entries,
-                             collect_bloom=ctx.config.bloom_filter_enable, bloom_type=cfg.bloom_filter_type,
-                             bloom_max_entries=cfg.bloom_dynamic_max_entries)
-            rows = [(g.partition_path, json.dumps([s.path for s in g.slices]), g.output_file_groups) for g in groups]
-            file_schema = with_meta_columns(data_schema)
-            tasks = ctx.spark.createDataFrame(ctx.spark.sparkContext.parallelize(rows, len(rows)), _GROUP_DDL)
-            with describe(ctx.spark, "sort clustering groups, write base files"):
-                collected = tasks.mapInArrow(lambda b: cluster_group_task(b, spec, sort_columns, file_schema),
-                                             BaseFileStat.spark_ddl()).collect()
-            stats = [BaseFileStat.from_row(r) for r in collected]
-        with steps.step("commit"):
-            replaced: dict[str, tuple[str, ...]] = {}
-            for g in groups:
-                replaced[g.partition_path] = replaced.get(g.partition_path, ()) + tuple(s.file_id for s in g.slices)
-            tx.commit(stats, data_schema, replaced=replaced)
-    files = tuple(s.to_file_report() for s in sorted(stats, key=lambda s: s.path))
-    rows_written = sum(f.rows for f in files)
-    details.update(files_out=len(files), bytes_out=sum(f.size_bytes for f in files),
-                   bytes_read=sum(s.prev_size for s in stats))
-    return WriteReport("cluster", instant.time, rows_in=rows_written, rows_written=rows_written, rows_inserted=0,
-                       steps=tuple(steps.steps), files=files, options=dict(cfg), rolled_back=tx.rolled_back,
-                       details=details)
+        spec = write_spec(ctx, run.options, instant.time, data_schema, key_column(ctx, data_schema),
+                          max_file_size=run.options.clustering_target_file_max_bytes)
+        rows = [(g.partition_path, json.dumps([s.path for s in g.slices]), g.output_file_groups) for g in plan.groups]
+        file_schema, sort_columns = with_meta_columns(data_schema), plan.sort_columns
+        tasks = ctx.spark.createDataFrame(ctx.spark.sparkContext.parallelize(rows, len(rows)), _GROUP_DDL)
+        with describe(ctx.spark, "sort clustering groups, write base files"):
+            collected = tasks.mapInArrow(lambda b: cluster_group_task(b, spec, sort_columns, file_schema),
+                                         BaseFileStat.spark_ddl()).collect()
+        return [BaseFileStat.from_row(r) for r in collected]
+
+    def commit(self, run: OperationRun, plan: ClusteringPlan, written: list[BaseFileStat]) -> None:
+        replaced: dict[str, tuple[str, ...]] = {}
+        for g in plan.groups:
+            replaced[g.partition_path] = replaced.get(g.partition_path, ()) + tuple(s.file_id for s in g.slices)
+        run.tx.commit(written, run.ctx.schema(), replaced=replaced)
+
+    def report(self, run: OperationRun, plan: ClusteringPlan, written, instant: str | None) -> WriteReport:
+        if written is None:
+            return run.report(None, details=plan.details)
+        rows = sum(s.num_writes for s in written)
+        details = replace(plan.details, files_out=len(written), bytes_out=sum(s.file_size for s in written),
+                          bytes_read=sum(s.prev_size for s in written))
+        return run.report(instant, written, rows_in=rows, rows_written=rows, details=details)

@@ -21,7 +21,7 @@ from labformat.model.enums import Operation
 from labformat.model.log_file import LogFile
 from labformat.schema import META_COLUMNS
 from labformat.storage import Storage
-from labformat.write.arrow_writer import WriteSpec, add_meta_columns
+from labformat.write.arrow_writer import TaskIdentity, WriteSpec, add_meta_columns
 
 # A delete block's ordering value. Zero is Hudi's "natural" ordering: the delete wins over every
 # record its instant is later than, whatever their precombine values (what Hudi's Spark writer
@@ -29,8 +29,8 @@ from labformat.write.arrow_writer import WriteSpec, add_meta_columns
 DELETE_ORDERING = 0
 
 
-def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec, target, operation: str,
-                    task: tuple[int, int, int], token: str, incoming_bytes: int) -> BaseFileStat:
+def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec, target, operation: Operation,
+                    task: TaskIdentity, incoming_bytes: int) -> BaseFileStat:
     """Write one log file holding `incoming` (updates, as an Avro data block) or its keys (deletes,
     as a delete block) for `target`'s latest slice; its write stat.
 
@@ -41,15 +41,14 @@ def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec
     """
     started = time.monotonic()
     storage = Storage(spec.base_uri)
-    task_partition, _, attempt = task
     base_name = BaseFile.parse(target.old_path).name
     order = pc.sort_indices(incoming_keys)
     keys = incoming_keys.take(order)
     version = target.log_version
     while True:
-        log = LogFile(target.file_id, target.prev_commit, version, token)
+        log = LogFile(target.file_id, target.prev_commit, version, task.token)
         path = f"{target.partition_path}/{log.name}" if target.partition_path else log.name
-        block = _block(incoming.take(order), keys, spec, target.partition_path, log.name, task_partition, operation)
+        block = _block(incoming.take(order), keys, spec, target.partition_path, log.name, task.partition, operation)
         data = block.to_bytes()
         markers.create(storage, spec.instant_time, path)
         if storage.create_exclusive(path, data):
@@ -57,23 +56,23 @@ def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec
         markers.delete_one(storage, spec.instant_time, path)  # not ours: never let a rollback delete it
         version += 1
     stats = ColumnStatsCollector(spec.data_columns)
-    if operation != Operation.DELETE:
+    if operation is not Operation.DELETE:
         stats.add(incoming.select(list(spec.data_columns)))
     n = incoming.num_rows
-    deletes = n if operation == Operation.DELETE else 0
+    deletes = n if operation is Operation.DELETE else 0
     return BaseFileStat(
         partition_path=target.partition_path, file_id=target.file_id, path=path, prev_commit=target.prev_commit,
         num_writes=n - deletes, num_inserts=0, num_update_writes=n - deletes, num_deletes=deletes,
         file_size=len(data), min_key=keys[0].as_py() if n else None, max_key=keys[n - 1].as_py() if n else None,
-        write_ms=int((time.monotonic() - started) * 1000), bloom_ms=0, task_partition=task_partition,
-        task_attempt=attempt, prev_min_key=None, prev_max_key=None, prev_size=0, incoming_bytes=incoming_bytes,
+        write_ms=int((time.monotonic() - started) * 1000), bloom_ms=0, task_partition=task.partition,
+        task_attempt=task.attempt, prev_min_key=None, prev_max_key=None, prev_size=0, incoming_bytes=incoming_bytes,
         column_stats=stats.to_json(), bloom=None, bloom_bytes=0, base_file=base_name, log_version=version,
     )
 
 
 def _block(rows: pa.Table, keys: pa.Array, spec: WriteSpec, partition_path: str, log_name: str,
-           task_partition: int, operation: str) -> LogBlock:
-    if operation == Operation.DELETE:
+           task_partition: int, operation: Operation) -> LogBlock:
+    if operation is Operation.DELETE:
         return delete_block(keys.to_pylist(), partition_path, [DELETE_ORDERING] * len(keys), pa.int64(),
                             spec.instant_time)
     data = rows.select(list(spec.data_columns))

@@ -15,7 +15,6 @@ from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.footers import KeyFooter
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.fileformat.parquet_io import read_base_file_with_footer
-from labformat.model.base_file import write_token
 from labformat.model.enums import Operation
 from labformat.schema import FILE_NAME, META_COLUMNS, RECORD_KEY
 from labformat.storage import Storage
@@ -26,7 +25,7 @@ from labformat.write.arrow_writer import (
     WriteSpec,
     add_meta_columns,
     nullable_field,
-    task_identity,
+    this_task,
 )
 
 TARGET = "_lf_target"  # which write target (file group) a row goes to
@@ -89,7 +88,7 @@ def _create_file_groups(incoming: pa.Table, incoming_keys: pa.Array, spec: Write
 
 
 def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets: dict[int, Target],
-                     operation: str) -> Iterator[pa.RecordBatch]:
+                     operation: Operation) -> Iterator[pa.RecordBatch]:
     """Merge one target's incoming rows into its file group and write its new file slice.
 
     upsert: rows of the old base file whose key is not incoming are carried over as they
@@ -114,17 +113,16 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     target = targets[target_ids[0]]
     check_record_keys(incoming, spec.record_key)
     storage = Storage(spec.base_uri)
-    task_partition, stage, attempt = task_identity()
-    token = write_token(task_partition, stage, attempt)
+    task = this_task()
     incoming_keys = pc.cast(incoming.column(spec.record_key), pa.string())
     if target.appends_log:
-        fresh = incoming.select(list(spec.data_columns) if operation != Operation.DELETE else [spec.record_key])
+        fresh = incoming.select(list(spec.data_columns) if operation is not Operation.DELETE else [spec.record_key])
         stat = append_log_file(incoming, incoming_keys.combine_chunks(), spec, target, operation,
-                               (task_partition, stage, attempt), token,
+                               task,
                                _incoming_parquet_bytes(fresh, spec.compression))
         yield BaseFileStat.record_batch([stat])
         return
-    if target.old_path is None and operation != Operation.DELETE and target.file_id_prefix is None:
+    if target.old_path is None and operation is not Operation.DELETE and target.file_id_prefix is None:
         yield BaseFileStat.record_batch(_create_file_groups(incoming, incoming_keys, spec, target))
         return
 
@@ -144,7 +142,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         old_keys = old.column(RECORD_KEY).combine_chunks()
     else:  # no keys stored: computed from the key fields, as the incoming ones were in Spark
         old_keys = spec.keygen.record_keys_arrow(old)
-    if operation == Operation.DELETE:
+    if operation is Operation.DELETE:
         if old is None:
             raise RuntimeError(f"delete routed to file group {target.file_id} that has no base file")
         deletes = int(pc.sum(pc.is_in(incoming_keys, value_set=old_keys)).as_py() or 0)
@@ -158,7 +156,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         file_schema = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS]
                                 + [nullable_field(fresh.schema.field(c)) for c in spec.data_columns])
         new_rows = add_meta_columns(incoming, spec, file_schema, target.partition_path, "",
-                                    f"{spec.instant_time}_{task_partition}_", 0)
+                                    f"{spec.instant_time}_{task.partition}_", 0)
     # An update-only merge (every incoming key is already in the old base file, the common
     # case for the file groups a day of corrections touches) into a base file sorted by key
     # replaces each updated row where it stands: no sort of the whole file slice.
@@ -181,11 +179,11 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     incoming_bytes = _incoming_parquet_bytes(
         fresh if fresh is not None else incoming.select([spec.record_key]), spec.compression)
 
-    f = BaseFileWriter(storage, spec, target.partition_path, target.file_id, token, file_schema, target.prev_commit)
+    f = BaseFileWriter(storage, spec, target.partition_path, target.file_id, task.token, file_schema, target.prev_commit)
     merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME, constant(f.name, merged.num_rows))
     f.write(merged, inserts=inserts, updates=updates)
     # The same keys as the old base file: its bloom filter is this file's too.
-    stat = f.close(task_partition, attempt, same_keys_bloom=old_bloom if update_only else None)
+    stat = f.close(task.partition, task.attempt, same_keys_bloom=old_bloom if update_only else None)
     stat = replace(stat, num_deletes=deletes, prev_min_key=prev_min, prev_max_key=prev_max, prev_size=prev_size,
                    incoming_bytes=incoming_bytes)
     yield BaseFileStat.record_batch([stat])

@@ -1,14 +1,14 @@
-"""The write transaction: one write's instant through Hudi's commit protocol, shared by every write path."""
+"""The write transaction: one operation's instant through Hudi's commit protocol; the only code that takes the table lock or completes an instant."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from pyspark.sql import types as T
 
 from labformat import config as C
 from labformat import markers
-from labformat._faults import crash_point
+from labformat.hooks import crash_point
 from labformat.context import TableContext
 from labformat.errors import ConcurrentWriteError, LabformatError, from_task_failure, storage_error
 from labformat.fileformat.base_file_stat import BaseFileStat
@@ -17,6 +17,7 @@ from labformat.fs_view import FileSystemView, refuse_nested_partitions
 from labformat.heartbeat import Heartbeat, delete_heartbeats, heartbeat_status
 from labformat.lock import TableLock
 from labformat.metadata import write_metadata
+from labformat.metadata.table import delete_metadata_of
 from labformat.model.base_file import BaseFile
 from labformat.model.commit import (
     BLOOM_FILTER_BYTES_KEY,
@@ -26,29 +27,25 @@ from labformat.model.commit import (
     WriteStat,
 )
 from labformat.model.file_group import FileSlice
-from labformat.model.instant import WRITE_ACTIONS, Action, Instant
-from labformat.model.report import WriteReport
+from labformat.model.enums import ConcurrencyMode, Operation
+from labformat.model.instant import WRITE_ACTIONS, Action, Instant, State
 from labformat.schema import avro_schema_json
 from labformat.timeline import Timeline
 from labformat.write.conflict import check_conflicts
 
-OCC = "OPTIMISTIC_CONCURRENCY_CONTROL"
 PARTITION_METADATA = ".hoodie_partition_metadata"
 
 
 class WriteTransaction:
-    """One write (bulk insert, upsert or delete) of one table, from its plan to its completed commit.
+    """One operation (a write or a table service) of one table, from its plan to its completed instant.
+    `write/operation.py` drives it for every operation::
 
-    ::
-
-        with WriteTransaction(ctx, "upsert") as tx:
+        with WriteTransaction(ctx, Operation.UPSERT, Action.COMMIT, options) as tx:
             ...                                  # validate and plan: no instant yet
             if nothing_to_write:
-                return tx.abandon(steps=...)     # an empty write: report with instant=None
-            tx.start()                           # requested -> inflight
+                tx.abandon()                     # an empty write: no instant left behind
+            tx.start(plan)                       # requested -> inflight
             stats = write_tasks(tx.instant.time)
-            if not stats:
-                return tx.abandon(steps=...)
             tx.commit(stats, data_schema)        # completed commit published atomically
 
     The rules every write path shares:
@@ -76,31 +73,28 @@ class WriteTransaction:
       path; the instant is rolled back as if the write had failed.
     """
 
-    def __init__(self, ctx: TableContext, operation: str, action: Action = Action.COMMIT,
-                 options: C.Config | None = None):
+    def __init__(self, ctx: TableContext, operation: Operation, action: Action = Action.COMMIT,
+                 options: C.WriteOptions | None = None):
         self.ctx = ctx
-        # The write's options (concurrency mode, lock and heartbeat settings); defaults when None.
-        self.options = options if options is not None else C.resolve(None, [C.Scope.WRITE])
+        # The operation's options (concurrency mode, lock and heartbeat settings); defaults when None.
+        self.options = options if options is not None else C.write_options()
         # The transaction's own timeline: its transitions reload it, so it follows this write's
         # instant, while the plan keeps reading the snapshot in `ctx`.
         self.timeline: Timeline | None = None
-        self.operation = operation  # the report's name: "bulk_insert", "upsert", "delete"
+        self.operation = operation
         self.action = action
         self.instant: Instant | None = None  # this write's instant, once started
         self.rolled_back: tuple[str, ...] = ()  # instants of dead writers that `start` rolled back
         self.completed: Instant | None = None
         self._abandoned = False
         self._heartbeat: Heartbeat | None = None
-
-    @classmethod
-    def action_for(cls, ctx: TableContext) -> Action:
-        """The action a write of this table's type is: `commit`, or `deltacommit` on a merge-on-read table."""
-        return Action.DELTA_COMMIT if ctx.config.merge_on_read else Action.COMMIT
+        # Run by the operation protocol once this transaction has committed (inline compaction).
+        self.after_commit: list[Callable[[], Any]] = []
 
     @property
     def operation_type(self) -> str:
-        """Hudi's `operationType` for the commit metadata: BULK_INSERT, UPSERT, DELETE."""
-        return self.operation.upper()
+        """Hudi's `operationType` for the commit metadata: BULK_INSERT, UPSERT, DELETE, COMPACT, ..."""
+        return self.operation.hudi_name
 
     # ---- the protocol -----------------------------------------------------------------------
 
@@ -126,6 +120,43 @@ class WriteTransaction:
             self.instant = timeline.to_inflight(self.instant)
         crash_point("after_start")
         return self.instant
+
+    def resume(self, pending: Instant) -> Instant | None:
+        """Under the table lock: take over `pending`, an instant of this action a dead writer left (its
+        heartbeat missing or expired), to finish its plan; None when it is no longer pending or its
+        writer is alive. A clean is resumed, never rolled back: what it deleted cannot come back."""
+        interval_s, misses = self.options.heartbeat_interval_ms / 1000, self.options.heartbeat_tolerable_misses
+        with self._lock():
+            self.ctx.check_same_table()
+            timeline = self.timeline = self.ctx.timeline.fresh()
+            current = next((i for i in timeline.pending() if (i.time, i.action) == (pending.time, self.action)), None)
+            if current is None or heartbeat_status(self.ctx.storage, pending.time, interval_s, misses).alive:
+                return None
+            self._heartbeat = Heartbeat(self.ctx.storage, pending.time, interval_s, misses).start()
+            self.instant = current if current.state is State.INFLIGHT else timeline.to_inflight(current)
+        crash_point("after_start")
+        return self.instant
+
+    def replace_metadata(self, of: Instant, slices: list[FileSlice], stats: list, expected_latest: Instant) -> None:
+        """Under the table lock: replace the metadata table's entries of the completed instant `of`
+        (the rebuild's), unless another write completed since `expected_latest` was read (then
+        ConcurrentWriteError, nothing replaced): a commit meanwhile would carry stats over from a
+        half-replaced snapshot."""
+        conf = self.ctx.config
+        with self._lock() as lock:
+            self.ctx.check_same_table()
+            timeline = self.ctx.timeline.fresh()
+            now = timeline.completed_writes_by_completion()
+            if not now or now[-1] != expected_latest:
+                raise ConcurrentWriteError(f"commit {now[-1].time if now else None} completed while the metadata table "
+                                           f"was being rebuilt for {expected_latest.time}; nothing was replaced, run "
+                                           "the rebuild again")
+            crash_point("before_publish")
+            lock.verify()
+            delete_metadata_of(self.ctx.storage, of.time)
+            write_metadata(self.ctx.storage, timeline, of.time, slices, stats, conf.column_stats_enable,
+                           conf.bloom_filter_enable, carry_over=False, columns=conf.column_stats_columns)
+        crash_point("after_commit")
 
     def commit(self, stats: list[BaseFileStat], data_schema: T.StructType,
                extra: dict[str, str] | None = None,
@@ -207,7 +238,11 @@ class WriteTransaction:
         # is pending: a failure just after publishing must not undo a completed commit.
         not_rolled_back = None
         try:
-            if self.instant is not None and self.completed is None and not self._abandoned:
+            if self.action is Action.CLEAN and self.instant is not None and self.completed is None and exc is not None:
+                # A clean is never rolled back (what it deleted cannot come back): it stays pending, its
+                # heartbeat stops (below), and the next clean finishes its plan.
+                exc.add_note(f"labformat: clean {self.instant.time} stays pending; the next clean finishes it")
+            elif self.instant is not None and self.completed is None and not self._abandoned:
                 # A failed task fails the job at once, but its sibling tasks run on and may still write
                 # their base files: rolled back before they finish, such a file would outlive the
                 # rollback, and readers (hudi-rs among them) take an uncommitted base file for data.
@@ -248,9 +283,9 @@ class WriteTransaction:
         if translated is not None and translated is not exc:
             raise translated from None
 
-    def abandon(self, **report: Any) -> WriteReport:
-        """End an empty write: remove the started instant's markers, if any; the report of a write
-        that committed nothing (instant None, nothing written). `report`: WriteReport's other fields."""
+    def abandon(self) -> None:
+        """End an empty write: remove the started instant's markers, if any; nothing is committed and
+        no instant of it is left behind."""
         if self.completed is not None:
             raise RuntimeError(f"instant {self.completed.time} is already committed")
         if self.instant is not None and not self._abandoned:
@@ -258,8 +293,6 @@ class WriteTransaction:
             self.timeline.abandon(self.instant)
         self._abandoned = True
         self._stop_heartbeat()
-        return WriteReport(self.operation, None, **{"rows_in": 0, **report, "rows_written": 0, "rows_inserted": 0,
-                                                    "rolled_back": self.rolled_back})
 
     def __enter__(self) -> "WriteTransaction":
         return self
@@ -292,7 +325,7 @@ class WriteTransaction:
         pending = [i for i in timeline.pending() if i.action in WRITE_ACTIONS]
         status = {i.time: heartbeat_status(self.ctx.storage, i.time, interval_s, misses) for i in pending}
         live = [s for s in status.values() if s.alive]
-        if live and self.options.concurrency_mode != OCC:
+        if live and self.options.concurrency_mode is not ConcurrencyMode.OPTIMISTIC_CONCURRENCY_CONTROL:
             other = live[0]
             raise ConcurrentWriteError(
                 f"instant {other.instant_time} of another writer is in flight ({other.describe()}); "

@@ -8,12 +8,16 @@
 6. assign inserts to small files, then to new file groups (bin packing)
 7. write: one Spark task per file group, copy-on-write merge into a new file slice (merge-on-read:
    updates and deletes of an existing file group appended as a log file of its latest slice); commit
+
+`Upsert` runs them as an operation of the protocol (`write/operation.py`): steps 1 to 6 are its plan
+(an `UpsertState` handed from step to step), step 7 its tasks; a BUCKET table's bulk insert is an
+`Upsert` of kind BULK_INSERT (routed by bucket, not deduplicated).
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -21,31 +25,32 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from labformat.config import Config
+from labformat.config import WriteOptions
 from labformat.context import TableContext
 from labformat.errors import ConfigError, InvalidInputError
-from labformat.fs_view import refuse_nested_partitions
 from labformat.fileformat.base_file_stat import BaseFileStat
-from labformat.model.report import WriteReport
-from labformat.schema import avro_schema_json
-from labformat.spark.jobs import WRITE_BASE_FILES, StepRecorder, describe, input_partitions
+from labformat.fs_view import refuse_nested_partitions
 from labformat.index import bloom, bucket, simple
-from labformat.index.base import BUCKET, COUNT, FILE_ID, KEY, PART, IndexContext, TagResult
+from labformat.index.base import BUCKET, COUNT, FILE_ID, KEY, PART, IndexOptions, Lookup, TagResult
 from labformat.index.bucket import bucket_prefix
 from labformat.metadata import MetadataReader
 from labformat.model.base_file import new_file_id
 from labformat.model.commit import LOG_KEYS_IN_BASE_KEY
-from labformat.model.enums import IndexType, Operation
+from labformat.model.enums import IndexType, Operation, ParallelismMode
 from labformat.model.file_group import FileSlice
+from labformat.model.instant import Instant
+from labformat.model.report import TagFunnel, UpsertDetails, WriteReport
+from labformat.spark.jobs import WRITE_BASE_FILES, conf_override, describe, input_partitions
 from labformat.write import sizing
 from labformat.write.arrow_writer import WriteSpec
 from labformat.write.merge import TARGET, Target, merge_file_group
-from labformat.write.transaction import WriteTransaction
+from labformat.write.compaction import inline_compaction
+from labformat.write.operation import OperationRun, Plan, WriteOperation, key_column, write_spec
 
 TASK_KEY = "_lf_task_key"
 NULL_ORDERING = "_lf_null_ordering"  # step 1: input rows of the record with a null precombine value
 BAD_KEYS = "_lf_bad_keys"  # step 1: input rows whose record key is null or blank
-_INDEXES = {IndexType.SIMPLE.value: simple.tag, IndexType.BLOOM.value: bloom.tag, IndexType.BUCKET.value: bucket.tag}
+_INDEXES = {IndexType.SIMPLE: simple.tag, IndexType.BLOOM: bloom.tag, IndexType.BUCKET: bucket.tag}
 
 
 class ProfileRow(NamedTuple):
@@ -93,55 +98,51 @@ class PartitionCount:
 
 # ---- step 1 -------------------------------------------------------------------------------------
 
-def shuffle_parallelism(input_partitions: int, cfg: Config) -> int:
+def shuffle_parallelism(input_partitions: int, options: WriteOptions) -> int:
     """Hudi >= 0.13: min(input partitions, hoodie.upsert.shuffle.parallelism) when that is above 0,
     else the input's partition count. Hudi < 0.13 (LEGACY): the option itself, 200 by default."""
-    configured = cfg.upsert_parallelism
-    if cfg.upsert_parallelism_mode == "LEGACY":
+    configured = options.upsert_parallelism
+    if options.upsert_parallelism_mode is ParallelismMode.LEGACY:
         return configured or 200
     return min(input_partitions, configured) if configured > 0 else input_partitions
 
 
-def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int, keys_only: bool = False,
-                dedupe: bool = True, combine: bool = True) -> tuple[DataFrame, int]:
-    """Step 1: one record per (partition path, record key), the one with the highest precombine value.
+@dataclass(frozen=True)
+class Keyed:
+    """The input with its record key (KEY) and partition path (PART) computed, and what step 1 groups by."""
+
+    rows: DataFrame
+    group: list[str]
+    bad_key: object  # a Column: 1 for a row whose key is null or blank
+
+    @classmethod
+    def of(cls, ctx: TableContext, df: DataFrame) -> "Keyed":
+        conf = ctx.config
+        keyed = df.withColumn(KEY, ctx.record_key_column(df.schema))
+        if conf.partition_field:
+            keyed = keyed.withColumn(PART, ctx.partition_path_column(df.schema))
+        # Counted with the records, so that a null or blank key is refused before any instant starts,
+        # whatever the index (BLOOM's range pruning would meet it only in the tag step's tasks).
+        bad_key = (F.col(KEY).isNull() | (F.trim(F.col(KEY)) == "")).cast("long")
+        # Group by the key alone when the table has no partition field: a constant partition column
+        # would be folded away by the optimizer, the grouping would stop matching the explicit
+        # repartition, and Spark would shuffle a second time (at spark.sql.shuffle.partitions).
+        return cls(keyed, [PART, KEY] if conf.partition_field else [KEY], bad_key)
+
+
+def combine_records(ctx: TableContext, df: DataFrame, parallelism: int) -> DataFrame:
+    """Step 1 (hoodie.combine.before.upsert, the default): one record per (partition path, record key),
+    the one with the highest precombine value.
 
     Ties on the precombine value are broken by the remaining columns, compared in order, so the
     winner never depends on the order rows arrive in. COUNT keeps how many input rows each
     record stood for (the report's deduplicated count), NULL_ORDERING how many of them had a null
-    precombine value (counted in the same aggregation; `partition_counts` sums it, and the upsert
-    refuses the batch, as Hudi refuses a null ordering value). `input_count`: the partitions `df` is read in.
-
-    `combine` False (hoodie.combine.before.upsert=false): no shuffle; every input row is a record
-    of its own, in the same columns, and the partitions stay the input's.
-    """
-    # An empty input can have zero partitions; a shuffle needs at least one.
-    parallelism = max(1, shuffle_parallelism(input_count, cfg))
+    precombine value and BAD_KEYS how many a null or blank key (counted in the same aggregation;
+    `partition_counts` sums them, and the upsert refuses the batch, as Hudi refuses a null
+    ordering value)."""
     conf = ctx.config
-    keyed = df.withColumn(KEY, ctx.record_key_column(df.schema))
-    # Counted with the records, so that a null or blank key is refused before any instant starts,
-    # whatever the index (BLOOM's range pruning would meet it only in the tag step's tasks).
-    bad_key = (F.col(KEY).isNull() | (F.trim(F.col(KEY)) == "")).cast("long")
-    # Group by the key alone when the table has no partition field: a constant partition column
-    # would be folded away by the optimizer, the grouping would stop matching the explicit
-    # repartition below, and Spark would shuffle a second time (at spark.sql.shuffle.partitions).
-    group = [PART, KEY] if conf.partition_field else [KEY]
-    if conf.partition_field:
-        keyed = keyed.withColumn(PART, ctx.partition_path_column(df.schema))
-    if not dedupe:  # bulk insert into a BUCKET table: route rows to buckets, keep every row
-        out = keyed.withColumn(COUNT, F.lit(1).cast("long")).withColumn(BAD_KEYS, bad_key)
-        return _with_partition(ctx, out), input_count
-    if not combine and not keys_only:
-        rows = keyed.withColumn(COUNT, F.lit(1).cast("long")).withColumn(
-            NULL_ORDERING, F.col(conf.precombine_field).isNull().cast("long")).withColumn(BAD_KEYS, bad_key)
-        return _with_partition(ctx, rows.select(*group, COUNT, NULL_ORDERING, BAD_KEYS, *df.columns)), input_count
-    shuffled = keyed.repartition(parallelism, *group)
-    if keys_only:
-        deduped = _with_partition(ctx, shuffled.groupBy(*group).agg(
-            F.count(F.lit(1)).alias(COUNT), F.sum(bad_key).alias(BAD_KEYS)))
-        if conf.keygen.single_field_key:  # the write tasks read the key from the key field's name
-            deduped = deduped.withColumn(conf.record_key, F.col(KEY))
-        return deduped, parallelism
+    keyed = Keyed.of(ctx, df)
+    shuffled = keyed.rows.repartition(parallelism, *keyed.group)
     data_columns = list(df.columns)
     ordering = [conf.precombine_field] + [c for c in data_columns if c != conf.precombine_field]
     orderable = [c for c in ordering if _orderable(df.schema[c].dataType)]
@@ -151,13 +152,57 @@ def deduplicate(ctx: TableContext, df: DataFrame, cfg: Config, input_count: int,
         newest = F.expr(f"max({_struct_sql(ordering)})")
     else:  # maps cannot be compared: order by the other columns, carry the maps along
         newest = F.expr(f"max_by({_struct_sql(ordering)}, {_struct_sql(orderable)})")
-    deduped = shuffled.groupBy(*group).agg(
+    deduped = shuffled.groupBy(*keyed.group).agg(
         newest.alias("_lf_row"), F.count(F.lit(1)).alias(COUNT),
-        F.sum(F.col(conf.precombine_field).isNull().cast("long")).alias(NULL_ORDERING), F.sum(bad_key).alias(BAD_KEYS))
+        F.sum(F.col(conf.precombine_field).isNull().cast("long")).alias(NULL_ORDERING),
+        F.sum(keyed.bad_key).alias(BAD_KEYS))
     # Back out of the struct in the input's column order (the struct's own starts with the precombine field).
-    deduped = deduped.selectExpr(*group, COUNT, NULL_ORDERING, BAD_KEYS,
+    deduped = deduped.selectExpr(*keyed.group, COUNT, NULL_ORDERING, BAD_KEYS,
                                  *[f"_lf_row.{_quoted(c)} AS {_quoted(c)}" for c in data_columns])
-    return _with_partition(ctx, deduped), parallelism
+    return _with_partition(ctx, deduped)
+
+
+def keys_to_delete(ctx: TableContext, df: DataFrame, parallelism: int) -> DataFrame:
+    """Step 1 of a delete: the distinct keys (and partition paths) of the input, each with the rows it
+    stood for; a one-field key also under the key field's own name, which the write tasks read."""
+    conf = ctx.config
+    keyed = Keyed.of(ctx, df)
+    deduped = _with_partition(ctx, keyed.rows.repartition(parallelism, *keyed.group).groupBy(*keyed.group).agg(
+        F.count(F.lit(1)).alias(COUNT), F.sum(keyed.bad_key).alias(BAD_KEYS)))
+    if conf.keygen.single_field_key:
+        deduped = deduped.withColumn(conf.record_key, F.col(KEY))
+    return deduped
+
+
+def every_row(ctx: TableContext, df: DataFrame) -> DataFrame:
+    """Step 1 with hoodie.combine.before.upsert=false: no shuffle; every input row is a record of its
+    own, in the same columns and partitions (a key twice in the batch is then stored twice)."""
+    conf = ctx.config
+    keyed = Keyed.of(ctx, df)
+    rows = keyed.rows.withColumn(COUNT, F.lit(1).cast("long")).withColumn(
+        NULL_ORDERING, F.col(conf.precombine_field).isNull().cast("long")).withColumn(BAD_KEYS, keyed.bad_key)
+    return _with_partition(ctx, rows.select(*keyed.group, COUNT, NULL_ORDERING, BAD_KEYS, *df.columns))
+
+
+def rows_to_buckets(ctx: TableContext, df: DataFrame) -> DataFrame:
+    """Step 1 of a BUCKET table's bulk insert: every row kept, keyed for routing to its bucket."""
+    keyed = Keyed.of(ctx, df)
+    return _with_partition(ctx, keyed.rows.withColumn(COUNT, F.lit(1).cast("long")).withColumn(BAD_KEYS, keyed.bad_key))
+
+
+def deduplicate(ctx: TableContext, df: DataFrame, options: WriteOptions, operation: Operation,
+                input_count: int) -> tuple[DataFrame, int]:
+    """Step 1 for `operation`: (the records, the partitions they are in). `input_count`: the
+    partitions `df` is read in; a shuffle takes `shuffle_parallelism` of them (at least one: an
+    empty input can have none)."""
+    parallelism = max(1, shuffle_parallelism(input_count, options))
+    if operation is Operation.BULK_INSERT:
+        return rows_to_buckets(ctx, df), input_count
+    if operation is Operation.DELETE:
+        return keys_to_delete(ctx, df, parallelism), parallelism
+    if not options.combine_before_upsert:
+        return every_row(ctx, df), input_count
+    return combine_records(ctx, df, parallelism), parallelism
 
 
 def _quoted(name: str) -> str:
@@ -179,17 +224,6 @@ def _orderable(dtype) -> bool:
     if isinstance(dtype, T.StructType):
         return all(_orderable(f.dataType) for f in dtype.fields)
     return True
-
-
-def key_column(ctx: TableContext, data_schema) -> str:
-    """The column write tasks read record keys from: the key field itself when a key is its string
-    value, else the key the key generator computed in Spark (KEY): pyarrow would render a timestamp,
-    a double or a decimal otherwise than Spark's cast does."""
-    conf = ctx.config
-    if conf.keygen.single_field_key and (conf.record_key not in data_schema.names or
-                                         isinstance(data_schema[conf.record_key].dataType, T.StringType)):
-        return conf.record_key
-    return KEY
 
 
 def _with_partition(ctx: TableContext, df: DataFrame) -> DataFrame:
@@ -217,7 +251,7 @@ def counts_by_partition(rows) -> dict[str, PartitionCount]:
             for part, records, rows_in, nulls, bad in rows}
 
 
-def fuses_count_into_tag(ctx: TableContext, index_type: str, operation: Operation) -> bool:
+def fuses_count_into_tag(ctx: TableContext, index_type: IndexType, operation: Operation) -> bool:
     """Whether step 1's count runs inside the tag step's Spark job, saving a job per upsert.
 
     Only without a partition field: the one affected partition is then the table's root, known
@@ -226,7 +260,7 @@ def fuses_count_into_tag(ctx: TableContext, index_type: str, operation: Operatio
     count runs first, in a job of its own (as Hudi counts records per partition first).
     """
     conf = ctx.config
-    return (index_type == IndexType.BLOOM and conf.populate_meta_fields and not conf.partition_field
+    return (index_type is IndexType.BLOOM and conf.populate_meta_fields and not conf.partition_field
             and operation in (Operation.UPSERT, Operation.DELETE))
 
 
@@ -259,23 +293,23 @@ def latest_file_slices(ctx: TableContext, partitions: set[str], writes_rows: boo
 
 # ---- step 3 -------------------------------------------------------------------------------------
 
-def tag_records(lookup: IndexContext, deduped: DataFrame, slices: list[FileSlice], files_in_table: int,
+def tag_records(lookup: Lookup, deduped: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
                 counted: DataFrame | None = None, count_stages: tuple[str, ...] = (),
                 count_shuffles: bool = True) -> TagResult:
     """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert.
     `counted` (BLOOM only): step 1's count, run in the same job as the lookup."""
     if counted is not None:
-        result = bloom.tag(lookup, deduped, slices, files_in_table, counted=counted, count_stages=count_stages,
+        result = bloom.tag(lookup, deduped, slices, files_in_snapshot, counted=counted, count_stages=count_stages,
                            count_shuffles=count_shuffles)
     else:
-        result = _INDEXES[lookup.index_type](lookup, deduped, slices, files_in_table)
+        result = _INDEXES[lookup.options.index_type](lookup, deduped, slices, files_in_snapshot)
     if result.updates is None:  # the profile will count the tagged records, and the write reads them again
         result.tagged = result.tagged.persist()
         result.cleanup.append(result.tagged)
     return result
 
 
-def workload_profile(tag: TagResult, counts: dict[str, PartitionCount], index_type: str) -> Profile:
+def workload_profile(tag: TagResult, counts: dict[str, PartitionCount], index_type: IndexType) -> Profile:
     """Records per file group (updates) and per partition (inserts).
 
     BLOOM counted its matches per file group while checking keys, so inserts are step 1's
@@ -292,29 +326,29 @@ def workload_profile(tag: TagResult, counts: dict[str, PartitionCount], index_ty
         rows += [ProfileRow(part, None, None, c.records - matched.get(part, 0))
                  for part, c in sorted(counts.items()) if c.records > matched.get(part, 0)]
         return Profile(rows, rows_in, records)
-    columns = [PART, FILE_ID] + ([BUCKET] if index_type == IndexType.BUCKET else [])
+    by_bucket = index_type is IndexType.BUCKET
+    columns = [PART, FILE_ID] + ([BUCKET] if by_bucket else [])
     grouped = tag.tagged.groupBy(*columns).agg(F.count(F.lit(1)).alias("records")).collect()
-    rows = [ProfileRow(r[PART], r[FILE_ID], r[BUCKET] if index_type == IndexType.BUCKET else None, r.records)
-            for r in grouped]
+    rows = [ProfileRow(r[PART], r[FILE_ID], r[BUCKET] if by_bucket else None, r.records) for r in grouped]
     return Profile(rows, rows_in, records)
 
 
 # ---- steps 4-6 ----------------------------------------------------------------------------------
 
-def find_small_files(slices: list[FileSlice], cfg: Config) -> dict[str, list[FileSlice]]:
+def find_small_files(slices: list[FileSlice], options: WriteOptions) -> dict[str, list[FileSlice]]:
     """Step 4: small files per partition, the first place inserts go."""
     out: dict[str, list[FileSlice]] = {}
-    for s in sizing.small_files(slices, cfg.small_file_limit):
+    for s in sizing.small_files(slices, options.small_file_limit):
         out.setdefault(s.partition_path, []).append(s)
     return out
 
 
-def estimate_record_size(ctx: TableContext, cfg: Config) -> tuple[int, str]:
+def estimate_record_size(ctx: TableContext, options: WriteOptions) -> tuple[int, str]:
     """Step 5: average bytes per record from the commit history."""
     timeline = ctx.timeline
     commits = [timeline.commit_metadata(i) for i in timeline.completed_writes()]
-    return sizing.average_record_size(commits, cfg.record_size_estimation_threshold, cfg.small_file_limit,
-                                      cfg.record_size_estimate)
+    return sizing.average_record_size(commits, options.record_size_estimation_threshold, options.small_file_limit,
+                                      options.record_size_estimate)
 
 
 @dataclass
@@ -341,7 +375,7 @@ def task_cost(old: FileSlice | None, incoming_records: int, record_size: int) ->
 
 
 def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, list[FileSlice]],
-                   record_size: int, cfg: Config, index_type: str, operation: str,
+                   record_size: int, options: WriteOptions, index_type: IndexType, operation: Operation,
                    merge_on_read: bool = False) -> WritePlan:
     """Step 6: every update's file group is a target; inserts fill small files, then new file groups.
     On a merge-on-read table, update-only and delete targets append log files (`with_log_appends`)."""
@@ -360,21 +394,21 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
                                   old.base_instant_time if old else "null", prefix))
         return index_of[key]
 
-    if index_type == IndexType.BUCKET:
+    if index_type is IndexType.BUCKET:
         routes = []
         for r in profile.rows:
             prefix = bucket_prefix(r.bucket)
-            if operation == Operation.DELETE and r.file_id is None:
+            if operation is Operation.DELETE and r.file_id is None:
                 continue  # no file group in that bucket: nothing to delete
             routes.append((r.partition, r.bucket, target_for(r.partition, r.file_id, prefix)))
         return WritePlan(targets, [], [], sorted(set(routes)), [])
 
     updated = profile.updated_file_groups()
-    if operation == Operation.DELETE:
+    if operation is Operation.DELETE:
         by_size = sorted(updated, key=lambda pf: -(latest[pf].size_bytes if pf in latest else 0))
         plan = WritePlan(targets, [(p, f, target_for(p, f)) for p, f in by_size], [], [], [])
         return with_log_appends(plan, latest) if merge_on_read else plan
-    buckets = sizing.assign_inserts(profile.inserts_per_partition(), small, record_size, cfg.max_file_size)
+    buckets = sizing.assign_inserts(profile.inserts_per_partition(), small, record_size, options.max_file_size)
     # New file groups are named now, so that each can be ranked with the others before it has a task.
     bucket_keys = [(b.partition_path, b.file_id or new_file_id()) for b in buckets]
     incoming = profile.updates_per_file_group()
@@ -495,13 +529,13 @@ def route_records(tag: TagResult, plan: WritePlan, keys: tuple[int, ...]) -> Dat
             .withColumn(TASK_KEY, task_key.cast("long")))
 
 
-def write_file_groups(ctx: TableContext, routed: DataFrame, plan: WritePlan, spec: WriteSpec,
-                      operation: str) -> list[BaseFileStat]:
+def write_file_groups(routed: DataFrame, plan: WritePlan, spec: WriteSpec, operation: Operation
+                      ) -> list[BaseFileStat]:
     """Step 7: one task per target file group merges and writes; returns the tasks' write stats."""
     n = len(plan.targets)
     targets = dict(enumerate(plan.targets))
     key = spec.record_key
-    columns = list(spec.data_columns) if operation != Operation.DELETE else [key]
+    columns = list(spec.data_columns) if operation is not Operation.DELETE else [key]
     if key not in columns:
         columns.append(key)
     with describe(routed.sparkSession, "route records to file groups", WRITE_BASE_FILES, before="move matched keys"):
@@ -527,164 +561,166 @@ def pinned_shuffles(spark, partitions: int):
     three or four per step: at `small`, the median daily upsert took 3.52 s with it and 3.21 s
     without (alternating, 7 days each, one process).
     """
-    conf = spark.conf
-    pinned = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": str(partitions)}
-    saved = {key: conf.get(key, None) for key in pinned}
-    for key, value in pinned.items():
-        conf.set(key, value)
-    try:
+    with conf_override(spark, {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": str(partitions)}):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                conf.unset(key)
+
+
+@dataclass
+class UpsertState(Plan):
+    """What each step of an upsert hands the next: the plan of steps 1 to 6."""
+
+    index_type: IndexType = IndexType.BLOOM
+    data_schema: T.StructType | None = None
+    schema_changes: tuple[str, ...] = ()
+    input: DataFrame | None = None  # the batch, in the table's (evolved) schema
+    input_partitions: int = 0
+    lookup: Lookup | None = None
+    deduped: DataFrame | None = None  # step 1's records, persisted
+    parallelism: int = 0  # step 1's shuffle partitions
+    counts: dict[str, PartitionCount] = field(default_factory=dict)
+    slices: list[FileSlice] = field(default_factory=list)  # step 2
+    files_in_snapshot: int = 0
+    tag: TagResult | None = None  # step 3
+    profile: Profile | None = None
+    small: dict[str, list[FileSlice]] = field(default_factory=dict)  # step 4
+    record_size: int = 0  # step 5
+    record_size_source: str | None = None
+    write_plan: WritePlan | None = None  # step 6
+
+
+class Upsert(WriteOperation):
+    """Upsert (or delete) `df` into the table through the seven steps; a BUCKET table's bulk insert when
+    `kind` is BULK_INSERT. On a merge-on-read table with `hoodie.compact.inline`, the compaction due
+    after the delta commit is a post-commit step of its transaction (`report.compaction`)."""
+
+    def __init__(self, df: DataFrame, kind: Operation):
+        self.df = df
+        self.kind = kind
+
+    def index_type(self, ctx: TableContext, options: WriteOptions) -> IndexType:
+        """The write's index (a write may switch between SIMPLE and BLOOM, never to or from BUCKET)."""
+        table_index = ctx.config.index_type
+        index_type = options.index_type or table_index
+        if (index_type is IndexType.BUCKET) != (table_index is IndexType.BUCKET):
+            raise ConfigError(f"hoodie.index.type={index_type.value}: this table was created with {table_index.value}; "
+                              "a BUCKET table's layout is fixed, so neither switch to nor from BUCKET")
+        return index_type
+
+    def running(self, run: OperationRun):
+        # Every shuffle without a task count of its own gets the upsert's parallelism (or the cores').
+        state_partitions = input_partitions(self.df)
+        shuffles = max(shuffle_parallelism(state_partitions, run.options), run.ctx.spark.sparkContext.defaultParallelism, 1)
+        return pinned_shuffles(run.ctx.spark, shuffles)
+
+    def plan(self, run: OperationRun) -> UpsertState:
+        ctx, options, kind = run.ctx, run.options, self.kind
+        state = UpsertState(index_type=self.index_type(ctx, options))
+        with run.step("validate"):
+            ctx.validate_input(self.df, need_precombine=kind is Operation.UPSERT, writes_rows=kind.writes_rows
+                               or kind is Operation.BULK_INSERT)
+            if kind is Operation.DELETE:
+                state.data_schema, state.input = ctx.schema(), self.df
             else:
-                conf.set(key, value)
+                state.data_schema, state.schema_changes = ctx.schema_for_write(self.df, options.reconcile_schema)
+                state.input = ctx.conform_input(self.df, state.data_schema)
+        if state.data_schema is None:  # a delete on a table never written to
+            state.nothing_to_do = True
+            return state
+        state.input_partitions = input_partitions(state.input)
+        state.lookup = Lookup(ctx, IndexOptions(state.index_type, ctx.config.bucket_num, options.bloom_prune_by_ranges,
+                                                options.bloom_use_metadata), state.data_schema,
+                              MetadataReader(ctx.storage, ctx.timeline) if options.bloom_use_metadata else None)
+        self._steps_1_to_6(run, state)
+        state.nothing_to_do = not state.write_plan.targets  # an empty write never starts an instant
+        return state
 
-
-def run(ctx: TableContext, df: DataFrame, cfg: Config, operation: Operation):
-    """Upsert or delete `df` into the table through the seven steps.
-
-    BULK_INSERT is the BUCKET table's bulk insert: the same routing by bucket, without
-    deduplication, so that later upserts find every row in its bucket's file group.
-    """
-    conf = ctx.config
-    table_index = conf.index_type
-    index_type = cfg.index_type or table_index
-    if (index_type == IndexType.BUCKET) != (table_index == IndexType.BUCKET):
-        raise ConfigError(f"hoodie.index.type={index_type}: this table was created with {table_index}; "
-                          "a BUCKET table's layout is fixed, so neither switch to nor from BUCKET")
-    steps = StepRecorder(ctx.spark)
-    # The transaction spans every step: a task's bad-input failure in any of them becomes InvalidInputError.
-    with WriteTransaction(ctx, operation, WriteTransaction.action_for(ctx), options=cfg) as tx:
-        with steps.step("validate"):
-            ctx.validate_input(df, need_precombine=operation == Operation.UPSERT,
-                               writes_rows=operation != Operation.DELETE)
-            if operation == Operation.DELETE:
-                data_schema, schema_changes = ctx.schema(), ()
+    def _steps_1_to_6(self, run: OperationRun, state: UpsertState) -> None:
+        ctx, options, kind = run.ctx, run.options, self.kind
+        fused = fuses_count_into_tag(ctx, state.index_type, kind)
+        with run.step("deduplicate"):
+            deduped, state.parallelism = deduplicate(ctx, state.input, options, kind, state.input_partitions)
+            deduped = deduped.persist()
+            run.cleanup.append(deduped)
+            combined = kind is not Operation.BULK_INSERT and (options.combine_before_upsert or kind is not Operation.UPSERT)
+            count_stages = ("read input",) + (("keep newest per key",) if combined else ())
+            counted = partition_counts_query(deduped)
+            if fused:
+                partitions = {""}  # counted in the tag step's job, which also runs this step's shuffle
             else:
-                data_schema, schema_changes = ctx.schema_for_write(df, cfg.reconcile_schema)
-                df = ctx.conform_input(df, data_schema)
-        if data_schema is None:  # a delete on a table never written to
-            return tx.abandon(steps=tuple(steps.steps), options=dict(cfg))
-        lookup = IndexContext(ctx.spark, ctx.storage.base_uri, conf.record_key, index_type, conf.bucket_num,
-                              cfg.bloom_prune_by_ranges, use_metadata=cfg.bloom_use_metadata,
-                              metadata=MetadataReader(ctx.storage, ctx.timeline) if cfg.bloom_use_metadata else None,
-                              schema=data_schema, partitioned=bool(conf.partition_field),
-                              meta_fields=conf.populate_meta_fields, keygen=conf.keygen)
-        cleanup: list = []
-        input_count = input_partitions(df)
-        shuffles = max(shuffle_parallelism(input_count, cfg), ctx.spark.sparkContext.defaultParallelism, 1)
-        try:
-            with pinned_shuffles(ctx.spark, shuffles):
-                report = _run_steps(ctx, tx, df, input_count, cfg, operation, index_type, lookup, steps, data_schema,
-                                    cleanup)
-        finally:
-            for frame in cleanup:
-                frame.unpersist()
-    return replace(report, details={**report.details, "schema_changes": schema_changes})
-
-
-def _run_steps(ctx: TableContext, tx: WriteTransaction, df: DataFrame, input_count: int, cfg: Config,
-               operation: Operation, index_type: str, lookup: IndexContext, steps: StepRecorder, data_schema, cleanup: list) -> WriteReport:
-    """The steps themselves; `run` wraps them with input checks, the transaction and cleanup."""
-    fused = fuses_count_into_tag(ctx, index_type, operation)
-    with steps.step("deduplicate"):
-        combine = cfg.combine_before_upsert or operation != Operation.UPSERT
-        deduped, parallelism = deduplicate(ctx, df, cfg, input_count, keys_only=operation == Operation.DELETE,
-                                           dedupe=operation != Operation.BULK_INSERT, combine=combine)
-        deduped = deduped.persist()
-        cleanup.append(deduped)
-        count_stages = ("read input",) + (("keep newest per key",) if operation != Operation.BULK_INSERT
-                                          and combine else ())
-        counted = partition_counts_query(deduped)
+                # Materialize here, so the shuffle's time and tasks belong to this step.
+                with describe(ctx.spark, *count_stages, "count per partition path"):
+                    state.counts = partition_counts(deduped)
+                refuse_bad_rows(state.counts, ctx.config.precombine_field, ctx.config.record_key)
+                partitions = set(state.counts)
+            helpers = [c for c in (NULL_ORDERING, BAD_KEYS) if c in deduped.columns]
+            state.deduped = deduped.drop(*helpers) if helpers else deduped  # still read from the persisted records
+        with run.step("latest_file_slices"):
+            state.slices, state.files_in_snapshot = latest_file_slices(ctx, partitions, writes_rows=kind.writes_rows)
+        with run.step("tag"):
+            state.tag = tag_records(state.lookup, state.deduped, state.slices, state.files_in_snapshot,
+                                    counted=counted if fused else None, count_stages=count_stages,
+                                    count_shuffles=state.parallelism > 1)
+            run.cleanup.extend(state.tag.cleanup)
+            if fused:
+                state.counts = counts_by_partition(state.tag.partition_counts)
+                refuse_bad_rows(state.counts, ctx.config.precombine_field, ctx.config.record_key)
+            state.profile = workload_profile(state.tag, state.counts, state.index_type)
         if fused:
-            counts = None  # counted in the tag step's job, which also runs this step's shuffle
-            partitions = {""}
-        else:
-            # Materialize here, so the shuffle's time and tasks belong to this step.
-            with describe(ctx.spark, *count_stages, "count per partition path"):
-                counts = partition_counts(deduped)
-            refuse_bad_rows(counts, ctx.config.precombine_field, ctx.config.record_key)
-            partitions = set(counts)
-        helpers = [c for c in (NULL_ORDERING, BAD_KEYS) if c in deduped.columns]
-        if helpers:
-            deduped = deduped.drop(*helpers)  # still read from the persisted records
-    with steps.step("latest_file_slices"):
-        slices, files_in_table = latest_file_slices(ctx, partitions, writes_rows=operation != Operation.DELETE)
-    with steps.step("tag"):
-        tag = tag_records(lookup, deduped, slices, files_in_table, counted=counted if fused else None,
-                          count_stages=count_stages, count_shuffles=parallelism > 1)
-        cleanup.extend(tag.cleanup)
-        if fused:
-            counts = counts_by_partition(tag.partition_counts)
-            refuse_bad_rows(counts, ctx.config.precombine_field, ctx.config.record_key)
-        profile = workload_profile(tag, counts, index_type)
-    if fused:
-        steps.ran_in("deduplicate", "tag")
-    with steps.step("small_files"):
-        small = find_small_files(slices, cfg) if operation != Operation.DELETE and index_type != IndexType.BUCKET else {}
-    with steps.step("record_size"):
-        record_size, record_size_source = estimate_record_size(ctx, cfg)
-    with steps.step("assign_inserts"):
-        plan = assign_inserts(profile, slices, small, record_size, cfg, index_type, operation,
-                              merge_on_read=ctx.config.merge_on_read)
-    if not plan.targets:  # nothing to write: an empty write never starts an instant
-        return tx.abandon(rows_in=profile.rows_in, rows_deduplicated=profile.rows_in - profile.records,
-                          steps=tuple(steps.steps), funnel=_funnel(tag, profile, [], index_type),
-                          options=dict(cfg), details={"shuffle_parallelism": parallelism, "index_type": index_type})
-    with steps.step("start_instant"):
-        instant = tx.start()
-    with steps.step("write"):
-        spec = WriteSpec(ctx.storage.base_uri, instant.time, key_column(ctx, data_schema),
-                         tuple(f.name for f in data_schema.fields), cfg.max_file_size,
-                         cfg.compression_codec, bloom_fpp=cfg.bloom_fpp,
-                         bloom_num_entries=cfg.bloom_num_entries,
-                         collect_bloom=ctx.config.bloom_filter_enable,
-                         meta_fields=ctx.config.populate_meta_fields, keygen=ctx.config.keygen,
-                         bloom_type=cfg.bloom_filter_type, bloom_max_entries=cfg.bloom_dynamic_max_entries,
-                         log_schema=avro_schema_json(data_schema, ctx.config.name, meta_columns=True)
-                         if ctx.config.merge_on_read else None)
-        keys = task_keys(len(plan.targets))
-        routed = route_records(tag, plan, keys)
-        stats = write_file_groups(ctx, routed, plan, spec,
-                                  Operation.DELETE.value if operation == Operation.DELETE
-                                  else Operation.UPSERT.value)
-    with steps.step("commit"):
+            run.steps.ran_in("deduplicate", "tag")
+        with run.step("small_files"):
+            takes_inserts = kind is not Operation.DELETE and state.index_type is not IndexType.BUCKET
+            state.small = find_small_files(state.slices, options) if takes_inserts else {}
+        with run.step("record_size"):
+            state.record_size, state.record_size_source = estimate_record_size(ctx, options)
+        with run.step("assign_inserts"):
+            state.write_plan = assign_inserts(state.profile, state.slices, state.small, state.record_size, options,
+                                              state.index_type, kind, merge_on_read=ctx.config.merge_on_read)
+
+    def write(self, run: OperationRun, state: UpsertState, instant: Instant) -> list[BaseFileStat]:
+        ctx = run.ctx
+        spec = write_spec(ctx, run.options, instant.time, state.data_schema, key_column(ctx, state.data_schema),
+                          log_blocks=ctx.config.merge_on_read)
+        routed = route_records(state.tag, state.write_plan, task_keys(len(state.write_plan.targets)))
+        return write_file_groups(routed, state.write_plan, spec, self.kind)
+
+    def commit(self, run: OperationRun, state: UpsertState, written: list[BaseFileStat]) -> None:
         # BLOOM and SIMPLE cannot index logs, so inserts went to base files: the logs this delta
         # commit wrote hold keys of their base files only (BUCKET puts inserts in a bucket's logs).
-        keyed = ctx.config.merge_on_read and index_type != IndexType.BUCKET
-        tx.commit(stats, data_schema, extra={LOG_KEYS_IN_BASE_KEY: "true"} if keyed else None)
+        keyed = run.ctx.config.merge_on_read and state.index_type is not IndexType.BUCKET
+        run.tx.commit(written, state.data_schema, extra={LOG_KEYS_IN_BASE_KEY: "true"} if keyed else None)
+        if self.kind is not Operation.BULK_INSERT:
+            run.tx.after_commit.append(inline_compaction(run.ctx, run.options))
 
-    files = tuple(s.to_file_report() for s in sorted(stats, key=lambda s: s.path))
-    incoming_bytes = sum(s.incoming_bytes for s in stats)
-    written = sum(f.size_bytes for f in files)
-    details = {
-        "index_type": index_type,
-        "lookup_source": tag.lookup_source,
-        "shuffle_parallelism": parallelism,
-        "record_size": record_size,
-        "record_size_source": record_size_source,
-        "small_files": sum(len(v) for v in small.values()),
-        "write_targets": len(plan.targets),
-        "bytes_read": sum(s.prev_size for s in stats),
-        "incoming_bytes": incoming_bytes,
-        "write_amplification": round(written / incoming_bytes, 2) if incoming_bytes else None,
-    }
-    return WriteReport(
-        operation, instant.time, rows_in=profile.rows_in, rows_written=sum(f.rows for f in files),
-        rows_inserted=sum(f.inserts for f in files), rows_updated=sum(f.updates for f in files),
-        rows_deleted=sum(f.deletes for f in files), rows_deduplicated=profile.rows_in - profile.records,
-        steps=tuple(steps.steps), files=files, funnel=_funnel(tag, profile, files, index_type),
-        options=dict(cfg), rolled_back=tx.rolled_back, details=details,
-    )
+    def report(self, run: OperationRun, state: UpsertState, written, instant: str | None) -> WriteReport:
+        profile = state.profile
+        rows_in = profile.rows_in if profile else 0
+        deduplicated = profile.rows_in - profile.records if profile else 0
+        if written is None:  # nothing to write: no instant was started
+            details = UpsertDetails(state.index_type, state.parallelism, schema_changes=state.schema_changes)
+            return run.report(None, rows_in=rows_in, rows_deduplicated=deduplicated,
+                              funnel=_funnel(state, ()) if state.tag else None, details=details)
+        files = sorted(written, key=lambda s: s.path)
+        incoming = sum(s.incoming_bytes for s in files)
+        size = sum(s.file_size for s in files)
+        details = UpsertDetails(
+            state.index_type, state.parallelism, lookup_source=state.tag.lookup_source, record_size=state.record_size,
+            record_size_source=state.record_size_source, small_files=sum(len(v) for v in state.small.values()),
+            write_targets=len(state.write_plan.targets), bytes_read=sum(s.prev_size for s in files),
+            incoming_bytes=incoming, write_amplification=round(size / incoming, 2) if incoming else None,
+            schema_changes=state.schema_changes)
+        return run.report(
+            instant, files, rows_in=rows_in, rows_written=sum(s.num_writes for s in files),
+            rows_inserted=sum(s.num_inserts for s in files), rows_updated=sum(s.num_update_writes for s in files),
+            rows_deleted=sum(s.num_deletes for s in files), rows_deduplicated=deduplicated,
+            funnel=_funnel(state, files), details=details)
 
 
-def _funnel(tag: TagResult, profile: Profile, files, index_type: str) -> dict:
-    """The pruning funnel: file counts the index observed; `matched` from what really held a key."""
-    funnel = dict(tag.funnel)
-    if index_type == IndexType.SIMPLE:
-        funnel["matched"] = len(profile.updated_file_groups())
-    elif index_type == IndexType.BUCKET:
-        funnel["matched"] = sum(1 for f in files if not f.created and (f.updates or f.deletes))
+def _funnel(state: UpsertState, written) -> TagFunnel:
+    """The tag funnel as the index observed it; `matched` from what really held a key where the index
+    could not count it (SIMPLE's join, BUCKET's hash)."""
+    funnel = state.tag.funnel
+    if state.index_type is IndexType.SIMPLE:
+        return replace(funnel, matched=len(state.profile.updated_file_groups()))
+    if state.index_type is IndexType.BUCKET:
+        return replace(funnel, matched=sum(1 for s in written if not s.created and (s.num_update_writes or s.num_deletes)))
     return funnel

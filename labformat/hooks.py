@@ -1,6 +1,10 @@
-"""Crash and pause points of the write protocol: `LABFORMAT_CRASH_AT=<point>` kills the writer process
-there, `LABFORMAT_PAUSE_AT=<point>` holds it there until a test lets it go, and a `Gate` holds one
-thread there (the concurrent-writers notebook's race)."""
+"""Pause and crash points of the commit protocol, public for tests and the concurrency lab: `LABFORMAT_CRASH_AT=<point>`
+kills the writer process there, `LABFORMAT_PAUSE_AT=<point>` holds it there until a test lets it go, and
+`holding(Gate(point))` holds one thread there (the concurrent-writers notebook's race).
+
+The points, in the order a write meets them: after_requested, after_start, after_write,
+before_publish, after_commit (`write/transaction.py` calls `crash_point` at each).
+"""
 
 from __future__ import annotations
 
