@@ -171,6 +171,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("bucket_num", "hoodie.bucket.index.num.buckets", 4,
            "File groups per partition of a BUCKET table; fixed when the table is created.",
            Scope.TABLE, parse_int, at_least(1)),
+    Option("bucket_hash_field", "hoodie.bucket.index.hash.field", "",
+           "BUCKET: the record-key fields whose values pick a record's bucket (comma-separated, a subset "
+           "of the record key fields); empty means all of them. Hudi's bucket id: Java's "
+           "List<String>.hashCode of these values, & Integer.MAX_VALUE, modulo the bucket count. Fixed "
+           "when the table is created.",
+           Scope.TABLE, lambda raw: ",".join(c.strip() for c in str(raw).split(",") if c.strip())),
     # Table options a write may override, as Hudi's writer takes them per write; a table stores
     # them in hoodie.properties only when created with values other than these defaults.
     Option("compact_inline", "hoodie.compact.inline", False,
@@ -396,6 +402,7 @@ class TableOptions(Config):
     column_stats_columns: str
     bloom_filter_enable: bool
     bucket_num: int
+    bucket_hash_field: str
     compact_inline: bool
     compact_inline_max_delta_commits: int
 

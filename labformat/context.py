@@ -25,7 +25,7 @@ from labformat.fileformat.footers import base_file_schema
 from labformat.fs_view import FileSystemView
 from labformat.keygen import KeyGenerator, string_of
 from labformat.model.commit import SPARK_SCHEMA_KEY
-from labformat.model.enums import IndexType, MergeMode, TableType
+from labformat.model.enums import BucketHash, IndexType, MergeMode, TableType
 from labformat.model.instant import Instant
 from labformat.schema import (
     check_writable,
@@ -124,6 +124,27 @@ def read_table_properties(storage: Storage) -> dict[str, str]:
     raise CorruptTableError(f"{storage.base_uri}: no readable table properties: " + "; ".join(problems))
 
 
+# labformat's own key: which hash a BUCKET table's buckets were made with (Hudi reads past it).
+BUCKET_HASH_KEY = "labformat.bucket.index.hash"
+
+
+def bucket_hash_of(props: dict[str, str]) -> BucketHash:
+    """The bucket hash a table says it uses. A table that names none is Hudi's (JAVA_HASHCODE), except
+    a BUCKET table that also stores no `hoodie.bucket.index.hash.field`: labformat wrote those before it
+    hashed as Hudi does (it stores `hoodie.index.type`, which Hudi keeps in its write config), with
+    Spark's murmur3; an upsert keeps using that hash, so keys stay in their file groups."""
+    stored = (props.get(BUCKET_HASH_KEY) or "").strip()
+    if stored:
+        try:
+            return BucketHash(stored)
+        except ValueError:
+            raise CorruptTableError(f"{P.PROPERTIES_PATH}: {BUCKET_HASH_KEY}={stored} is not one of "
+                                    f"{', '.join(h.value for h in BucketHash)}") from None
+    legacy = (props.get(_key("index_type")) or "").strip().upper() == IndexType.BUCKET and not props.get(
+        _key("bucket_hash_field"))
+    return BucketHash.SPARK_MURMUR3 if legacy else BucketHash.JAVA_HASHCODE
+
+
 def merge_mode_of(props: dict[str, str]) -> MergeMode:
     """The record merge mode `hoodie.properties` implies, as Hudi's readers infer it: the merge mode if
     stored, else the payload class (OverwriteWithLatestAvroPayload: commit time), else event time."""
@@ -162,6 +183,9 @@ class TableConfig:
     compact_inline: bool = False
     compact_inline_max_delta_commits: int = C.option("compact_inline_max_delta_commits").default
     merge_mode: MergeMode = MergeMode.COMMIT_TIME_ORDERING  # from the payload class or merge mode stored
+    # BUCKET: the record-key fields a bucket is hashed from (empty: all of them), and how.
+    bucket_hash_fields: tuple[str, ...] = ()
+    bucket_hash: BucketHash = BucketHash.JAVA_HASHCODE
 
     @property
     def merge_on_read(self) -> bool:
@@ -176,6 +200,10 @@ class TableConfig:
         if options.table_type is TableType.MERGE_ON_READ and options.index_type is IndexType.BUCKET:
             raise ConfigError("hoodie.table.type=MERGE_ON_READ with hoodie.index.type=BUCKET is not supported "
                               "yet: a merge-on-read table takes the BLOOM or SIMPLE index")
+        hash_fields = tuple(options.bucket_hash_field.split(",")) if options.bucket_hash_field else ()
+        if set(hash_fields) - {record_key}:
+            raise ConfigError(f"hoodie.bucket.index.hash.field={options.bucket_hash_field}: the hash fields must be "
+                              f"record key fields (hoodie.datasource.write.recordkey.field={record_key})")
         if options.table_type is not TableType.MERGE_ON_READ and options.compact_inline:
             raise ConfigError(f"hoodie.compact.inline=true needs hoodie.table.type=MERGE_ON_READ: compaction merges "
                               f"log files into base files, and a {options.table_type.value} table has none")
@@ -193,6 +221,7 @@ class TableConfig:
             table_type=options.table_type,
             compact_inline=options.compact_inline,
             compact_inline_max_delta_commits=options.compact_inline_max_delta_commits,
+            bucket_hash_fields=(hash_fields or (record_key,)) if options.index_type is IndexType.BUCKET else (),
         )
 
     @classmethod
@@ -212,6 +241,7 @@ class TableConfig:
 
         columns = value("column_stats_columns")
         hive_style = value("hive_style_partitioning")
+        hash_field = value("bucket_hash_field")
         return cls(
             name=props[P.TABLE_NAME], record_key=props[P.RECORD_KEY_FIELDS],
             precombine_field=props[P.PRECOMBINE_FIELD], partition_field=props.get(P.PARTITION_FIELDS) or None,
@@ -230,6 +260,8 @@ class TableConfig:
             compact_inline=value("compact_inline"),
             compact_inline_max_delta_commits=value("compact_inline_max_delta_commits"),
             merge_mode=merge_mode_of(props),
+            bucket_hash_fields=tuple(hash_field.split(",")) if hash_field else (),
+            bucket_hash=bucket_hash_of(props),
         )
 
     def to_properties(self) -> dict[str, str]:
@@ -254,6 +286,8 @@ class TableConfig:
             props[_key("column_stats_columns")] = ",".join(self.column_stats_columns)
         if self.index_type is IndexType.BUCKET:
             props[_key("bucket_num")] = str(self.bucket_num)
+            props[_key("bucket_hash_field")] = ",".join(self.bucket_hash_fields)
+            props[BUCKET_HASH_KEY] = self.bucket_hash.value
         if (self.compact_inline, self.compact_inline_max_delta_commits) != (
                 C.option("compact_inline").default, C.option("compact_inline_max_delta_commits").default):
             props[_key("compact_inline")] = str(self.compact_inline).lower()

@@ -179,11 +179,11 @@ class _FileGroup:
 
 
 def write_table(root: str, layout: Layout, commits: list[list[dict]], schema: pa.Schema = SCHEMA,
-                extra_properties: dict[str, str] | None = None, file_id_prefix=None) -> str:
+                extra_properties: dict[str, str] | None = None, bucket_of=None) -> str:
     """Write `commits` (each a batch of records, upserted in turn) as Hudi would: one file group per
     partition, rewritten whole when a later commit updates or adds records to it. Returns `root`.
-    `file_id_prefix(partition)`: the first 8 characters of the partition's file id (a bucket table's
-    `0000000b` bucket number), else random."""
+    `bucket_of(record key)`: a bucket table's bucket of a key; then one file group per partition and
+    bucket, its file id starting with the 8-digit bucket number as Hudi's bucket index names them."""
     os.makedirs(os.path.join(root, ".hoodie"), exist_ok=True)
     for folder in (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", "archived"):
         os.makedirs(os.path.join(root, ".hoodie", folder), exist_ok=True)
@@ -220,19 +220,22 @@ def write_table(root: str, layout: Layout, commits: list[list[dict]], schema: pa
         touched: dict[str, tuple[_FileGroup, int, int, str]] = {}
         for r in batch:
             part = layout.partition_of(r)
-            if part not in groups:
-                file_id = f"{uuid.uuid4()}-0"
-                if file_id_prefix is not None:
-                    file_id = f"{file_id_prefix(part)}{file_id[8:]}"
-                groups[part] = _FileGroup(part, file_id, {})
-            group = groups[part]
             key = layout.record_key_of(r)
-            before = touched.get(part, (group, 0, 0, group.instant or "null"))
+            bucket = bucket_of(key) if bucket_of is not None else None
+            if (part, bucket) not in groups:
+                file_id = f"{uuid.uuid4()}-0"
+                if bucket is not None:
+                    file_id = f"{bucket:08d}{file_id[8:]}"
+                groups[part, bucket] = _FileGroup(part, file_id, {})
+            group = groups[part, bucket]
+            before = touched.get((part, bucket), (group, 0, 0, group.instant or "null"))
             updated = key in group.rows
             group.rows[key] = dict(r)
-            touched[part] = (group, before[1] + (0 if updated else 1), before[2] + (1 if updated else 0), before[3])
+            touched[part, bucket] = (group, before[1] + (0 if updated else 1), before[2] + (1 if updated else 0),
+                                     before[3])
         stats = {}
-        for task, (part, (group, inserts, updates, prev)) in enumerate(sorted(touched.items())):
+        for task, ((part, _), (group, inserts, updates, prev)) in enumerate(sorted(
+                touched.items(), key=lambda item: (item[0][0], item[0][1] or 0))):
             name = f"{group.file_id}_{task}-{140 + n}-{198 + task}_{instant}.parquet"
             rel = f"{part}/{name}" if part else name
             _write_base_file(os.path.join(root, rel), group, layout, schema, instant, task, name)

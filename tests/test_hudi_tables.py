@@ -384,22 +384,35 @@ def test_labformat_tables_record_their_key_generator_and_old_ones_without_it_sti
         assert keys == sorted(r.record_key for r in telemetry(spark, 23).collect())
 
 
+def _java_bucket(spark, values: list[str | None], num_buckets: int) -> int:
+    """Hudi's BucketIdentifier formula, run by the JVM itself: List<String>.hashCode & MAX_VALUE % n."""
+    hashed = spark.sparkContext._jvm.java.util.ArrayList()
+    for v in values:
+        hashed.add(v)
+    return (hashed.hashCode() & 0x7FFFFFFF) % num_buckets
+
+
 @pytest.mark.spark
-def test_a_bucket_index_finds_keys_of_a_table_without_meta_fields(spark, tmp_path):
-    """A BUCKET table Hudi wrote without meta fields: the bucket of each key, computed from its fields,
-    picks the file group: Bob is updated in place, Eve starts her bucket's file group in a new
-    partition, Carol is deleted."""
-    layout = LAYOUTS["complex_no_meta"]
+@pytest.mark.parametrize("case,hash_field", [("complex_no_meta", "id,name"), ("complex_no_meta", "name"),
+                                             ("simple_nonhive", "id")])
+def test_a_bucket_index_finds_keys_in_the_file_groups_hudi_put_them(spark, tmp_path, case, hash_field):
+    """A BUCKET table laid out as Hudi's bucket index lays it out (file groups per partition and bucket,
+    the bucket from Java's hashCode of the hash fields' values): Bob is updated in place, Eve lands in
+    her bucket's file group, Carol is deleted, and hudi-rs reads what labformat reads."""
+    layout = LAYOUTS[case]
     path = str(tmp_path / "bucket")
-    # Each partition's file group is named after its records' bucket, as labformat's BUCKET index
-    # computes it (Spark's murmur3 of the key; Hudi's own hash differs, see index/bucket.py).
-    keys = spark.createDataFrame([(layout.record_key_of(r), layout.partition_of(r)) for r in FIRST], "k string, p string")
-    buckets = {}
-    for r in keys.select("p", F.pmod(F.hash("k"), F.lit(2)).alias("b")).collect():
-        assert buckets.setdefault(r.p, r.b) == r.b, "fixture: each partition's records share a bucket"
+    fields = hash_field.split(",")
+
+    def bucket_of(key: str) -> int:
+        if "," not in key or ":" not in key:
+            return _java_bucket(spark, [key], 4)
+        pairs = dict(part.split(":", 1) for part in key.split(","))
+        return _java_bucket(spark, [pairs[f] for f in fields], 4)
+
     H.write_table(path, layout, [FIRST], extra_properties={"hoodie.index.type": "BUCKET",
-                                                           "hoodie.bucket.index.num.buckets": "2"},
-                  file_id_prefix=lambda part: f"{buckets[part]:08d}")
+                                                           "hoodie.bucket.index.num.buckets": "4",
+                                                           "hoodie.bucket.index.hash.field": hash_field},
+                  bucket_of=bucket_of)
     table = lf.Table.open(spark, path)
     assert table.index_type.value == "BUCKET"
     bob = H.row(2, "Bob", 20, 100, 201) | {"doubleField": -1.0}
@@ -409,7 +422,9 @@ def test_a_bucket_index_finds_keys_of_a_table_without_meta_fields(spark, tmp_pat
     assert table.delete(table.read().filter(F.col("id") == 3).select(*H.SCHEMA.names)).rows_deleted == 1
     got = ours(table)
     assert _data(got) == _model([FIRST[0], bob, eve])
-    assert all(s.file_id[:8] in ("00000000", "00000001") for s in table.file_slices())
+    for r in got:
+        key = layout.record_key_of(r)
+        assert r["_hoodie_file_name"][:8] == f"{bucket_of(key):08d}", key
     assert_same_as_hudi_rs(got, path, layout)
 
 

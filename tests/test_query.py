@@ -225,16 +225,17 @@ def test_each_stage_reports_what_it_kept_and_from_which_source(drone_table):
     """Not partitioned; column stats in the metadata table; bloom filters only in the footers."""
     key = drone_table.read().select("record_key").orderBy("record_key").limit(1).collect()[0][0]
     plan = drone_table.scan(F.col("record_key") == key)
-    partition, column_stats, bloom = plan.stages
-    assert [s.name for s in plan.stages] == ["partition_pruning", "column_stats", "bloom"]
+    partition, bucket, column_stats, bloom = plan.stages
+    assert [s.name for s in plan.stages] == ["partition_pruning", "bucket_pruning", "column_stats", "bloom"]
     assert str(partition.source) == "not used (the table is not partitioned)" and partition.kept == plan.snapshot
+    assert str(bucket.source) == "not used (a BLOOM table has no buckets)" and bucket.kept == partition.kept
     assert column_stats.source.kind is StatsSource.METADATA_TABLE
     assert set(column_stats.kept) <= set(partition.kept) and set(bloom.kept) <= set(column_stats.kept)
     assert str(bloom.source).startswith("footers (") and len(bloom.kept) == 1
     assert plan.file_slices == bloom.kept
     assert {s.base_file.name for s in bloom.kept} == files_holding(drone_table, F.col("record_key") == key)
     assert plan.funnel.as_dict() == {"files_in_snapshot": len(plan.snapshot), "after_partition_pruning": len(partition.kept),
-                           "after_column_stats": len(column_stats.kept), "after_bloom": 1, "files_read": 1}
+                           "after_bucket_pruning": len(partition.kept), "after_column_stats": len(column_stats.kept), "after_bloom": 1, "files_read": 1}
     _, queried = drone_table.query(F.col("record_key") == key)
     for r in (plan.measure(), plan.measure(), queried):  # a plan can be measured again
         assert (r.funnel, r.stats_source, r.bloom_source) == (plan.funnel, column_stats.source, bloom.source)
@@ -245,7 +246,7 @@ def test_partition_pruning_reads_partition_paths_and_skipping_off_turns_every_st
     t = lf.Table.create(spark, tmp_path / "t", partition_field="day")
     t.bulk_insert(telemetry(spark, 400), {"max_file_size": "8KB"})
     plan = t.scan("day = '2024-01-15' AND signal_dbm < 100")
-    partition, column_stats, bloom = plan.stages
+    partition, _, column_stats, bloom = plan.stages
     assert str(partition.source) == "partition paths"
     assert {s.partition_path for s in partition.kept} == {"2024-01-15"} < {s.partition_path for s in plan.snapshot}
     assert column_stats.source.kind is StatsSource.METADATA_TABLE and 0 < len(column_stats.kept) < len(partition.kept)
@@ -253,4 +254,4 @@ def test_partition_pruning_reads_partition_paths_and_skipping_off_turns_every_st
     assert plan.to_dataframe().count() == t.read().filter("day = '2024-01-15' AND signal_dbm < 100").count() == 50
 
     off = t.scan("day = '2024-01-15'", options={"data_skipping": False})
-    assert [(s.kept, str(s.source)) for s in off.stages] == [(off.snapshot, "off (data skipping disabled)")] * 3
+    assert [(s.kept, str(s.source)) for s in off.stages] == [(off.snapshot, "off (data skipping disabled)")] * 4

@@ -357,3 +357,15 @@ def test_plot_spread_draws_every_run_median_and_range():
     assert sum(len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets")) >= 6
     assert "3 runs each" in ax.get_title()
     plt.close("all")
+
+
+def test_plot_index_comparison_shows_the_whole_upsert_and_the_files_rewritten_with_the_bucket_count():
+    runs = pd.DataFrame({"index": ["BLOOM", "BUCKET"] * 2, "repeat": [1, 1, 2, 2],
+                         "bucket_num": [None, 4, None, 4], "tag_s": [0.5, 0.1, 0.7, 0.2],
+                         "seconds": [2.0, 3.0, 2.2, 3.4], "files_rewritten": [16, 4, 16, 4]})
+    tag, whole, files = viz.plot_index_comparison(runs)
+    assert [round(b.get_height(), 2) for b in tag.patches] == [0.6, 0.15]
+    assert [round(b.get_height(), 2) for b in whole.patches] == [2.1, 3.2]
+    assert [b.get_height() for b in files.patches] == [16, 4]
+    assert [t.get_text() for t in files.get_xticklabels()] == ["BLOOM", "BUCKET\n4 buckets"]
+    plt.close("all")

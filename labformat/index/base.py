@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import types as T
 
-from labformat.context import TableContext
+from labformat.context import TableConfig, TableContext
 from labformat.keygen import KeyGenerator
 from labformat.metadata import MetadataReader
-from labformat.model.enums import IndexType
+from labformat.model.enums import BucketHash, IndexType
 from labformat.model.report import Source, TagFunnel
 
 # Helper columns carried next to the data while a write is planned (never written to files).
@@ -29,6 +29,15 @@ class IndexOptions:
     bucket_num: int
     prune_by_ranges: bool = True  # BLOOM: hoodie.bloom.index.prune.by.ranges
     use_metadata: bool = False  # BLOOM: ranges and filters from the metadata table (hoodie.bloom.index.use.metadata)
+    bucket_hash: BucketHash = BucketHash.JAVA_HASHCODE  # BUCKET: the table's hash
+    bucket_hash_fields: tuple[str, ...] = ()  # BUCKET: hoodie.bucket.index.hash.field (empty: every key field)
+
+    @classmethod
+    def of_table(cls, config: TableConfig, index_type: IndexType, prune_by_ranges: bool = True,
+                 use_metadata: bool = False) -> "IndexOptions":
+        """A write's index options on a table of `config`."""
+        return cls(index_type, config.bucket_num, prune_by_ranges, use_metadata, config.bucket_hash,
+                   config.bucket_hash_fields)
 
 
 @dataclass(frozen=True)
@@ -87,3 +96,5 @@ class TagResult:
     # (partition, records, input rows, rows with a null precombine value, rows with a null or blank
     # key): step 1's counts, when the index counted them in its own job (`counted` given to BLOOM's tag).
     partition_counts: list[tuple[str, int, int, int, int]] | None = None
+    # SIMPLE: counts the keys its scan read, once the tagged records are first computed (`keys_read`).
+    keys_observed: Observation | None = None

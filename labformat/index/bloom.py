@@ -222,7 +222,7 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
     if not files:
         funnel = TagFunnel(files_in_snapshot, len(slices), after_range_pruning=0, after_bloom=0, matched=0,
                            false_positives=0, keys_after_range_pruning=0, keys_after_bloom=0, keys_matched=0,
-                           keys_false_positives=0, keys_read_by_exact_check=0, log_files_read=0)
+                           keys_false_positives=0, keys_read_by_exact_check=0, keys_read=0, log_files_read=0)
         counts = None
         if counted is not None:
             with describe(ctx.spark, *count_stages, "count per partition path"):
@@ -270,6 +270,7 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
         keys_matched=sum(r.matched for r in stats),
         keys_false_positives=sum(r.after_bloom - r.matched for r in stats),
         keys_read_by_exact_check=sum(r.keys_read for r in stats),
+        keys_read=sum(r.keys_read for r in stats),  # only the exact check reads keys; ranges and filters are metadata
         log_files_read=sum(r.logs_read for r in stats),  # merge-on-read: logs that may hold inserts
     )
     # Only (key, file group) pairs move to meet the incoming records: joined on the keys the

@@ -1,23 +1,116 @@
-"""BUCKET index: a hash of the record key picks the file group; no lookup at all."""
+"""BUCKET index: a hash of the record key picks the file group, as Apache Hudi computes it; no lookup at all."""
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from labformat.index.base import BUCKET, FILE_ID, KEY, PART, Lookup, TagResult
-from labformat.model.enums import StatsSource
+from labformat.index.base import BUCKET, FILE_ID, KEY, PART, IndexOptions, Lookup, TagResult
+from labformat.model.enums import BucketHash, StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
 
+# Hudi's placeholders for a null or empty field value inside a complex record key.
+NULL_VALUE = "__null__"
+EMPTY_VALUE = "__empty__"
 
-def bucket_column(key_column, num_buckets: int):
-    """The bucket of each key: Spark's murmur3 `hash` mod the bucket count.
+_INT_MAX = 0x7FFFFFFF
+_powers = np.ones(1, dtype=np.uint32)
 
-    Hudi hashes with Java's String.hashCode; any stable hash serves, as long as every
-    writer of the table uses the same one.
-    """
-    return F.pmod(F.hash(key_column), F.lit(num_buckets)).cast("int")
+
+def _powers_of_31(n: int) -> np.ndarray:
+    """31^0 .. 31^(n-1) modulo 2^32, as Java's int arithmetic wraps."""
+    global _powers
+    if len(_powers) < n:
+        powers = np.ones(n, dtype=np.uint32)
+        with np.errstate(over="ignore"):
+            for i in range(1, n):
+                powers[i] = powers[i - 1] * np.uint32(31)
+        _powers = powers
+    return _powers[:n]
+
+
+def _utf16_units(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-16 code units of every string, concatenated, and each string's count of them.
+    Java hashes a String's UTF-16 code units; an ASCII string's are its bytes, read with no copy."""
+    values = pc.fill_null(values.cast(pa.large_string()), "")
+    if len(values) == 0 or pc.all(pc.string_is_ascii(values)).as_py():
+        offsets = np.frombuffer(values.buffers()[1], np.int64)[values.offset:values.offset + len(values) + 1]
+        data = values.buffers()[2]
+        units = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+        return units[offsets[0]:offsets[-1]].astype(np.uint32), np.diff(offsets)
+    encoded = [v.encode("utf-16-le") for v in values.to_pylist()]
+    lengths = np.fromiter((len(e) // 2 for e in encoded), dtype=np.int64, count=len(encoded))
+    return np.frombuffer(b"".join(encoded), dtype="<u2").astype(np.uint32), lengths
+
+
+def java_string_hashes(values: pa.Array) -> np.ndarray:
+    """Java's `String.hashCode()` of each string (a null's is 0, as `List.hashCode` counts it), as uint32:
+    the sum of each code unit times 31 to the power of the units after it, modulo 2^32."""
+    units, lengths = _utf16_units(values)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    units_after = np.repeat(ends, lengths) - 1 - np.arange(len(units))
+    with np.errstate(over="ignore"):
+        terms = units * _powers_of_31(int(lengths.max(initial=0)))[units_after]
+        sums = np.concatenate([np.zeros(1, np.uint32), np.cumsum(terms, dtype=np.uint32)])
+        return sums[ends] - sums[starts]
+
+
+def hash_values(key: str, fields: tuple[str, ...]) -> list[str | None]:
+    """The values Hudi hashes for one record key (KeyGenUtils.extractRecordKeysByFields): a simple key is
+    its own value; a complex key's `field:value` pairs are kept for `fields` (all when empty), with
+    Hudi's placeholders turned back into a null and an empty value."""
+    if "," not in key or ":" not in key:
+        return [key]
+    values: list[str | None] = []
+    for part in key.split(","):
+        name, sep, value = part.partition(":")
+        if not sep:
+            values.append(part)
+        elif not fields or name in fields:
+            values.append(None if value == NULL_VALUE else "" if value == EMPTY_VALUE else value)
+    return values
+
+
+def hudi_bucket_ids(keys: pa.Array, num_buckets: int, fields: tuple[str, ...] = ()) -> np.ndarray:
+    """Hudi's bucket of each record key: `(List<String>.hashCode() & Integer.MAX_VALUE) % num_buckets`
+    over the key's hash values (BucketIdentifier.getBucketId), as int32."""
+    keys = keys.cast(pa.string())
+    simple = pc.invert(pc.and_(pc.match_substring(keys, ","), pc.match_substring(keys, ":"))).to_numpy(
+        zero_copy_only=False)
+    with np.errstate(over="ignore"):
+        # A one-value list's hashCode: 31 * 1 + the value's hash.
+        hashes = np.uint32(31) + java_string_hashes(keys)
+        for i in np.flatnonzero(~simple):  # complex keys: Hudi tables with several key fields
+            h = np.uint32(1)
+            values = hash_values(keys[int(i)].as_py(), fields)
+            for value_hash in java_string_hashes(pa.array(values, pa.string())):
+                h = h * np.uint32(31) + value_hash
+            hashes[i] = h
+    return ((hashes & np.uint32(_INT_MAX)) % np.uint32(num_buckets)).astype(np.int32)
+
+
+def bucket_of_key(key: str, options: IndexOptions) -> int:
+    """One key's bucket, on the driver (bucket pruning of a query); Hudi's hash only."""
+    return int(hudi_bucket_ids(pa.array([key]), options.bucket_num, options.bucket_hash_fields)[0])
+
+
+def bucket_column(key_column, options: IndexOptions):
+    """The bucket of each key (a Spark column), by the table's hash: Hudi's, computed in Arrow batches,
+    or, for a table labformat wrote before it hashed as Hudi does, Spark's murmur3 `hash` pmod the count."""
+    if options.bucket_hash is BucketHash.SPARK_MURMUR3:
+        return F.pmod(F.hash(key_column), F.lit(options.bucket_num)).cast("int")
+    num_buckets, fields = options.bucket_num, options.bucket_hash_fields
+
+    @F.arrow_udf("int")
+    def hudi_bucket(keys: pa.Array) -> pa.Array:
+        return pa.array(hudi_bucket_ids(keys, num_buckets, fields), pa.int32())
+
+    return hudi_bucket(key_column)
 
 
 def bucket_prefix(bucket: int) -> str:
@@ -25,11 +118,15 @@ def bucket_prefix(bucket: int) -> str:
     return f"{bucket:08d}"
 
 
-def bucket_of_file_id(file_id: str) -> int:
+def is_bucket_file_id(file_id: str) -> bool:
     head = file_id.split("-", 1)[0]
-    if len(head) != 8 or not head.isdigit():
+    return len(head) == 8 and head.isdigit()
+
+
+def bucket_of_file_id(file_id: str) -> int:
+    if not is_bucket_file_id(file_id):
         raise ValueError(f"file id {file_id!r} is not a bucket file id")
-    return int(head)
+    return int(file_id[:8])
 
 
 def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int) -> TagResult:
@@ -39,10 +136,11 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
     merged: the write tasks report it.
     """
     existing = [(s.partition_path, bucket_of_file_id(s.file_id), s.file_id) for s in slices]
-    with_bucket = incoming.withColumn(BUCKET, bucket_column(F.col(KEY), ctx.options.bucket_num))
+    with_bucket = incoming.withColumn(BUCKET, bucket_column(F.col(KEY), ctx.options))
     # `matched` (file groups whose bucket received records) is filled from the written files.
     funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
-                       note="BUCKET hashes each key to its file group: no lookup, no pruning, no bloom")
+                       files_scanned=0, keys_read=0,
+                       note="BUCKET hashes each key to its file group: no file opened, no key read")
     if not existing:
         return TagResult(with_bucket.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, Source(StatsSource.HASH))
     groups = ctx.spark.createDataFrame(existing, f"{PART} string, {BUCKET} int, {FILE_ID} string")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from labformat.fileformat.parquet_io import SPARK_READ_OPTIONS
@@ -45,10 +45,12 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
     """Left join: a match is an update of that file group, no match is an insert."""
     # `matched` is filled from the workload profile (the join does not count).
     funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
-                       files_scanned=len(slices),
+                       files_scanned=len(slices), keys_read=0 if not slices else None,
                        note="SIMPLE reads every key of the affected partitions' latest base files: no pruning, no bloom")
     if not slices:
         return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, Source(StatsSource.NONE))
-    keys = existing_keys(ctx, slices)
-    keys = keys.select(*ctx.join_keys, FILE_ID)
-    return TagResult(incoming.join(keys, on=ctx.join_keys, how="left"), funnel, Source(StatsSource.BASE_FILES))
+    # The scan counts the keys it reads as they pass; the count is known once the join has run.
+    observed = Observation("labformat_simple_index_keys")
+    keys = existing_keys(ctx, slices).select(*ctx.join_keys, FILE_ID).observe(observed, F.count(F.lit(1)).alias("keys"))
+    return TagResult(incoming.join(keys, on=ctx.join_keys, how="left"), funnel, Source(StatsSource.BASE_FILES),
+                     keys_observed=observed)

@@ -120,9 +120,9 @@ def compare_indexes_timed(base: lf.Table, spec: datasets.DatasetSpec, indexes: I
 
     BLOOM and SIMPLE run on copies of `base` (a write may switch between them); BUCKET needs its
     own layout, so its history is bulk inserted once into a BUCKET table with `base`'s bulk-insert
-    options. One row per run: index, repeat, seconds, tag_s, write_s, keys_read_by_tag (SIMPLE: every
-    key of the latest base files; BLOOM: the keys of the files the exact check opened; BUCKET: none),
-    files_rewritten, files_created, file_groups_after.
+    options. One row per run: index, repeat, bucket_num (BUCKET only), seconds, tag_s, write_s, keys_read_by_tag (as each index
+    counted them: SIMPLE every key its scan read, BLOOM those of the files the exact check opened,
+    BUCKET none, since it opens no file), files_rewritten, files_created, file_groups_after.
     """
     import shutil
 
@@ -141,7 +141,6 @@ def compare_indexes_timed(base: lf.Table, spec: datasets.DatasetSpec, indexes: I
             origins[index] = bucket
         else:
             origins[index] = base
-    table_keys = int(key_ranges_frame(base)["rows"].sum())
 
     def once(index: IndexType, name: str) -> lf.WriteReport:
         copy = copy_table(origins[index], name, workdir)
@@ -157,9 +156,10 @@ def compare_indexes_timed(base: lf.Table, spec: datasets.DatasetSpec, indexes: I
     runs = [(r, i) for r in range(1, repeats + 1) for i in (names if r % 2 else names[::-1])]
     for repeat, index in tqdm(runs, desc="indexes", disable=not progress):
         report = once(index, f"index-{index.lower()}")
-        keys_read = {IndexType.SIMPLE: table_keys, IndexType.BUCKET: 0}.get(index, report.funnel.keys_read_by_exact_check)
-        rows.append({"index": index.value, "repeat": repeat, "seconds": report.seconds, "tag_s": report.step("tag").seconds,
-                     "write_s": report.step("write").seconds, "keys_read_by_tag": keys_read,
+        bucket_num = origins[index].config.bucket_num if index is IndexType.BUCKET else None
+        rows.append({"index": index.value, "repeat": repeat, "bucket_num": bucket_num,
+                     "seconds": report.seconds, "tag_s": report.step("tag").seconds,
+                     "write_s": report.step("write").seconds, "keys_read_by_tag": report.funnel.keys_read,
                      "files_rewritten": report.files_rewritten, "files_created": report.files_created,
                      "file_groups_after": len(key_ranges_frame(origins[index])) + report.files_created})
     return pd.DataFrame(rows)

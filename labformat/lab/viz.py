@@ -526,6 +526,27 @@ def plot_spread(frame: pd.DataFrame, by: str, column: str, ax=None, title: str |
     return ax
 
 
+def plot_index_comparison(frame: pd.DataFrame, axes=None):
+    """`sweeps.compare_indexes_timed`'s runs: the tag step, the whole upsert (its seconds spread, as
+    `plot_spread`) and the files each index made the upsert rewrite, the BUCKET table's bucket count
+    named: the tag step alone flatters an index that makes the write step rewrite more."""
+    axes = _new_axes(axes, 3, nrows=1, ncols=3, figsize=(15, 4))
+    plot_spread(frame, "index", "tag_s", ax=axes[0], title="tag step (s)")
+    plot_spread(frame, "index", "seconds", ax=axes[1], title="whole upsert (s)")
+    per_index = frame.groupby("index").agg(files_rewritten=("files_rewritten", "max"),
+                                           bucket_num=("bucket_num", "max")).sort_index()
+    labels = [f"{i}\n{int(row.bucket_num)} buckets" if not _missing(row.bucket_num) else i
+              for i, row in per_index.iterrows()]
+    axes[2].bar(range(len(per_index)), per_index.files_rewritten, color="tab:orange", alpha=0.7)
+    for x, n in enumerate(per_index.files_rewritten):
+        axes[2].annotate(str(int(n)), (x, n), ha="center", va="bottom", fontsize="small")
+    axes[2].set_xticks(range(len(per_index)))
+    axes[2].set_xticklabels(labels)
+    axes[2].set_ylabel("base files rewritten")
+    axes[2].set_title("files the upsert rewrote")
+    return axes
+
+
 # ---------------------------------------------------------------- 6. step times
 
 def step_columns(days: pd.DataFrame) -> list[str]:

@@ -41,6 +41,18 @@ class IndexType(enum.StrEnum):
     BUCKET = "BUCKET"
 
 
+class BucketHash(enum.StrEnum):
+    """How a BUCKET table turns a record key into its bucket (`labformat.bucket.index.hash` in
+    hoodie.properties)."""
+
+    # Apache Hudi's: Java's List<String>.hashCode of the hash fields' values, & Integer.MAX_VALUE,
+    # modulo the bucket count (BucketIdentifier). Every table labformat creates uses it.
+    JAVA_HASHCODE = "JAVA_HASHCODE"
+    # labformat's own before it learned Hudi's: Spark's murmur3 `hash` of the record key, pmod the
+    # bucket count. Kept for the BUCKET tables it wrote then, which say so by storing no hash field.
+    SPARK_MURMUR3 = "SPARK_MURMUR3"
+
+
 class TableType(enum.StrEnum):
     """`hoodie.table.type`."""
 

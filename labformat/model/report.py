@@ -60,6 +60,7 @@ class TagFunnel(Record):
     keys_matched: int | None = None
     keys_false_positives: int | None = None
     keys_read_by_exact_check: int | None = None
+    keys_read: int | None = None  # record keys the index read from storage (SIMPLE: every key it scanned)
     log_files_read: int | None = None  # merge-on-read: logs that may hold inserts, read by the exact check
     note: str | None = None
 
@@ -70,6 +71,7 @@ class ScanFunnel(Record):
 
     files_in_snapshot: int
     after_partition_pruning: int
+    after_bucket_pruning: int  # BUCKET tables fixing the key: the file groups of its buckets; else unchanged
     after_column_stats: int
     after_bloom: int
     files_read: int

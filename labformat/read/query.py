@@ -30,7 +30,9 @@ from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_
 from labformat.fs_view import check_base_files
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
-from labformat.model.enums import MergeMode, QueryType, StatsSource
+from labformat.index.base import IndexOptions
+from labformat.index.bucket import bucket_of_file_id, bucket_of_key, is_bucket_file_id
+from labformat.model.enums import BucketHash, IndexType, MergeMode, QueryType, StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import Record, ScanFunnel, Source
@@ -69,6 +71,7 @@ class ScanReport:
     funnel: ScanFunnel
     stats_source: Source
     bloom_source: Source
+    bucket_source: Source
     files_read: tuple[str, ...]
     rows_returned: int
     bytes_scanned: int
@@ -88,7 +91,8 @@ class ScanReport:
 
     def summary(self) -> dict[str, Any]:
         out = {"condition": self.condition, "instant": self.instant, "stats_source": str(self.stats_source),
-               "bloom_source": str(self.bloom_source), "rows_returned": self.rows_returned,
+               "bloom_source": str(self.bloom_source),
+               "bucket_source": str(self.bucket_source), "rows_returned": self.rows_returned,
                "bytes_scanned": self.bytes_scanned, "planning_seconds": self.planning_seconds,
                "execution_seconds": self.execution_seconds}
         out.update(self.funnel.as_dict())
@@ -215,19 +219,11 @@ def _with_unpruned_logs(source: Source, slices: tuple[FileSlice, ...], by_key: b
 def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned:
     """Record-key point lookups (`key = v`, `key IN (...)`) against each base file's bloom filter."""
     ctx = scan.ctx
-    if not ctx.config.keygen.single_field_key or not ctx.config.populate_meta_fields:
-        return Pruned(slices, Source(StatsSource.NOT_USED, "record keys are not one column's values"))
-    key_type = scan.schema[ctx.config.record_key].dataType if ctx.config.record_key in scan.schema.names else None
-    if not isinstance(key_type, (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)):
-        # A literal's Python text is the stored key only for strings and integers (a timestamp or a
-        # double key is stored as Spark renders it, which str() does not reproduce).
-        return Pruned(slices, Source(StatsSource.NOT_USED, "record keys are no string or integer column"))
+    probe, why = _point_lookup_keys(scan)
+    if probe is None:
+        return Pruned(slices, Source(StatsSource.NOT_USED, why))
     if not slices:
         return Pruned(slices, Source(StatsSource.NOT_USED, "no file slice left to probe"))
-    keys = key_equality_values(scan.predicate, ctx.config.record_key)
-    if keys is None:
-        return Pruned(slices, Source(StatsSource.NOT_USED, "no record-key equality in the condition"))
-    probe = [str(k) for k in keys]
     blooms, why = None, "not in the metadata table"
     if ctx.config.bloom_filter_enable and scan.metadata is not None:
         blooms, why = scan.metadata.bloom_filters([s.path for s in slices])
@@ -244,11 +240,46 @@ def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> 
     return Pruned(kept, _with_unpruned_logs(source, slices, True))
 
 
+def _point_lookup_keys(scan: ScanContext) -> tuple[list[str] | None, str | None]:
+    """The record keys a condition fixes (`key = v`, `key IN (...)`) as stored strings, or None and why not."""
+    config = scan.ctx.config
+    if not config.keygen.single_field_key or not config.populate_meta_fields:
+        return None, "record keys are not one column's values"
+    key_type = scan.schema[config.record_key].dataType if config.record_key in scan.schema.names else None
+    if not isinstance(key_type, (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)):
+        # A literal's Python text is the stored key only for strings and integers (a timestamp or a
+        # double key is stored as Spark renders it, which str() does not reproduce).
+        return None, "record keys are no string or integer column"
+    keys = key_equality_values(scan.predicate, config.record_key)
+    if keys is None:
+        return None, "no record-key equality in the condition"
+    return [str(k) for k in keys], None
+
+
+def prune_by_buckets(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned:
+    """BUCKET tables: a condition that fixes the record key keeps, in each partition, only the file
+    groups of those keys' buckets (Hudi's bucket pruning): the hash is computed, nothing is read."""
+    config = scan.ctx.config
+    if config.index_type is not IndexType.BUCKET:
+        return Pruned(slices, Source(StatsSource.NOT_USED, f"a {config.index_type.value} table has no buckets"))
+    if config.bucket_hash is not BucketHash.JAVA_HASHCODE:
+        return Pruned(slices, Source(StatsSource.NOT_USED, "the table's buckets come from Spark's murmur3 hash "
+                                     "(labformat's before it hashed as Hudi), which planning does not compute"))
+    keys, why = _point_lookup_keys(scan)
+    if keys is None:
+        return Pruned(slices, Source(StatsSource.NOT_USED, why))
+    options = IndexOptions.of_table(config, IndexType.BUCKET)
+    buckets = {bucket_of_key(k, options) for k in keys}
+    kept = tuple(s for s in slices if not is_bucket_file_id(s.file_id) or bucket_of_file_id(s.file_id) in buckets)
+    return Pruned(kept, Source(StatsSource.HASH))
+
+
 PARTITION_PRUNING = PruningStage("partition_pruning", prune_partitions)
+BUCKET_PRUNING = PruningStage("bucket_pruning", prune_by_buckets)
 COLUMN_STATS = PruningStage("column_stats", prune_by_column_stats)
 BLOOM = PruningStage("bloom", prune_by_bloom_filters)
 # Cheapest first: each stage reads stats only for the file slices the stage before it kept.
-PRUNING_STAGES: tuple[PruningStage, ...] = (PARTITION_PRUNING, COLUMN_STATS, BLOOM)
+PRUNING_STAGES: tuple[PruningStage, ...] = (PARTITION_PRUNING, BUCKET_PRUNING, COLUMN_STATS, BLOOM)
 
 
 # ---- the plan ------------------------------------------------------------------------------
@@ -295,8 +326,9 @@ class ScanPlan:
     def funnel(self) -> ScanFunnel:
         """File counts: in the snapshot, after each stage, read."""
         kept = {s.name: len(s.kept) for s in self.stages}
-        return ScanFunnel(len(self.snapshot), kept[PARTITION_PRUNING.name], kept[COLUMN_STATS.name],
-                          kept[BLOOM.name], len(self.file_slices))
+        return ScanFunnel(files_in_snapshot=len(self.snapshot), after_partition_pruning=kept[PARTITION_PRUNING.name],
+                          after_bucket_pruning=kept[BUCKET_PRUNING.name], after_column_stats=kept[COLUMN_STATS.name],
+                          after_bloom=kept[BLOOM.name], files_read=len(self.file_slices))
 
     def stage(self, name: str) -> StageResult:
         for s in self.stages:
@@ -359,6 +391,7 @@ class ScanPlan:
             condition=self.condition if isinstance(self.condition, str) else str(self.condition),
             instant=self.instant, funnel=self.funnel,
             stats_source=self.stage(COLUMN_STATS.name).source, bloom_source=self.stage(BLOOM.name).source,
+            bucket_source=self.stage(BUCKET_PRUNING.name).source,
             files_read=tuple(paths), rows_returned=int(observation.get["rows"]),
             bytes_scanned=sum(s.size_bytes + s.log_bytes for s in self.file_slices),
             planning_seconds=self.planning_seconds,

@@ -330,6 +330,8 @@ def workload_profile(tag: TagResult, counts: dict[str, PartitionCount], index_ty
     columns = [PART, FILE_ID] + ([BUCKET] if by_bucket else [])
     grouped = tag.tagged.groupBy(*columns).agg(F.count(F.lit(1)).alias("records")).collect()
     rows = [ProfileRow(r[PART], r[FILE_ID], r[BUCKET] if by_bucket else None, r.records) for r in grouped]
+    if tag.keys_observed is not None:  # the count above computed the (persisted) tagged records: the join ran
+        tag.funnel = replace(tag.funnel, keys_read=int(tag.keys_observed.get["keys"]))
     return Profile(rows, rows_in, records)
 
 
@@ -627,8 +629,8 @@ class Upsert(WriteOperation):
             state.nothing_to_do = True
             return state
         state.input_partitions = input_partitions(state.input)
-        state.lookup = Lookup(ctx, IndexOptions(state.index_type, ctx.config.bucket_num, options.bloom_prune_by_ranges,
-                                                options.bloom_use_metadata), state.data_schema,
+        state.lookup = Lookup(ctx, IndexOptions.of_table(ctx.config, state.index_type, options.bloom_prune_by_ranges,
+                                                         options.bloom_use_metadata), state.data_schema,
                               MetadataReader(ctx.storage, ctx.timeline) if options.bloom_use_metadata else None)
         self._steps_1_to_6(run, state)
         state.nothing_to_do = not state.write_plan.targets  # an empty write never starts an instant
