@@ -154,9 +154,13 @@ OPTIONS: tuple[Option, ...] = (
            lambda value: "is not supported: labformat refuses unsafe partition values instead" if value else None),
     Option("index_type", "hoodie.index.type", IndexType.BLOOM,
            "How upserts and deletes find the file group of each record: SIMPLE (join with every key of "
-           "the affected partitions), BLOOM (range pruning, bloom filters, exact check) or BUCKET (hash "
-           "of the key picks the file group). Stored with the table; a write may switch between SIMPLE "
-           "and BLOOM, never to or from BUCKET.", Scope.TABLE, one_of(IndexType), per_write=True),
+           "the affected partitions), BLOOM (range pruning, bloom filters, exact check), BUCKET (hash "
+           "of the key picks the file group), or the global GLOBAL_SIMPLE and GLOBAL_BLOOM (the same "
+           "lookups over every partition: a key is unique in the table, and a record whose partition "
+           "value changes moves, see `*_update_partition_path`). The non-global ones look a key up "
+           "in the partition its record names only, so a record whose partition value changes is "
+           "stored twice. Stored with the table; a write may switch among all but BUCKET, never to "
+           "or from BUCKET.", Scope.TABLE, one_of(IndexType), per_write=True),
     Option("metadata_enable", "hoodie.metadata.enable", True,
            "Keep the metadata table (.hoodie/metadata/): file listings per commit.", Scope.TABLE, parse_bool),
     Option("column_stats_enable", "hoodie.metadata.index.column.stats.enable", True,
@@ -227,6 +231,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("bloom_prune_by_ranges", "hoodie.bloom.index.prune.by.ranges", True,
            "BLOOM index: skip files whose min/max record key cannot hold an incoming key before "
            "checking bloom filters.", Scope.WRITE, parse_bool),
+    Option("bloom_update_partition_path", "hoodie.bloom.index.update.partition.path", True,
+           "GLOBAL_BLOOM: a record whose partition value changed is deleted from its old partition and "
+           "inserted in the new one; false keeps the update in the old partition (its partition path "
+           "stays the old one).", Scope.WRITE, parse_bool),
+    Option("simple_update_partition_path", "hoodie.simple.index.update.partition.path", True,
+           "GLOBAL_SIMPLE: as `bloom_update_partition_path`, for the global SIMPLE index.",
+           Scope.WRITE, parse_bool),
     Option("bloom_use_metadata", "hoodie.bloom.index.use.metadata", False,
            "BLOOM index: take key ranges (column stats) and bloom filters from the metadata table "
            "instead of base-file footers; falls back to footers, and says so, when they are missing.",
@@ -423,6 +434,8 @@ class WriteOptions(Config):
     combine_before_upsert: bool
     reconcile_schema: bool
     bloom_prune_by_ranges: bool
+    bloom_update_partition_path: bool
+    simple_update_partition_path: bool
     bloom_use_metadata: bool
     record_size_estimate: int
     record_size_estimation_threshold: float

@@ -19,6 +19,8 @@ KEY = "_lf_key"
 FILE_ID = "_lf_file_id"  # the file group an incoming record updates; null: an insert
 BUCKET = "_lf_bucket"  # BUCKET index only
 COUNT = "_lf_n"  # rows this deduplicated record stood for
+OLD_PART = "_lf_old_partition_path"  # global indexes: the partition that holds the key
+DROP = "_lf_drop"  # global indexes: true on a row that only removes a moved record's old copy
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from labformat.fileformat.parquet_io import SPARK_READ_OPTIONS
-from labformat.index.base import FILE_ID, KEY, PART, Lookup, TagResult
+from labformat.index.base import FILE_ID, KEY, OLD_PART, PART, Lookup, TagResult
 from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
@@ -41,16 +41,26 @@ def _computed_keys(ctx: Lookup, slices: list[FileSlice], uris: list[str]) -> Dat
     )
 
 
-def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int) -> TagResult:
-    """Left join: a match is an update of that file group, no match is an insert."""
+def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
+        by_key_only: bool = False) -> TagResult:
+    """Left join: a match is an update of that file group, no match is an insert. `by_key_only`
+    (GLOBAL_SIMPLE): joined on the key alone, the partition holding it kept as OLD_PART."""
     # `matched` is filled from the workload profile (the join does not count).
     funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
                        files_scanned=len(slices), keys_read=0 if not slices else None,
                        note="SIMPLE reads every key of the affected partitions' latest base files: no pruning, no bloom")
     if not slices:
-        return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, Source(StatsSource.NONE))
+        untagged = incoming.withColumn(FILE_ID, F.lit(None).cast("string"))
+        if by_key_only:
+            untagged = untagged.withColumn(OLD_PART, F.lit(None).cast("string"))
+        return TagResult(untagged, funnel, Source(StatsSource.NONE))
     # The scan counts the keys it reads as they pass; the count is known once the join has run.
     observed = Observation("labformat_simple_index_keys")
-    keys = existing_keys(ctx, slices).select(*ctx.join_keys, FILE_ID).observe(observed, F.count(F.lit(1)).alias("keys"))
-    return TagResult(incoming.join(keys, on=ctx.join_keys, how="left"), funnel, Source(StatsSource.BASE_FILES),
+    keys = existing_keys(ctx, slices)
+    if by_key_only:
+        keys, on = keys.select(F.col(PART).alias(OLD_PART), KEY, FILE_ID), [KEY]
+    else:
+        keys, on = keys.select(*ctx.join_keys, FILE_ID), ctx.join_keys
+    keys = keys.observe(observed, F.count(F.lit(1)).alias("keys"))
+    return TagResult(incoming.join(keys, on=on, how="left"), funnel, Source(StatsSource.BASE_FILES),
                      keys_observed=observed)

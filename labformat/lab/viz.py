@@ -592,7 +592,7 @@ def plot_step_times(days: pd.DataFrame, ax=None):
 # columns: (key, file) pairs after range pruning, after the bloom filter, really matched; the
 # pairs the filter let through in vain; the keys the exact check read from the files it opened.
 KEY_FUNNEL_COLUMNS = ("keys_after_range_pruning", "keys_after_bloom", "keys_matched", "keys_false_positives",
-                      "keys_read_by_exact_check")
+                      "keys_read_by_exact_check", "keys_read")
 
 
 def bloom_filter_label(num_entries, fpp) -> str:

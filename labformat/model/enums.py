@@ -39,6 +39,18 @@ class IndexType(enum.StrEnum):
     SIMPLE = "SIMPLE"
     BLOOM = "BLOOM"
     BUCKET = "BUCKET"
+    # Global: a key is unique across partitions, so its lookup reads every partition (seed 004).
+    GLOBAL_SIMPLE = "GLOBAL_SIMPLE"
+    GLOBAL_BLOOM = "GLOBAL_BLOOM"
+
+    @property
+    def is_global(self) -> bool:
+        return self in (IndexType.GLOBAL_SIMPLE, IndexType.GLOBAL_BLOOM)
+
+    @property
+    def lookup(self) -> "IndexType":
+        """The lookup a global index runs over every partition: SIMPLE's join or BLOOM's funnel."""
+        return {IndexType.GLOBAL_SIMPLE: IndexType.SIMPLE, IndexType.GLOBAL_BLOOM: IndexType.BLOOM}.get(self, self)
 
 
 class BucketHash(enum.StrEnum):

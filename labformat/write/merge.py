@@ -15,6 +15,7 @@ from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.footers import KeyFooter
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.fileformat.parquet_io import read_base_file_with_footer
+from labformat.index.base import DROP
 from labformat.model.enums import Operation
 from labformat.schema import FILE_NAME, META_COLUMNS, RECORD_KEY
 from labformat.storage import Storage
@@ -112,6 +113,12 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         raise RuntimeError(f"a write task received rows of {len(target_ids)} file groups; expected one")
     target = targets[target_ids[0]]
     check_record_keys(incoming, spec.record_key)
+    # A global index's rows that only remove a record's old copy (the record moved partition).
+    moved_keys = None
+    if DROP in incoming.column_names:
+        drop = pc.fill_null(incoming.column(DROP), False)
+        moved_keys = pc.cast(incoming.filter(drop).column(spec.record_key), pa.string()).combine_chunks()
+        incoming = incoming.filter(pc.invert(drop)).drop_columns([DROP])
     storage = Storage(spec.base_uri)
     task = this_task()
     incoming_keys = pc.cast(incoming.column(spec.record_key), pa.string())
@@ -142,6 +149,11 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         old_keys = old.column(RECORD_KEY).combine_chunks()
     else:  # no keys stored: computed from the key fields, as the incoming ones were in Spark
         old_keys = spec.keygen.record_keys_arrow(old)
+    moved_out = 0
+    if moved_keys is not None and len(moved_keys) and old is not None:
+        stays = pc.invert(pc.is_in(old_keys, value_set=moved_keys))
+        moved_out = len(old_keys) - int(pc.sum(stays).as_py() or 0)
+        old, old_keys = old.filter(stays), old_keys.filter(stays)
     if operation is Operation.DELETE:
         if old is None:
             raise RuntimeError(f"delete routed to file group {target.file_id} that has no base file")
@@ -183,7 +195,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME, constant(f.name, merged.num_rows))
     f.write(merged, inserts=inserts, updates=updates)
     # The same keys as the old base file: its bloom filter is this file's too.
-    stat = f.close(task.partition, task.attempt, same_keys_bloom=old_bloom if update_only else None)
-    stat = replace(stat, num_deletes=deletes, prev_min_key=prev_min, prev_max_key=prev_max, prev_size=prev_size,
+    stat = f.close(task.partition, task.attempt, same_keys_bloom=old_bloom if update_only and not moved_out else None)
+    stat = replace(stat, num_deletes=deletes + moved_out, prev_min_key=prev_min, prev_max_key=prev_max, prev_size=prev_size,
                    incoming_bytes=incoming_bytes)
     yield BaseFileStat.record_batch([stat])

@@ -30,8 +30,8 @@ from labformat.context import TableContext
 from labformat.errors import ConfigError, InvalidInputError
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fs_view import refuse_nested_partitions
-from labformat.index import bloom, bucket, simple
-from labformat.index.base import BUCKET, COUNT, FILE_ID, KEY, PART, IndexOptions, Lookup, TagResult
+from labformat.index import bloom, bucket, global_index, simple
+from labformat.index.base import BUCKET, COUNT, DROP, FILE_ID, KEY, PART, IndexOptions, Lookup, TagResult
 from labformat.index.bucket import bucket_prefix
 from labformat.metadata import MetadataReader
 from labformat.model.base_file import new_file_id
@@ -116,7 +116,8 @@ class Keyed:
     bad_key: object  # a Column: 1 for a row whose key is null or blank
 
     @classmethod
-    def of(cls, ctx: TableContext, df: DataFrame) -> "Keyed":
+    def of(cls, ctx: TableContext, df: DataFrame, by_key: bool = False) -> "Keyed":
+        """`by_key` (a global index): a key is one record however many partitions name it."""
         conf = ctx.config
         keyed = df.withColumn(KEY, ctx.record_key_column(df.schema))
         if conf.partition_field:
@@ -127,10 +128,10 @@ class Keyed:
         # Group by the key alone when the table has no partition field: a constant partition column
         # would be folded away by the optimizer, the grouping would stop matching the explicit
         # repartition, and Spark would shuffle a second time (at spark.sql.shuffle.partitions).
-        return cls(keyed, [PART, KEY] if conf.partition_field else [KEY], bad_key)
+        return cls(keyed, [PART, KEY] if conf.partition_field and not by_key else [KEY], bad_key)
 
 
-def combine_records(ctx: TableContext, df: DataFrame, parallelism: int) -> DataFrame:
+def combine_records(ctx: TableContext, df: DataFrame, parallelism: int, by_key: bool = False) -> DataFrame:
     """Step 1 (hoodie.combine.before.upsert, the default): one record per (partition path, record key),
     the one with the highest precombine value.
 
@@ -141,34 +142,38 @@ def combine_records(ctx: TableContext, df: DataFrame, parallelism: int) -> DataF
     `partition_counts` sums them, and the upsert refuses the batch, as Hudi refuses a null
     ordering value)."""
     conf = ctx.config
-    keyed = Keyed.of(ctx, df)
+    keyed = Keyed.of(ctx, df, by_key)
     shuffled = keyed.rows.repartition(parallelism, *keyed.group)
     data_columns = list(df.columns)
+    # Grouped by the key alone, the winner's partition path travels with its columns.
+    carried = [PART] if PART not in keyed.group and PART in keyed.rows.columns else []
     ordering = [conf.precombine_field] + [c for c in data_columns if c != conf.precombine_field]
     orderable = [c for c in ordering if _orderable(df.schema[c].dataType)]
     # Built as SQL text, parsed once: a Column per field costs a few Py4J calls each, and every
     # upsert pays them on the driver (about 500 calls for the drone table's 20 columns).
-    if len(orderable) == len(ordering):
+    if len(orderable) == len(ordering) and not carried:
         newest = F.expr(f"max({_struct_sql(ordering)})")
-    else:  # maps cannot be compared: order by the other columns, carry the maps along
-        newest = F.expr(f"max_by({_struct_sql(ordering)}, {_struct_sql(orderable)})")
+    else:  # maps cannot be compared: order by the other columns, carry the maps (and PART) along
+        newest = F.expr(f"max_by({_struct_sql(ordering + carried)}, {_struct_sql(orderable)})")
     deduped = shuffled.groupBy(*keyed.group).agg(
         newest.alias("_lf_row"), F.count(F.lit(1)).alias(COUNT),
         F.sum(F.col(conf.precombine_field).isNull().cast("long")).alias(NULL_ORDERING),
         F.sum(keyed.bad_key).alias(BAD_KEYS))
     # Back out of the struct in the input's column order (the struct's own starts with the precombine field).
     deduped = deduped.selectExpr(*keyed.group, COUNT, NULL_ORDERING, BAD_KEYS,
-                                 *[f"_lf_row.{_quoted(c)} AS {_quoted(c)}" for c in data_columns])
+                                 *[f"_lf_row.{_quoted(c)} AS {_quoted(c)}" for c in carried + data_columns])
     return _with_partition(ctx, deduped)
 
 
-def keys_to_delete(ctx: TableContext, df: DataFrame, parallelism: int) -> DataFrame:
+def keys_to_delete(ctx: TableContext, df: DataFrame, parallelism: int, by_key: bool = False) -> DataFrame:
     """Step 1 of a delete: the distinct keys (and partition paths) of the input, each with the rows it
     stood for; a one-field key also under the key field's own name, which the write tasks read."""
     conf = ctx.config
-    keyed = Keyed.of(ctx, df)
+    keyed = Keyed.of(ctx, df, by_key)
+    # A global index deletes the key wherever it is: the partition the input names only counts it.
+    carried = [F.max(PART).alias(PART)] if PART not in keyed.group and PART in keyed.rows.columns else []
     deduped = _with_partition(ctx, keyed.rows.repartition(parallelism, *keyed.group).groupBy(*keyed.group).agg(
-        F.count(F.lit(1)).alias(COUNT), F.sum(keyed.bad_key).alias(BAD_KEYS)))
+        F.count(F.lit(1)).alias(COUNT), F.sum(keyed.bad_key).alias(BAD_KEYS), *carried))
     if conf.keygen.single_field_key:
         deduped = deduped.withColumn(conf.record_key, F.col(KEY))
     return deduped
@@ -191,18 +196,18 @@ def rows_to_buckets(ctx: TableContext, df: DataFrame) -> DataFrame:
 
 
 def deduplicate(ctx: TableContext, df: DataFrame, options: WriteOptions, operation: Operation,
-                input_count: int) -> tuple[DataFrame, int]:
+                input_count: int, by_key: bool = False) -> tuple[DataFrame, int]:
     """Step 1 for `operation`: (the records, the partitions they are in). `input_count`: the
     partitions `df` is read in; a shuffle takes `shuffle_parallelism` of them (at least one: an
-    empty input can have none)."""
+    empty input can have none). `by_key` (a global index): one record per key, whatever partition."""
     parallelism = max(1, shuffle_parallelism(input_count, options))
     if operation is Operation.BULK_INSERT:
         return rows_to_buckets(ctx, df), input_count
     if operation is Operation.DELETE:
-        return keys_to_delete(ctx, df, parallelism), parallelism
+        return keys_to_delete(ctx, df, parallelism, by_key), parallelism
     if not options.combine_before_upsert:
         return every_row(ctx, df), input_count
-    return combine_records(ctx, df, parallelism), parallelism
+    return combine_records(ctx, df, parallelism, by_key), parallelism
 
 
 def _quoted(name: str) -> str:
@@ -280,25 +285,30 @@ def refuse_bad_rows(counts: dict[str, PartitionCount], precombine_field: str, re
 
 # ---- step 2 -------------------------------------------------------------------------------------
 
-def latest_file_slices(ctx: TableContext, partitions: set[str], writes_rows: bool = True
-                       ) -> tuple[list[FileSlice], int]:
-    """Step 2: the latest file slice of each file group in the affected partitions (and the table's file
-    count). InvalidInputError, before any instant, for a partition path that would nest in another."""
+def latest_file_slices(ctx: TableContext, partitions: set[str], writes_rows: bool = True,
+                       every_partition: bool = False) -> tuple[list[FileSlice], int]:
+    """Step 2: the latest file slice of each file group in the affected partitions, or in every
+    partition for a global index (and the table's file count). InvalidInputError, before any
+    instant, for a partition path that would nest in another."""
     view = ctx.file_system_view()
     groups = view.file_groups()
     if writes_rows:  # a delete writes no partition: one that matches nothing deletes nothing
         refuse_nested_partitions(partitions, {g.partition_path for g in groups})
-    return view.latest_file_slices(partitions), len(groups)
+    return view.latest_file_slices(None if every_partition else partitions), len(groups)
 
 
 # ---- step 3 -------------------------------------------------------------------------------------
 
 def tag_records(lookup: Lookup, deduped: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
                 counted: DataFrame | None = None, count_stages: tuple[str, ...] = (),
-                count_shuffles: bool = True) -> TagResult:
+                count_shuffles: bool = True, update_partition_path: bool = True,
+                deleting: bool = False) -> TagResult:
     """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert.
-    `counted` (BLOOM only): step 1's count, run in the same job as the lookup."""
-    if counted is not None:
+    `counted` (BLOOM only): step 1's count, run in the same job as the lookup. A global index
+    finds keys in every partition and moves records as `update_partition_path` says."""
+    if lookup.options.index_type.is_global:
+        result = global_index.tag(lookup, deduped, slices, files_in_snapshot, update_partition_path, deleting)
+    elif counted is not None:
         result = bloom.tag(lookup, deduped, slices, files_in_snapshot, counted=counted, count_stages=count_stages,
                            count_shuffles=count_shuffles)
     else:
@@ -540,6 +550,8 @@ def write_file_groups(routed: DataFrame, plan: WritePlan, spec: WriteSpec, opera
     columns = list(spec.data_columns) if operation is not Operation.DELETE else [key]
     if key not in columns:
         columns.append(key)
+    if DROP in routed.columns and operation is not Operation.DELETE:
+        columns.append(DROP)  # a global index's rows that remove a moved record's old copy
     with describe(routed.sparkSession, "route records to file groups", WRITE_BASE_FILES, before="move matched keys"):
         rows = (
             routed.repartition(n, TASK_KEY)
@@ -600,12 +612,17 @@ class Upsert(WriteOperation):
         self.kind = kind
 
     def index_type(self, ctx: TableContext, options: WriteOptions) -> IndexType:
-        """The write's index (a write may switch between SIMPLE and BLOOM, never to or from BUCKET)."""
+        """The write's index (a write may switch among all but BUCKET, never to or from BUCKET)."""
         table_index = ctx.config.index_type
         index_type = options.index_type or table_index
         if (index_type is IndexType.BUCKET) != (table_index is IndexType.BUCKET):
             raise ConfigError(f"hoodie.index.type={index_type.value}: this table was created with {table_index.value}; "
                               "a BUCKET table's layout is fixed, so neither switch to nor from BUCKET")
+        if (index_type.is_global and ctx.config.merge_on_read and self.kind is Operation.UPSERT
+                and update_partition_path(index_type, options)):
+            raise ConfigError(f"hoodie.index.type={index_type.value} with update.partition.path=true on a MERGE_ON_READ "
+                              "table is not supported yet (a log file would need a delete block beside its updates); "
+                              f"set {_UPDATE_PARTITION_PATH[index_type]}=false, or use copy-on-write")
         return index_type
 
     def running(self, run: OperationRun):
@@ -640,7 +657,8 @@ class Upsert(WriteOperation):
         ctx, options, kind = run.ctx, run.options, self.kind
         fused = fuses_count_into_tag(ctx, state.index_type, kind)
         with run.step("deduplicate"):
-            deduped, state.parallelism = deduplicate(ctx, state.input, options, kind, state.input_partitions)
+            deduped, state.parallelism = deduplicate(ctx, state.input, options, kind, state.input_partitions,
+                                                     by_key=state.index_type.is_global)
             deduped = deduped.persist()
             run.cleanup.append(deduped)
             combined = kind is not Operation.BULK_INSERT and (options.combine_before_upsert or kind is not Operation.UPSERT)
@@ -657,11 +675,14 @@ class Upsert(WriteOperation):
             helpers = [c for c in (NULL_ORDERING, BAD_KEYS) if c in deduped.columns]
             state.deduped = deduped.drop(*helpers) if helpers else deduped  # still read from the persisted records
         with run.step("latest_file_slices"):
-            state.slices, state.files_in_snapshot = latest_file_slices(ctx, partitions, writes_rows=kind.writes_rows)
+            state.slices, state.files_in_snapshot = latest_file_slices(ctx, partitions, writes_rows=kind.writes_rows,
+                                                                       every_partition=state.index_type.is_global)
         with run.step("tag"):
             state.tag = tag_records(state.lookup, state.deduped, state.slices, state.files_in_snapshot,
                                     counted=counted if fused else None, count_stages=count_stages,
-                                    count_shuffles=state.parallelism > 1)
+                                    count_shuffles=state.parallelism > 1,
+                                    update_partition_path=update_partition_path(state.index_type, options),
+                                    deleting=kind is Operation.DELETE)
             run.cleanup.extend(state.tag.cleanup)
             if fused:
                 state.counts = counts_by_partition(state.tag.partition_counts)
@@ -717,11 +738,22 @@ class Upsert(WriteOperation):
             funnel=_funnel(state, files), details=details)
 
 
+_UPDATE_PARTITION_PATH = {IndexType.GLOBAL_BLOOM: "hoodie.bloom.index.update.partition.path",
+                          IndexType.GLOBAL_SIMPLE: "hoodie.simple.index.update.partition.path"}
+
+
+def update_partition_path(index_type: IndexType, options: WriteOptions) -> bool:
+    """Whether a global index moves a record whose partition changed (Hudi's option of that index)."""
+    if index_type is IndexType.GLOBAL_BLOOM:
+        return options.bloom_update_partition_path
+    return options.simple_update_partition_path
+
+
 def _funnel(state: UpsertState, written) -> TagFunnel:
     """The tag funnel as the index observed it; `matched` from what really held a key where the index
     could not count it (SIMPLE's join, BUCKET's hash)."""
     funnel = state.tag.funnel
-    if state.index_type is IndexType.SIMPLE:
+    if state.index_type.lookup is IndexType.SIMPLE:
         return replace(funnel, matched=len(state.profile.updated_file_groups()))
     if state.index_type is IndexType.BUCKET:
         return replace(funnel, matched=sum(1 for s in written if not s.created and (s.num_update_writes or s.num_deletes)))
