@@ -24,6 +24,15 @@ def telemetry(spark, n: int, partitions: int = 3, start: int = 0, prefix: str = 
     )
 
 
+def java_bucket(spark, values: list[str | None], num_buckets: int) -> int:
+    """The oracle for Hudi's bucket id: BucketIdentifier's `(List<String>.hashCode() & Integer.MAX_VALUE)
+    % num_buckets`, run by the JVM itself on a java.util.ArrayList."""
+    hashed = spark.sparkContext._jvm.java.util.ArrayList()
+    for v in values:
+        hashed.add(v)
+    return (hashed.hashCode() & 0x7FFFFFFF) % num_buckets
+
+
 def snapshot(df, key: str = "record_key") -> pd.DataFrame:
     """A DataFrame's rows as pandas, sorted by key, meta columns kept when present."""
     pdf = df.toPandas()

@@ -15,17 +15,9 @@ import labformat as lf
 from labformat import properties as P
 from labformat.index.bucket import hash_values, hudi_bucket_ids, java_string_hashes
 from labformat.model.enums import BucketHash, IndexType, StatsSource
-from tests.helpers import hudi_snapshot, telemetry
+from tests.helpers import hudi_snapshot, java_bucket, telemetry
 
 pytestmark = pytest.mark.spark
-
-
-def java_bucket(spark, values: list[str | None], num_buckets: int) -> int:
-    """The oracle: BucketIdentifier's formula run by the JVM itself on a java.util.ArrayList."""
-    hashed = spark.sparkContext._jvm.java.util.ArrayList()
-    for v in values:
-        hashed.add(v)
-    return (hashed.hashCode() & 0x7FFFFFFF) % num_buckets
 
 
 def java_string_hash(spark, value: str) -> int:

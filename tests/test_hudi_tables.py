@@ -18,6 +18,7 @@ from labformat import keygen as K
 from labformat.errors import ConfigError, CorruptTableError
 from labformat.schema import spark_schema_from_avro
 from tests import hudi_layout as H
+from tests.helpers import java_bucket
 
 
 def _ts_folder(r: dict) -> str:
@@ -384,14 +385,6 @@ def test_labformat_tables_record_their_key_generator_and_old_ones_without_it_sti
         assert keys == sorted(r.record_key for r in telemetry(spark, 23).collect())
 
 
-def _java_bucket(spark, values: list[str | None], num_buckets: int) -> int:
-    """Hudi's BucketIdentifier formula, run by the JVM itself: List<String>.hashCode & MAX_VALUE % n."""
-    hashed = spark.sparkContext._jvm.java.util.ArrayList()
-    for v in values:
-        hashed.add(v)
-    return (hashed.hashCode() & 0x7FFFFFFF) % num_buckets
-
-
 @pytest.mark.spark
 @pytest.mark.parametrize("case,hash_field", [("complex_no_meta", "id,name"), ("complex_no_meta", "name"),
                                              ("simple_nonhive", "id")])
@@ -405,9 +398,9 @@ def test_a_bucket_index_finds_keys_in_the_file_groups_hudi_put_them(spark, tmp_p
 
     def bucket_of(key: str) -> int:
         if "," not in key or ":" not in key:
-            return _java_bucket(spark, [key], 4)
+            return java_bucket(spark, [key], 4)
         pairs = dict(part.split(":", 1) for part in key.split(","))
-        return _java_bucket(spark, [pairs[f] for f in fields], 4)
+        return java_bucket(spark, [pairs[f] for f in fields], 4)
 
     H.write_table(path, layout, [FIRST], extra_properties={"hoodie.index.type": "BUCKET",
                                                            "hoodie.bucket.index.num.buckets": "4",
