@@ -155,9 +155,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("index_type", "hoodie.index.type", IndexType.BLOOM,
            "How upserts and deletes find the file group of each record: SIMPLE (join with every key of "
            "the affected partitions), BLOOM (range pruning, bloom filters, exact check), BUCKET (hash "
-           "of the key picks the file group), or the global GLOBAL_SIMPLE and GLOBAL_BLOOM (the same "
+           "of the key picks the file group), the global GLOBAL_SIMPLE and GLOBAL_BLOOM (the same "
            "lookups over every partition: a key is unique in the table, and a record whose partition "
-           "value changes moves, see `*_update_partition_path`). The non-global ones look a key up "
+           "value changes moves, see `*_update_partition_path`), or the global RECORD_INDEX (each key "
+           "looked up in the metadata table's key-to-file-group map, see `record_index_enable`). The non-global ones look a key up "
            "in the partition its record names only, so a record whose partition value changes is "
            "stored twice. Stored with the table; a write may switch among all but BUCKET, never to "
            "or from BUCKET.", Scope.TABLE, one_of(IndexType), per_write=True),
@@ -238,6 +239,22 @@ OPTIONS: tuple[Option, ...] = (
     Option("simple_update_partition_path", "hoodie.simple.index.update.partition.path", True,
            "GLOBAL_SIMPLE: as `bloom_update_partition_path`, for the global SIMPLE index.",
            Scope.WRITE, parse_bool),
+    Option("record_index_update_partition_path", "hoodie.record.index.update.partition.path", False,
+           "RECORD_INDEX: as `bloom_update_partition_path`, for the record-level index (Hudi's default "
+           "here is false: the update stays in the record's old partition).", Scope.WRITE, parse_bool),
+    Option("record_index_enable", "hoodie.metadata.record.index.enable", False,
+           "Keep the record-level index in the metadata table (.hoodie/metadata/record_index/): each "
+           "record key's partition and file group, updated in the same commit as the data. Built from "
+           "the base files by the first write that asks for it (or by a RECORD_INDEX upsert), kept up to "
+           "date by every later write and table service once it exists. Copy-on-write tables with meta "
+           "fields and the metadata table only.", Scope.WRITE, parse_bool),
+    Option("record_index_shards", "hoodie.metadata.record.index.min.filegroup.count", 10,
+           "Record-level index: the shards (Hudi's metadata file groups) a key is hashed into, fixed when "
+           "the index is built; a lookup reads each shard in one task.", Scope.WRITE, parse_int, at_least(1)),
+    Option("metadata_compact_max_delta_commits", "hoodie.metadata.compact.max.delta.commits", 10,
+           "Record-level index: once this many commits have each added their changes to it, a RECORD_INDEX "
+           "lookup first merges them into a new base, so a lookup never reads more than this many deltas.",
+           Scope.WRITE, parse_int, at_least(1)),
     Option("bloom_use_metadata", "hoodie.bloom.index.use.metadata", False,
            "BLOOM index: take key ranges (column stats) and bloom filters from the metadata table "
            "instead of base-file footers; falls back to footers, and says so, when they are missing.",
@@ -436,6 +453,10 @@ class WriteOptions(Config):
     bloom_prune_by_ranges: bool
     bloom_update_partition_path: bool
     simple_update_partition_path: bool
+    record_index_update_partition_path: bool
+    record_index_enable: bool
+    record_index_shards: int
+    metadata_compact_max_delta_commits: int
     bloom_use_metadata: bool
     record_size_estimate: int
     record_size_estimation_threshold: float

@@ -13,7 +13,8 @@ from pyspark.sql import functions as F
 
 import labformat as lf
 from labformat import properties as P
-from labformat.index.bucket import hash_values, hudi_bucket_ids, java_string_hashes
+from labformat.fileformat.java_hash import java_string_hashes
+from labformat.index.bucket import hash_values, hudi_bucket_ids
 from labformat.model.enums import BucketHash, IndexType, StatsSource
 from tests.helpers import hudi_snapshot, java_bucket, telemetry
 

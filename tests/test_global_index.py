@@ -1,4 +1,4 @@
-"""Global indexes (GLOBAL_SIMPLE, GLOBAL_BLOOM): random upserts and deletes whose records change partition,
+"""Global indexes (GLOBAL_SIMPLE, GLOBAL_BLOOM, RECORD_INDEX): random upserts and deletes whose records change partition,
 against a dict model of Hudi's rule (`hoodie.{bloom,simple}.index.update.partition.path`), through
 labformat and hudi-rs; what the global lookup costs; the non-global duplicate it avoids."""
 
@@ -22,7 +22,8 @@ SCHEMA = "record_key string, p string, updated_at long, value long"
 KEYS = [f"k{i:02d}" for i in range(16)]
 PARTITIONS = ["a", "b", "c"]
 UPDATE_PATH = {IndexType.GLOBAL_BLOOM: "bloom_update_partition_path",
-               IndexType.GLOBAL_SIMPLE: "simple_update_partition_path"}
+               IndexType.GLOBAL_SIMPLE: "simple_update_partition_path",
+               IndexType.RECORD_INDEX: "record_index_update_partition_path"}
 
 record = st.tuples(st.sampled_from(KEYS), st.sampled_from(PARTITIONS), st.integers(0, 3), st.integers(0, 9))
 operations = st.lists(st.one_of(
@@ -63,7 +64,7 @@ def check(table, path: str, model: dict) -> None:
         assert len(theirs) == 0
 
 
-@pytest.mark.parametrize("index_type", [IndexType.GLOBAL_SIMPLE, IndexType.GLOBAL_BLOOM])
+@pytest.mark.parametrize("index_type", [IndexType.GLOBAL_SIMPLE, IndexType.GLOBAL_BLOOM, IndexType.RECORD_INDEX])
 @pytest.mark.parametrize("move", [True, False], ids=["update_partition_path", "stay"])
 @settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # minutes of Spark
@@ -72,7 +73,9 @@ def test_a_global_index_keeps_one_copy_of_every_key_as_hudi_does(spark, index_ty
     path = tempfile.mkdtemp(prefix="lf-global-")
     try:
         table = lf.Table.create(spark, path, partition_field="p", options={"index_type": index_type})
-        options = {UPDATE_PATH[index_type]: move, "max_file_size": "3KB", "small_file_limit": "2KB"}
+        # RECORD_INDEX: its deltas merged into a new base every other commit, and 3 shards for 16 keys.
+        options = {UPDATE_PATH[index_type]: move, "max_file_size": "3KB", "small_file_limit": "2KB",
+                   "metadata_compact_max_delta_commits": 2, "record_index_shards": 3}
         first = [(k, PARTITIONS[i % 3], 0, 0) for i, k in enumerate(KEYS[::2])]
         table.bulk_insert(spark.createDataFrame(first, SCHEMA))
         model = {k: (p, p, 0, 0) for k, p, _, _ in first}

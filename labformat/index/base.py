@@ -98,5 +98,6 @@ class TagResult:
     # (partition, records, input rows, rows with a null precombine value, rows with a null or blank
     # key): step 1's counts, when the index counted them in its own job (`counted` given to BLOOM's tag).
     partition_counts: list[tuple[str, int, int, int, int]] | None = None
-    # SIMPLE: counts the keys its scan read, once the tagged records are first computed (`keys_read`).
+    # Counts the index makes as the tagged records are first computed, named as TagFunnel's fields
+    # (SIMPLE: `keys_read`, the keys its scan read; RECORD_INDEX: `index_entries_read`).
     keys_observed: Observation | None = None

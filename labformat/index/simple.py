@@ -61,6 +61,6 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
         keys, on = keys.select(F.col(PART).alias(OLD_PART), KEY, FILE_ID), [KEY]
     else:
         keys, on = keys.select(*ctx.join_keys, FILE_ID), ctx.join_keys
-    keys = keys.observe(observed, F.count(F.lit(1)).alias("keys"))
+    keys = keys.observe(observed, F.count(F.lit(1)).alias("keys_read"))
     return TagResult(incoming.join(keys, on=on, how="left"), funnel, Source(StatsSource.BASE_FILES),
                      keys_observed=observed)

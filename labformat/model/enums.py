@@ -42,10 +42,12 @@ class IndexType(enum.StrEnum):
     # Global: a key is unique across partitions, so its lookup reads every partition (seed 004).
     GLOBAL_SIMPLE = "GLOBAL_SIMPLE"
     GLOBAL_BLOOM = "GLOBAL_BLOOM"
+    # Global too: each key's file group read from the metadata table's record-level index (Hudi 0.14).
+    RECORD_INDEX = "RECORD_INDEX"
 
     @property
     def is_global(self) -> bool:
-        return self in (IndexType.GLOBAL_SIMPLE, IndexType.GLOBAL_BLOOM)
+        return self in (IndexType.GLOBAL_SIMPLE, IndexType.GLOBAL_BLOOM, IndexType.RECORD_INDEX)
 
     @property
     def lookup(self) -> "IndexType":

@@ -61,6 +61,7 @@ class TagFunnel(Record):
     keys_false_positives: int | None = None
     keys_read_by_exact_check: int | None = None
     keys_read: int | None = None  # record keys the index read from storage (SIMPLE: every key it scanned)
+    index_entries_read: int | None = None  # RECORD_INDEX: entries of the record index its lookup read
     log_files_read: int | None = None  # merge-on-read: logs that may hold inserts, read by the exact check
     note: str | None = None
 

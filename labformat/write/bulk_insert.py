@@ -18,6 +18,7 @@ from labformat.model.report import BulkInsertDetails, WriteReport
 from labformat.spark.jobs import WRITE_BASE_FILES, describe, input_partitions
 from labformat.write.arrow_writer import write_new_file_groups
 from labformat.write.operation import OperationRun, Plan, WriteOperation, key_column, write_spec
+from labformat.write.transaction import record_index_asked
 
 
 @dataclass
@@ -43,6 +44,7 @@ class BulkInsert(WriteOperation):
     def plan(self, run: OperationRun) -> BulkInsertPlan:
         ctx = run.ctx
         with run.step("validate"):
+            record_index_asked(ctx, run.options)
             ctx.validate_input(self.df, need_precombine=False)
             data_schema, changes = ctx.schema_for_write(self.df, run.options.reconcile_schema)
         return BulkInsertPlan(df=ctx.conform_input(self.df, data_schema), data_schema=data_schema,

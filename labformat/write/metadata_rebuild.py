@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labformat.metadata import STATS_DDL, stats_of_files
+from labformat.metadata import STATS_DDL, record_index, stats_of_files
 from labformat.model.enums import Operation
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import IndexDetails, WriteReport
 from labformat.write.operation import OperationRun, Plan, WriteOperation
+from labformat.write.transaction import record_index_asked
 
 
 @dataclass
@@ -47,7 +48,12 @@ class MetadataRebuild(WriteOperation):
         paths = spark.createDataFrame([(s.path,) for s in plan.slices], "path string")
         paths = paths.repartition(max(1, min(len(plan.slices), 2 * spark.sparkContext.defaultParallelism)))
         # Spark Rows: their fields read as attributes, as write_metadata reads a write task's BaseFileStat.
-        return paths.mapInArrow(lambda batches: stats_of_files(batches, base_uri, columns), STATS_DDL).collect()
+        stats = paths.mapInArrow(lambda batches: stats_of_files(batches, base_uri, columns), STATS_DDL).collect()
+        if record_index.exists(ctx.storage) or record_index_asked(ctx, run.options):
+            # A new base as of the same instant; readers take it over any older one.
+            shards = record_index.shards_of(ctx.storage) or run.options.record_index_shards
+            record_index.build(spark, ctx.storage, plan.latest.time, plan.slices, shards)
+        return stats
 
     def commit(self, run: OperationRun, plan: RebuildPlan, written: list) -> None:
         run.tx.replace_metadata(plan.latest, plan.slices, written, expected_latest=plan.latest)

@@ -10,13 +10,13 @@ from labformat import config as C
 from labformat import markers
 from labformat.hooks import crash_point
 from labformat.context import TableContext
-from labformat.errors import ConcurrentWriteError, LabformatError, from_task_failure, storage_error
+from labformat.errors import ConcurrentWriteError, ConfigError, LabformatError, from_task_failure, storage_error
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.invalid_input import raise_invalid_input_from
 from labformat.fs_view import FileSystemView, refuse_nested_partitions
 from labformat.heartbeat import Heartbeat, delete_heartbeats, heartbeat_status
 from labformat.lock import TableLock
-from labformat.metadata import write_metadata
+from labformat.metadata import record_index, write_metadata
 from labformat.metadata.table import delete_metadata_of
 from labformat.model.base_file import BaseFile
 from labformat.model.commit import (
@@ -27,7 +27,7 @@ from labformat.model.commit import (
     WriteStat,
 )
 from labformat.model.file_group import FileSlice
-from labformat.model.enums import ConcurrencyMode, Operation
+from labformat.model.enums import ConcurrencyMode, IndexType, Operation
 from labformat.model.instant import WRITE_ACTIONS, Action, Instant, State
 from labformat.schema import avro_schema_json
 from labformat.timeline import Timeline
@@ -173,6 +173,9 @@ class WriteTransaction:
         refuse_nested_partitions({w.partition_path for w in write_stats},
                                  {g.partition_path for g in FileSystemView(self.ctx.timeline).file_groups()})
         replaced = {p: tuple(ids) for p, ids in sorted((replaced or {}).items()) if ids}
+        # Before the lock: the changes are this instant's own (the conflict check keeps others off its
+        # file groups), and a rollback deletes them with its other metadata.
+        self._keep_record_index([s for s in stats if not s.is_log_file], replaced)
         with self._lock() as lock:
             self.ctx.check_same_table()
             timeline = self.timeline.reload()
@@ -386,6 +389,27 @@ class WriteTransaction:
                         f"partitionDepth={partition.count('/') + 1}\n")
                 storage.publish(marker, text.encode("utf-8"))
 
+    def _keep_record_index(self, stats: list[BaseFileStat], replaced: dict[str, tuple[str, ...]]) -> None:
+        """The record index's delta for this instant, when the table keeps one or this write asks for
+        one (`record_index_asked`); a write asking on a table with commits and no usable index builds
+        its base first, from the table as of the write's plan."""
+        storage, spark = self.ctx.storage, self.ctx.spark
+        asked = record_index_asked(self.ctx, self.options, check=False)
+        if not (asked or record_index.exists(storage)):
+            return
+        plan_timeline = self.ctx.timeline
+        view, _ = record_index.current(storage, plan_timeline)
+        newest = record_index.newest_completed(plan_timeline)
+        latest = {(s.partition_path, s.file_id): s for s in FileSystemView(plan_timeline).latest_file_slices()}
+        shards = record_index.shards_of(storage) or self.options.record_index_shards
+        if view is None and asked and newest is not None:
+            record_index.build(spark, storage, newest, list(latest.values()), shards)
+        new_files = [(s.path, s.file_id) for s in stats if s.num_writes]
+        old_files = [(latest[(s.partition_path, s.file_id)].path, s.file_id) for s in stats
+                     if (s.partition_path, s.file_id) in latest]
+        old_files += [(latest[(p, fid)].path, fid) for p, ids in replaced.items() for fid in ids if (p, fid) in latest]
+        record_index.write_delta(spark, storage, self.instant.time, new_files, old_files, shards)
+
     def _write_metadata(self, write_stats: tuple[WriteStat, ...], task_stats: list[BaseFileStat],
                         replaced: dict[str, tuple[str, ...]] | None = None) -> None:
         """The metadata table's entries for this instant, written before the commit is published;
@@ -402,6 +426,31 @@ class WriteTransaction:
         write_metadata(self.ctx.storage, timeline, self.instant.time, sorted(latest.values(), key=lambda s: s.path),
                        task_stats, conf.column_stats_enable, conf.bloom_filter_enable,
                        columns=conf.column_stats_columns)
+
+
+def record_index_problem(ctx: TableContext) -> str | None:
+    """Why labformat cannot keep a record index on this table, or None."""
+    conf = ctx.config
+    if conf.merge_on_read:
+        return "a MERGE_ON_READ table (its logs would need their keys indexed)"
+    if not conf.metadata_enable:
+        return "a table without the metadata table (hoodie.metadata.enable=false)"
+    if not conf.populate_meta_fields:
+        return "a table without meta fields"
+    if conf.index_type is IndexType.BUCKET:
+        return "a BUCKET table (its hash already names each key's file group)"
+    return None
+
+
+def record_index_asked(ctx: TableContext, options: C.WriteOptions, check: bool = True) -> bool:
+    """Whether a write asks for the record index (RECORD_INDEX, or `hoodie.metadata.record.index.enable`);
+    with `check`, ConfigError (before any instant) where labformat cannot keep one."""
+    asked = options.record_index_enable or (options.index_type or ctx.config.index_type) is IndexType.RECORD_INDEX
+    problem = record_index_problem(ctx) if asked else None
+    if problem and check:
+        raise ConfigError(f"the record-level index (hoodie.index.type=RECORD_INDEX, hoodie.metadata.record.index."
+                          f"enable=true) is not supported on {problem} yet")
+    return asked and problem is None
 
 
 def _sweep_stragglers(timeline: Timeline, instant_time: str, settle_s: float = 1.0) -> None:

@@ -30,7 +30,7 @@ from labformat.context import TableContext
 from labformat.errors import ConfigError, InvalidInputError
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fs_view import refuse_nested_partitions
-from labformat.index import bloom, bucket, global_index, simple
+from labformat.index import bloom, bucket, global_index, record_level, simple
 from labformat.index.base import BUCKET, COUNT, DROP, FILE_ID, KEY, PART, IndexOptions, Lookup, TagResult
 from labformat.index.bucket import bucket_prefix
 from labformat.metadata import MetadataReader
@@ -46,6 +46,7 @@ from labformat.write.arrow_writer import WriteSpec
 from labformat.write.merge import TARGET, Target, merge_file_group
 from labformat.write.compaction import inline_compaction
 from labformat.write.operation import OperationRun, Plan, WriteOperation, key_column, write_spec
+from labformat.write.transaction import record_index_asked
 
 TASK_KEY = "_lf_task_key"
 NULL_ORDERING = "_lf_null_ordering"  # step 1: input rows of the record with a null precombine value
@@ -302,11 +303,14 @@ def latest_file_slices(ctx: TableContext, partitions: set[str], writes_rows: boo
 def tag_records(lookup: Lookup, deduped: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
                 counted: DataFrame | None = None, count_stages: tuple[str, ...] = (),
                 count_shuffles: bool = True, update_partition_path: bool = True,
-                deleting: bool = False) -> TagResult:
+                deleting: bool = False, record_index_shards: int = 10, max_index_deltas: int = 10) -> TagResult:
     """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert.
     `counted` (BLOOM only): step 1's count, run in the same job as the lookup. A global index
     finds keys in every partition and moves records as `update_partition_path` says."""
-    if lookup.options.index_type.is_global:
+    if lookup.options.index_type is IndexType.RECORD_INDEX:
+        result = record_level.tag(lookup, deduped, slices, files_in_snapshot, update_partition_path, deleting,
+                                  record_index_shards, max_index_deltas)
+    elif lookup.options.index_type.is_global:
         result = global_index.tag(lookup, deduped, slices, files_in_snapshot, update_partition_path, deleting)
     elif counted is not None:
         result = bloom.tag(lookup, deduped, slices, files_in_snapshot, counted=counted, count_stages=count_stages,
@@ -341,7 +345,7 @@ def workload_profile(tag: TagResult, counts: dict[str, PartitionCount], index_ty
     grouped = tag.tagged.groupBy(*columns).agg(F.count(F.lit(1)).alias("records")).collect()
     rows = [ProfileRow(r[PART], r[FILE_ID], r[BUCKET] if by_bucket else None, r.records) for r in grouped]
     if tag.keys_observed is not None:  # the count above computed the (persisted) tagged records: the join ran
-        tag.funnel = replace(tag.funnel, keys_read=int(tag.keys_observed.get["keys"]))
+        tag.funnel = replace(tag.funnel, **{name: int(n) for name, n in tag.keys_observed.get.items()})
     return Profile(rows, rows_in, records)
 
 
@@ -618,6 +622,7 @@ class Upsert(WriteOperation):
         if (index_type is IndexType.BUCKET) != (table_index is IndexType.BUCKET):
             raise ConfigError(f"hoodie.index.type={index_type.value}: this table was created with {table_index.value}; "
                               "a BUCKET table's layout is fixed, so neither switch to nor from BUCKET")
+        record_index_asked(ctx, options)
         if (index_type.is_global and ctx.config.merge_on_read and self.kind is Operation.UPSERT
                 and update_partition_path(index_type, options)):
             raise ConfigError(f"hoodie.index.type={index_type.value} with update.partition.path=true on a MERGE_ON_READ "
@@ -682,7 +687,8 @@ class Upsert(WriteOperation):
                                     counted=counted if fused else None, count_stages=count_stages,
                                     count_shuffles=state.parallelism > 1,
                                     update_partition_path=update_partition_path(state.index_type, options),
-                                    deleting=kind is Operation.DELETE)
+                                    deleting=kind is Operation.DELETE, record_index_shards=options.record_index_shards,
+                                    max_index_deltas=options.metadata_compact_max_delta_commits)
             run.cleanup.extend(state.tag.cleanup)
             if fused:
                 state.counts = counts_by_partition(state.tag.partition_counts)
@@ -739,13 +745,16 @@ class Upsert(WriteOperation):
 
 
 _UPDATE_PARTITION_PATH = {IndexType.GLOBAL_BLOOM: "hoodie.bloom.index.update.partition.path",
-                          IndexType.GLOBAL_SIMPLE: "hoodie.simple.index.update.partition.path"}
+                          IndexType.GLOBAL_SIMPLE: "hoodie.simple.index.update.partition.path",
+                          IndexType.RECORD_INDEX: "hoodie.record.index.update.partition.path"}
 
 
 def update_partition_path(index_type: IndexType, options: WriteOptions) -> bool:
     """Whether a global index moves a record whose partition changed (Hudi's option of that index)."""
     if index_type is IndexType.GLOBAL_BLOOM:
         return options.bloom_update_partition_path
+    if index_type is IndexType.RECORD_INDEX:
+        return options.record_index_update_partition_path
     return options.simple_update_partition_path
 
 
@@ -753,7 +762,7 @@ def _funnel(state: UpsertState, written) -> TagFunnel:
     """The tag funnel as the index observed it; `matched` from what really held a key where the index
     could not count it (SIMPLE's join, BUCKET's hash)."""
     funnel = state.tag.funnel
-    if state.index_type.lookup is IndexType.SIMPLE:
+    if state.index_type.lookup is IndexType.SIMPLE or state.index_type is IndexType.RECORD_INDEX:
         return replace(funnel, matched=len(state.profile.updated_file_groups()))
     if state.index_type is IndexType.BUCKET:
         return replace(funnel, matched=sum(1 for s in written if not s.created and (s.num_update_writes or s.num_deletes)))

@@ -1,0 +1,65 @@
+"""RECORD_INDEX: each incoming key looked up in the metadata table's record-level index (key to partition and file group), a global index that opens no data file.
+
+Hudi 0.14's answer to SIMPLE's cost (every key read) and BLOOM's (false positives on random keys):
+the lookup reads the index entries near the incoming keys, one shard per task, so its cost
+follows the keys looked up, not the files in the table. A key is unique in the table, as with the
+other global indexes, and a record whose partition changed moves (or stays) as
+`hoodie.record.index.update.partition.path` says (`global_index.resolve`).
+
+Before the lookup, the index is made usable: built from the base files when the table has none
+or it is stale, or its deltas merged into a new base once there are
+`hoodie.metadata.compact.max.delta.commits` of them; the tag result's source says which.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from labformat.index.base import FILE_ID, KEY, OLD_PART, PART, Lookup, TagResult
+from labformat.index.global_index import NEW_PART, resolve
+from labformat.metadata import record_index
+from labformat.model.enums import StatsSource
+from labformat.model.file_group import FileSlice
+from labformat.model.report import Source, TagFunnel
+
+
+def usable_index(lookup: Lookup, slices: list[FileSlice], shards: int, max_deltas: int
+                 ) -> tuple[record_index.IndexView | None, str | None]:
+    """The record index to look keys up in, built or compacted first when needed, and what was done
+    (None: used as it was). None for a table with no completed write: every key is an insert."""
+    ctx = lookup.ctx
+    view, why = record_index.current(ctx.storage, ctx.timeline)
+    newest = record_index.newest_completed(ctx.timeline)
+    if newest is None:
+        return None, None
+    if view is None:
+        shards = record_index.shards_of(ctx.storage) or shards
+        built = record_index.build(ctx.spark, ctx.storage, newest, slices, shards)
+        return built, f"built from {len(slices)} base files first ({why})"
+    if len(view.deltas) >= max_deltas:
+        return (record_index.compact(ctx.spark, ctx.storage, view, newest),
+                f"{len(view.deltas)} deltas merged into a new base first")
+    return view, None
+
+
+def tag(lookup: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
+        update_partition_path: bool, deleting: bool, shards: int, max_deltas: int) -> TagResult:
+    """Tag each record with the file group the index names for its key; `slices`: every latest file
+    slice of the table."""
+    view, done = usable_index(lookup, slices, shards, max_deltas)
+    funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
+                       files_scanned=0, keys_read=0, index_entries_read=0 if view is None else None,
+                       note="RECORD_INDEX reads the index entries near each key from the metadata table: "
+                            "no data file opened")
+    named = incoming.withColumnRenamed(PART, NEW_PART)
+    if view is None:
+        untagged = (named.withColumn(FILE_ID, F.lit(None).cast("string"))
+                    .withColumn(OLD_PART, F.lit(None).cast("string")))
+        return TagResult(resolve(untagged, update_partition_path, deleting), funnel, Source(StatsSource.NONE))
+    found, observed = record_index.lookup(lookup.spark, incoming.select(F.col(KEY).alias("key")), view,
+                                          lookup.base_uri)
+    found = found.select(F.col("key").alias(KEY), F.col("partition_path").alias(OLD_PART),
+                         F.col("file_id").alias(FILE_ID))
+    tagged = resolve(named.join(found, on=KEY, how="left"), update_partition_path, deleting)
+    return TagResult(tagged, funnel, Source(StatsSource.METADATA_TABLE, done), keys_observed=observed)
