@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import labformat as lf
+from labformat.fileformat.log_file import BlockType, read_blocks
 from labformat.model.enums import IndexType, TableType
 from tests.helpers import hudi_snapshot
 
@@ -64,15 +65,18 @@ def check(table, path: str, model: dict) -> None:
         assert len(theirs) == 0
 
 
-@pytest.mark.parametrize("index_type", [IndexType.GLOBAL_SIMPLE, IndexType.GLOBAL_BLOOM, IndexType.RECORD_INDEX])
-@pytest.mark.parametrize("move", [True, False], ids=["update_partition_path", "stay"])
+@pytest.mark.parametrize("index_type,move,table_type", [
+    (index_type, move, TableType.COPY_ON_WRITE) for index_type in UPDATE_PATH for move in (True, False)
+] + [(index_type, True, TableType.MERGE_ON_READ) for index_type in (IndexType.GLOBAL_SIMPLE, IndexType.GLOBAL_BLOOM)],
+    ids=lambda v: {True: "update_partition_path", False: "stay"}.get(v, str(v)) if isinstance(v, bool) else str(v))
 @settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # minutes of Spark
 @given(ops=operations)
-def test_a_global_index_keeps_one_copy_of_every_key_as_hudi_does(spark, index_type, move, ops):
+def test_a_global_index_keeps_one_copy_of_every_key_as_hudi_does(spark, index_type, move, table_type, ops):
     path = tempfile.mkdtemp(prefix="lf-global-")
     try:
-        table = lf.Table.create(spark, path, partition_field="p", options={"index_type": index_type})
+        table = lf.Table.create(spark, path, partition_field="p",
+                                options={"index_type": index_type, "table_type": table_type})
         # RECORD_INDEX: its deltas merged into a new base every other commit, and 3 shards for 16 keys.
         options = {UPDATE_PATH[index_type]: move, "max_file_size": "3KB", "small_file_limit": "2KB",
                    "metadata_compact_max_delta_commits": 2, "record_index_shards": 3}
@@ -118,12 +122,27 @@ def test_a_non_global_index_stores_a_moved_record_twice(spark, tmp_path):
     assert sorted((r._hoodie_partition_path, r.value) for r in t.read().collect()) == [("c", 7)]
 
 
-def test_merge_on_read_moves_are_refused_until_logs_carry_deletes_beside_updates(spark, tmp_path):
+def test_merge_on_read_moves_a_record_with_a_delete_block_beside_the_updates(spark, tmp_path):
+    """On merge-on-read the old copy goes in a delete block of the old file group's new log file, after
+    the data block of that group's updates; the record is inserted in its new partition."""
     t = lf.Table.create(spark, tmp_path / "m", partition_field="p",
                         options={"index_type": IndexType.GLOBAL_SIMPLE, "table_type": TableType.MERGE_ON_READ})
-    t.bulk_insert(spark.createDataFrame([("k1", "a", 0, 0)], SCHEMA))
-    with pytest.raises(lf.ConfigError, match="update.partition.path"):
-        t.upsert(spark.createDataFrame([("k1", "b", 1, 5)], SCHEMA))
-    t.upsert(spark.createDataFrame([("k1", "b", 1, 5)], SCHEMA), {"simple_update_partition_path": False})
-    assert [(r._hoodie_partition_path, r.p, r.value) for r in t.read().collect()] == [("a", "b", 5)]
-    assert len(hudi_snapshot(t.path)) == 1
+    t.bulk_insert(spark.createDataFrame([("k1", "a", 0, 0), ("k2", "a", 0, 0)], SCHEMA), {"bulk_insert_parallelism": 1})
+    assert len(t.file_slices()) == 1
+    report = t.upsert(spark.createDataFrame([("k1", "b", 1, 5), ("k2", "a", 1, 6)], SCHEMA))
+    assert (report.rows_deleted, report.rows_inserted, report.rows_updated) == (1, 1, 1)
+    logs = [f for f in report.files if ".log." in f.path]
+    assert len(logs) == 1 and logs[0].partition_path == "a"
+    blocks = read_blocks((tmp_path / "m" / logs[0].path).read_bytes())
+    assert [b.block_type for b in blocks] == [BlockType.AVRO_DATA, BlockType.DELETE]
+    expected = [("k1", "b", 5), ("k2", "a", 6)]
+    assert sorted((r.record_key, r._hoodie_partition_path, r.value) for r in t.read().collect()) == expected
+    theirs = hudi_snapshot(t.path)
+    assert sorted(zip(theirs.record_key, theirs._hoodie_partition_path, theirs.value)) == expected
+    # a's base file still holds k1, deleted by the log since: not a copy to remove again, nor to delete twice.
+    again = t.upsert(spark.createDataFrame([("k1", "b", 2, 8)], SCHEMA))
+    assert (again.rows_deleted, again.rows_updated, again.rows_inserted) == (0, 1, 0)
+    t.upsert(spark.createDataFrame([("k2", "a", 2, 7)], SCHEMA), {"simple_update_partition_path": False})
+    assert sorted((r.record_key, r.value) for r in t.read().collect()) == [("k1", 8), ("k2", 7)]
+    gone = t.delete(spark.createDataFrame([("k1", "z")], "record_key string, p string"))
+    assert gone.rows_deleted == 1 and sorted(r.record_key for r in t.read().collect()) == ["k2"]

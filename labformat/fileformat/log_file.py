@@ -221,6 +221,18 @@ def block_keys(blocks: Iterable[LogBlock]) -> set[str]:
     return keys
 
 
+def keys_deleted_last(blocks: Iterable[LogBlock]) -> list[str]:
+    """The keys whose last word in these blocks (in log order) is a delete: gone from the file slice,
+    though its base file may still hold them."""
+    alive: dict[str, bool] = {}
+    for block in blocks:
+        if block.block_type == BlockType.AVRO_DATA:
+            alive.update((k, True) for k in data_block_keys(block))
+        elif block.block_type == BlockType.DELETE:
+            alive.update((k, False) for k, _, _ in deleted_records(block) if k is not None)
+    return sorted(k for k, live in alive.items() if not live)
+
+
 def live_blocks(blocks: Iterable[LogBlock]) -> list[LogBlock]:
     """The data and delete blocks that count: without command blocks, and without the blocks of
     instants a rollback command block names (as Hudi's log scanner does)."""

@@ -15,15 +15,21 @@ A delete removes the key from whichever partition holds it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from typing import Iterator
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from labformat.fileformat.log_file import LogFormatError, keys_deleted_last, live_blocks, read_blocks
+from labformat.fileformat.parquet_io import unreadable
 from labformat.index import bloom, simple
 from labformat.index.base import DROP, FILE_ID, KEY, OLD_PART, PART, Lookup, TagResult
 from labformat.model.enums import IndexType
 from labformat.model.file_group import FileSlice
+from labformat.storage import Storage
 
 NEW_PART = "_lf_new_partition_path"  # the partition path the incoming record names
 
@@ -42,8 +48,48 @@ def tag(lookup: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_s
         found = bloom.tag(lookup, named.withColumn(PART, F.lit("")), flat, files_in_snapshot)
         found.tagged = _with_old_partition(found.tagged.drop(PART), partition_of, lookup)
         found.updates = None  # counted per pretend partition: the profile counts the tagged records instead
+    if any(s.has_logs for s in slices):
+        found.tagged = _without_deleted_copies(found.tagged, lookup, slices)
     found.tagged = resolve(found.tagged, update_partition_path, deleting)
     return found
+
+
+def _deleted_in_logs(batches: Iterator[pa.RecordBatch], base_uri: str) -> Iterator[pa.RecordBatch]:
+    """Task: per file slice (file id, its log paths as JSON), the keys its logs deleted last."""
+    storage = Storage(base_uri)
+    schema = pa.schema([(FILE_ID, pa.string()), (KEY, pa.string())])
+    for batch in batches:
+        for file_id, logs in zip(batch.column(FILE_ID).to_pylist(), batch.column("logs").to_pylist()):
+            blocks = []
+            for log in json.loads(logs):
+                try:
+                    blocks += read_blocks(storage.read_bytes(log))
+                except (OSError, LogFormatError) as exc:
+                    raise unreadable(log, exc, "log file") from None
+            dead = keys_deleted_last(live_blocks(blocks))
+            yield pa.RecordBatch.from_arrays([pa.array([file_id] * len(dead), pa.string()), pa.array(dead, pa.string())],
+                                             schema=schema)
+
+
+def _without_deleted_copies(tagged: DataFrame, lookup: Lookup, slices: list[FileSlice]) -> DataFrame:
+    """Merge-on-read: a key the lookup found in a base file but a log of the same slice deleted since
+    (a record moved away, or deleted) is no copy: as Hudi checks a global match by a merged read of the
+    slice. A key left with no copy keeps one unmatched row."""
+    spark, base_uri = lookup.spark, lookup.base_uri
+    with_logs = [(s.file_id, json.dumps(list(s.log_paths))) for s in slices if s.has_logs]
+    listed = spark.createDataFrame(with_logs, f"{FILE_ID} string, logs string")
+    listed = listed.repartition(max(1, min(len(with_logs), 2 * spark.sparkContext.defaultParallelism)))
+    dead = (listed.mapInArrow(lambda batches: _deleted_in_logs(batches, base_uri), f"{FILE_ID} string, {KEY} string")
+            .withColumn("_lf_dead", F.lit(True)))
+    gone = F.coalesce(F.col("_lf_dead"), F.lit(False))
+    marked = (tagged.join(dead, on=[FILE_ID, KEY], how="left")
+              .withColumn(OLD_PART, F.when(gone, F.lit(None).cast("string")).otherwise(F.col(OLD_PART)))
+              .withColumn(FILE_ID, F.when(gone, F.lit(None).cast("string")).otherwise(F.col(FILE_ID))))
+    key = Window.partitionBy(KEY)
+    live = F.col(FILE_ID).isNotNull()
+    ranked = (marked.withColumn("_lf_any", F.max(live.cast("int")).over(key))
+              .withColumn("_lf_n", F.row_number().over(key.orderBy(F.col(FILE_ID).asc_nulls_last()))))
+    return ranked.where(live | ((F.col("_lf_any") == 0) & (F.col("_lf_n") == 1))).drop("_lf_dead", "_lf_any", "_lf_n")
 
 
 def _with_old_partition(tagged: DataFrame, partition_of: dict[str, str], lookup: Lookup) -> DataFrame:

@@ -795,3 +795,44 @@ def plot_race(runs, ax=None, title: str | None = None):
         ax.legend(handles[:1], labels[:1], loc="lower right", fontsize="small")
     ax.set_title(title or "Two writers, one table")
     return ax
+
+
+# ---------------------------------------------------------------- choosing an index (06)
+
+def plot_index_choice(runs: pd.DataFrame, axes=None):
+    """`indexes.compare`'s runs, one group of bars per workload, one bar per index: what the tag step
+    read (record keys from data files; for RECORD_INDEX the index entries it read instead, hatched),
+    and the whole upsert's median seconds with min-max whiskers."""
+    axes = _new_axes(axes, 2, nrows=1, ncols=2, figsize=(15, 4.8))
+    first = runs[runs.repeat == 1].set_index(["workload", "index"])
+    workloads = list(dict.fromkeys(runs.workload))
+    indexes = list(dict.fromkeys(runs["index"]))
+    width = 0.8 / len(indexes)
+    seconds = runs.groupby(["workload", "index"]).seconds
+    low, mid, high = seconds.min(), seconds.median(), seconds.max()
+    for i, (index, color) in enumerate(zip(indexes, _colors(len(indexes)))):
+        x = np.arange(len(workloads)) + (i - (len(indexes) - 1) / 2) * width
+        entries = [first.loc[(w, index)].index_entries_read for w in workloads]
+        by_entries = [not _missing(e) for e in entries]
+        read = [float(e) if has else float(first.loc[(w, index)].keys_read or 0)
+                for w, e, has in zip(workloads, entries, by_entries)]
+        label = f"{index} (index entries)" if any(by_entries) else index
+        bars = axes[0].bar(x, read, width, color=color, label=label, hatch="//" if any(by_entries) else None)
+        for bar, n in zip(bars, read):
+            axes[0].annotate(f"{int(n):,}", (bar.get_x() + bar.get_width() / 2, n), ha="center", va="bottom",
+                             fontsize="x-small", rotation=90)
+        m = [mid[(w, index)] for w in workloads]
+        axes[1].bar(x, m, width, color=color, label=index)
+        axes[1].errorbar(x, m, yerr=[np.subtract(m, [low[(w, index)] for w in workloads]),
+                                     np.subtract([high[(w, index)] for w in workloads], m)],
+                         fmt="none", ecolor="black", capsize=2, linewidth=0.8)
+    for ax in axes:
+        ax.set_xticks(range(len(workloads)))
+        ax.set_xticklabels(workloads)
+    axes[0].set_ylabel("keys read by the tag step")
+    axes[0].set_title("what each index read to tag the batch")
+    axes[0].margins(y=0.25)
+    axes[1].set_ylabel("seconds (median, min-max)")
+    axes[1].set_title("the whole upsert")
+    axes[0].legend(fontsize="small", ncols=2, loc="upper left")
+    return axes

@@ -30,9 +30,11 @@ DELETE_ORDERING = 0
 
 
 def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec, target, operation: Operation,
-                    task: TaskIdentity, incoming_bytes: int) -> BaseFileStat:
+                    task: TaskIdentity, incoming_bytes: int, moved_keys: pa.Array | None = None) -> BaseFileStat:
     """Write one log file holding `incoming` (updates, as an Avro data block) or its keys (deletes,
-    as a delete block) for `target`'s latest slice; its write stat.
+    as a delete block) for `target`'s latest slice; its write stat. `moved_keys` (a global index's
+    records that left this file group for another partition) go in a delete block after the data
+    block, as Hudi's append handle writes an upsert's deletes beside its updates.
 
     The log version starts at the one the driver planned and moves up while a file of that name
     exists (a dead writer's file not yet rolled back). The write marker goes first, so that a
@@ -44,12 +46,17 @@ def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec
     base_name = BaseFile.parse(target.old_path).name
     order = pc.sort_indices(incoming_keys)
     keys = incoming_keys.take(order)
+    moved = pc.sort_indices(moved_keys) if moved_keys is not None and len(moved_keys) else None
     version = target.log_version
     while True:
         log = LogFile(target.file_id, target.prev_commit, version, task.token)
         path = f"{target.partition_path}/{log.name}" if target.partition_path else log.name
-        block = _block(incoming.take(order), keys, spec, target.partition_path, log.name, task.partition, operation)
-        data = block.to_bytes()
+        blocks = [_block(incoming.take(order), keys, spec, target.partition_path, log.name, task.partition, operation)
+                  ] if incoming.num_rows or moved is None else []
+        if moved is not None:
+            blocks.append(_block(incoming.slice(0, 0), moved_keys.take(moved), spec, target.partition_path, log.name,
+                                 task.partition, Operation.DELETE))
+        data = b"".join(block.to_bytes() for block in blocks)
         markers.create(storage, spec.instant_time, path)
         if storage.create_exclusive(path, data):
             break
@@ -60,10 +67,13 @@ def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec
         stats.add(incoming.select(list(spec.data_columns)))
     n = incoming.num_rows
     deletes = n if operation is Operation.DELETE else 0
+    named = pa.concat_arrays([keys.cast(pa.string()), moved_keys.cast(pa.string())]) if moved is not None else keys
+    moved_n = len(moved_keys) if moved is not None else 0
     return BaseFileStat(
         partition_path=target.partition_path, file_id=target.file_id, path=path, prev_commit=target.prev_commit,
-        num_writes=n - deletes, num_inserts=0, num_update_writes=n - deletes, num_deletes=deletes,
-        file_size=len(data), min_key=keys[0].as_py() if n else None, max_key=keys[n - 1].as_py() if n else None,
+        num_writes=n - deletes, num_inserts=0, num_update_writes=n - deletes, num_deletes=deletes + moved_n,
+        file_size=len(data), min_key=pc.min(named).as_py() if len(named) else None,
+        max_key=pc.max(named).as_py() if len(named) else None,
         write_ms=int((time.monotonic() - started) * 1000), bloom_ms=0, task_partition=task.partition,
         task_attempt=task.attempt, prev_min_key=None, prev_max_key=None, prev_size=0, incoming_bytes=incoming_bytes,
         column_stats=stats.to_json(), bloom=None, bloom_bytes=0, base_file=base_name, log_version=version,

@@ -126,7 +126,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
         fresh = incoming.select(list(spec.data_columns) if operation is not Operation.DELETE else [spec.record_key])
         stat = append_log_file(incoming, incoming_keys.combine_chunks(), spec, target, operation,
                                task,
-                               _incoming_parquet_bytes(fresh, spec.compression))
+                               _incoming_parquet_bytes(fresh, spec.compression), moved_keys=moved_keys)
         yield BaseFileStat.record_batch([stat])
         return
     if target.old_path is None and operation is not Operation.DELETE and target.file_id_prefix is None:

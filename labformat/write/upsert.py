@@ -623,11 +623,6 @@ class Upsert(WriteOperation):
             raise ConfigError(f"hoodie.index.type={index_type.value}: this table was created with {table_index.value}; "
                               "a BUCKET table's layout is fixed, so neither switch to nor from BUCKET")
         record_index_asked(ctx, options)
-        if (index_type.is_global and ctx.config.merge_on_read and self.kind is Operation.UPSERT
-                and update_partition_path(index_type, options)):
-            raise ConfigError(f"hoodie.index.type={index_type.value} with update.partition.path=true on a MERGE_ON_READ "
-                              "table is not supported yet (a log file would need a delete block beside its updates); "
-                              f"set {_UPDATE_PARTITION_PATH[index_type]}=false, or use copy-on-write")
         return index_type
 
     def running(self, run: OperationRun):
@@ -742,11 +737,6 @@ class Upsert(WriteOperation):
             rows_inserted=sum(s.num_inserts for s in files), rows_updated=sum(s.num_update_writes for s in files),
             rows_deleted=sum(s.num_deletes for s in files), rows_deduplicated=deduplicated,
             funnel=_funnel(state, files), details=details)
-
-
-_UPDATE_PARTITION_PATH = {IndexType.GLOBAL_BLOOM: "hoodie.bloom.index.update.partition.path",
-                          IndexType.GLOBAL_SIMPLE: "hoodie.simple.index.update.partition.path",
-                          IndexType.RECORD_INDEX: "hoodie.record.index.update.partition.path"}
 
 
 def update_partition_path(index_type: IndexType, options: WriteOptions) -> bool:

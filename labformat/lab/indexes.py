@@ -1,0 +1,163 @@
+"""Notebook 06's experiments: one drone table partitioned by day, three workloads, every index run on each, measured by the indexes themselves.
+
+- `time-ordered`: the seed's daily batch (a new day of readings, corrections of the day before);
+- `random keys`: the same batch with UUID-like keys (`key_style="random"`), on a table of such keys;
+- `moves`: corrections of the history's last day, a share of them re-dated to the next day (a
+  clock corrected across midnight), so their partition value changes.
+
+Each index upserts each workload on a fresh copy of its table (BUCKET on a BUCKET table of its own,
+RECORD_INDEX on a copy whose record index was built by `rebuild_metadata`), after one untimed
+warm-up per index; the runs alternate their order between repetitions.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from tqdm.auto import tqdm
+
+import labformat as lf
+from labformat import datasets
+from labformat.lab import workshop
+from labformat.lab.sweeps import copy_table
+from labformat.model.enums import IndexType, SortMode
+
+INDEXES = (IndexType.SIMPLE, IndexType.BLOOM, IndexType.BUCKET, IndexType.GLOBAL_SIMPLE, IndexType.GLOBAL_BLOOM,
+           IndexType.RECORD_INDEX)
+WORKLOADS = ("time-ordered", "random keys", "moves")
+GLOBAL = tuple(i.value for i in INDEXES if i.is_global)
+# Every global index moves a record whose partition changed (RECORD_INDEX's Hudi default is to keep it in place).
+MOVE = {"bloom_update_partition_path": True, "simple_update_partition_path": True,
+        "record_index_update_partition_path": True}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One upsert batch and the key style of the table it goes into."""
+
+    name: str
+    key_style: str
+    batch: DataFrame
+    rows: int  # the batch's rows
+    moved: int  # of them, records whose partition value differs from the stored one
+
+
+def _moves(spark, cached: datasets.CachedDataset, spec: datasets.DatasetSpec, share: float) -> DataFrame:
+    """Corrections of every reading of the history's last day, `share` of them dated to the next day."""
+    history = datasets.load_history(spark, cached)
+    last_day = history.agg(F.max("day")).first()[0]
+    moved = (F.abs(F.hash("record_key")) % 1000) < int(share * 1000)
+    return (history.where(F.col("day") == last_day)
+            .withColumn("day", F.when(moved, F.date_add(F.col("day").cast("date"), 1).cast("string")).otherwise(F.col("day")))
+            .withColumn("battery_pct", F.col("battery_pct") - 1)
+            .withColumn("updated_at", F.col("updated_at") + F.expr("INTERVAL 1 DAY")))
+
+
+def workloads(spark, spec: datasets.DatasetSpec, move_share: float = 0.05) -> dict[str, Workload]:
+    """The three workloads at `spec`'s scale (the random-key dataset generated and cached on first use)."""
+    random_spec = datasets.spec(spec.name, key_style="random")
+    cached = {"monotonic": datasets.generate(spark, spec), "random": datasets.generate(spark, random_spec)}
+    moves = _moves(spark, cached["monotonic"], spec, move_share).persist()
+    history_days = datasets.load_history(spark, cached["monotonic"]).select("record_key", F.col("day").alias("old"))
+    moved = moves.join(history_days, "record_key").where(F.col("day") != F.col("old")).count()
+    out = {
+        "time-ordered": Workload("time-ordered", "monotonic", datasets.load_batch(spark, cached["monotonic"], 1), 0, 0),
+        "random keys": Workload("random keys", "random", datasets.load_batch(spark, cached["random"], 1), 0, 0),
+        "moves": Workload("moves", "monotonic", moves, 0, moved),
+    }
+    return {name: Workload(w.name, w.key_style, w.batch, w.batch.count(), w.moved) for name, w in out.items()}
+
+
+def base_tables(spark, spec: datasets.DatasetSpec, bucket_num: int = 4, options: dict | None = None,
+                workdir: Path | None = None, name: str = "06") -> dict[tuple[str, IndexType], lf.Table]:
+    """Per key style and index: the table its runs copy. The history bulk inserted (GLOBAL_SORT) into a
+    table partitioned by day; BUCKET into a BUCKET table of `bucket_num` buckets; RECORD_INDEX on a
+    copy of the first whose record index `rebuild_metadata` built."""
+    options = dict(options or {})
+    out: dict[tuple[str, IndexType], lf.Table] = {}
+    for style in ("monotonic", "random"):
+        cached = datasets.generate(spark, datasets.spec(spec.name, key_style=style))
+        history = datasets.load_history(spark, cached)
+        for index in (IndexType.BLOOM, IndexType.BUCKET):
+            extra = {"index_type": IndexType.BUCKET, "bucket_num": bucket_num} if index is IndexType.BUCKET else {}
+            path = workshop.scratch(f"{name}-{style}-{index.value.lower()}", workdir)
+            table = lf.Table.create(spark, path, record_key=datasets.RECORD_KEY, partition_field=datasets.PARTITION_FIELD,
+                                    precombine_field=datasets.PRECOMBINE_FIELD, options=extra)
+            table.bulk_insert(history, {**options, "bulk_insert_sort_mode": SortMode.GLOBAL_SORT})
+            out[(style, index)] = table
+        indexed = copy_table(out[(style, IndexType.BLOOM)], f"{name}-{style}-record-index", workdir)
+        indexed.rebuild_metadata({"record_index_enable": True})
+        out[(style, IndexType.RECORD_INDEX)] = indexed
+    return out
+
+
+def origin(bases: dict, key_style: str, index: IndexType) -> lf.Table:
+    """The table an index's run on a workload of `key_style` copies."""
+    if index in (IndexType.BUCKET, IndexType.RECORD_INDEX):
+        return bases[(key_style, index)]
+    return bases[(key_style, IndexType.BLOOM)]
+
+
+def duplicate_keys(table: lf.Table) -> int:
+    """Record keys the table stores more than once (counted by Spark)."""
+    return table.read().groupBy("record_key").count().where(F.col("count") > 1).count()
+
+
+def compare(bases: dict, loads: dict[str, Workload], indexes: Iterable[IndexType] = INDEXES, repeats: int = 2,
+            options: dict | None = None, workdir: Path | None = None, progress: bool = False) -> pd.DataFrame:
+    """Every index on every workload, `repeats` times each on a fresh copy, after one warm-up per index.
+
+    One row per run: workload, index, repeat, seconds, tag_s, keys_read (record keys the tag step read
+    from data files, as the index counted them), index_entries_read (RECORD_INDEX), files_rewritten,
+    files_created, rows_updated, rows_inserted, rows_deleted, and duplicates (keys stored twice after
+    the upsert, counted on the first repetition's copy)."""
+    options = {**(options or {}), **MOVE}
+    indexes = [IndexType(i) for i in indexes]
+
+    def once(load: Workload, index: IndexType, tag: str, count_duplicates: bool):
+        copy = copy_table(origin(bases, load.key_style, index), f"06-run-{tag}", workdir)
+        try:
+            report = copy.upsert(load.batch, {**options, "index_type": index})
+            return report, (duplicate_keys(copy) if count_duplicates else None)
+        finally:
+            shutil.rmtree(copy.path, ignore_errors=True)
+
+    first = next(iter(loads.values()))
+    for index in indexes:
+        once(first, index, "warm-up", False)
+    runs = [(r, name, i) for r in range(1, repeats + 1) for name in loads
+            for i in (indexes if r % 2 else indexes[::-1])]
+    rows = []
+    for repeat, name, index in tqdm(runs, desc="index runs", disable=not progress):
+        report, duplicates = once(loads[name], index, f"{repeat}", repeat == 1)
+        funnel = report.funnel
+        rows.append({"workload": name, "index": index.value, "repeat": repeat, "seconds": report.seconds,
+                     "tag_s": report.step("tag").seconds, "keys_read": funnel.keys_read,
+                     "index_entries_read": funnel.index_entries_read,
+                     "files_in_affected_partitions": funnel.files_in_affected_partitions,
+                     "files_rewritten": report.files_rewritten, "files_created": report.files_created,
+                     "rows_updated": report.rows_updated, "rows_inserted": report.rows_inserted,
+                     "rows_deleted": report.rows_deleted, "duplicates": duplicates})
+    return pd.DataFrame(rows)
+
+
+def counts(runs: pd.DataFrame, column: str) -> pd.DataFrame:
+    """One exact count per index (rows) and workload (columns), from the first repetition."""
+    first = runs[runs.repeat == 1]
+    table = first.pivot(index="index", columns="workload", values=column)
+    order = [i.value for i in INDEXES if i.value in table.index]
+    return table.loc[order, [w for w in WORKLOADS if w in table.columns]].astype("Int64")
+
+
+def point_query(table: lf.Table, key: str):
+    """A query fixing the record key: its scan funnel (file slices after each pruning stage) and the
+    partitions the table has."""
+    plan = table.scan(F.col("record_key") == key)
+    partitions = len({s.partition_path for s in plan.snapshot})
+    return plan.funnel, partitions
