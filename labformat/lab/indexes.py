@@ -27,6 +27,8 @@ from labformat import datasets
 from labformat.lab import workshop
 from labformat.lab.sweeps import copy_table
 from labformat.model.enums import IndexType, SortMode
+from labformat.spark.jobs import StepRecorder, conf_override
+from labformat.spark.ui import SparkUI
 
 INDEXES = (IndexType.SIMPLE, IndexType.BLOOM, IndexType.BUCKET, IndexType.GLOBAL_SIMPLE, IndexType.GLOBAL_BLOOM,
            IndexType.RECORD_INDEX)
@@ -161,3 +163,42 @@ def point_query(table: lf.Table, key: str):
     plan = table.scan(F.col("record_key") == key)
     partitions = len({s.partition_path for s in plan.snapshot})
     return plan.funnel, partitions
+
+
+def corrections_table(spark, load: Workload, bucket_num: int = 4, workdir: Path | None = None) -> lf.Table:
+    """A workload's batch as a BUCKET table of its own (not partitioned), to join the history with."""
+    table = lf.Table.create(spark, workshop.scratch("06-corrections", workdir), record_key=datasets.RECORD_KEY,
+                            precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None,
+                            options={"index_type": IndexType.BUCKET, "bucket_num": bucket_num})
+    table.bulk_insert(load.batch)
+    return table
+
+
+def _run_and_measure(spark, df: DataFrame) -> tuple[int, int]:
+    """Run `df` once (every column computed, nothing kept); its rows and the bytes its job shuffled,
+    read from the Spark UI's stages."""
+    recorder = StepRecorder(spark)
+    with recorder.step("join"):
+        df.write.format("noop").mode("overwrite").save()
+    group = recorder.steps[-1].group
+    shuffled = sum(stage.shuffle_write_bytes for stage in SparkUI(spark).stages(group)) if group else 0
+    return df.count(), shuffled
+
+
+def join_shuffle(history: lf.Table, corrections: lf.Table) -> pd.DataFrame:
+    """The history joined with the corrections on the record key, two ways: the bucket join, and
+    Spark's join of the two snapshots. Broadcast joins are off, as for two tables too large to
+    broadcast, which is the case a bucket join is for. One row each: exchanges in the physical
+    plan, bytes shuffled, rows."""
+    spark = history.spark
+    rows = []
+    with conf_override(spark, {"spark.sql.autoBroadcastJoinThreshold": "-1"}):
+        right = corrections.read().selectExpr("record_key", "battery_pct AS corrected_battery_pct")
+        joins = {"bucket join": history.join_by_bucket(corrections),
+                 "Spark join of the snapshots": history.read().join(right, "record_key")}
+        for name, df in joins.items():
+            plan = df._jdf.queryExecution().executedPlan().toString()
+            n, shuffled = _run_and_measure(spark, df)
+            rows.append({"join": name, "exchanges in the plan": plan.count("Exchange"), "bytes shuffled": shuffled,
+                         "rows": n})
+    return pd.DataFrame(rows).set_index("join")

@@ -51,6 +51,7 @@ class StageInfo:
     completion_time: datetime | None
     executor_run_time_s: float
     description: str | None = None  # the job description: a `jobs.StagePlan` when labformat set one
+    shuffle_write_bytes: int = 0  # bytes its tasks wrote for a shuffle (an exchange's map side)
 
 
 class SparkUI:
@@ -128,6 +129,7 @@ class SparkUI:
                 completion_time=parse_time(s.get("completionTime")),
                 executor_run_time_s=s.get("executorRunTime", 0) / 1000.0,
                 description=s.get("description"),
+                shuffle_write_bytes=int(s.get("shuffleWriteBytes", 0)),
             )
             for s in raw
         ]
