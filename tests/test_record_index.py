@@ -140,8 +140,34 @@ def test_keys_stored_twice_are_refused_and_the_table_is_unchanged(spark, tmp_pat
     assert not [i for i in Storage(t.path).list(record_index.INDEX_DIR) if i.path.endswith(".parquet")]
 
 
-@pytest.mark.parametrize("options", [{"table_type": TableType.MERGE_ON_READ}, {"metadata_enable": False}],
-                         ids=["merge_on_read", "no_metadata_table"])
+def test_merge_on_read_keeps_the_index_through_log_deletes_and_compaction(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "m", partition_field="p",
+                        options={**RLI, "table_type": TableType.MERGE_ON_READ})
+    t.bulk_insert(rows(spark, ["k1", "k2", "k3"], p="a"))
+    t.upsert(rows(spark, ["k1"], p="a", at=1, value=1))  # a log of updates: no location changes
+    t.delete(spark.createDataFrame([("k2", "a")], "record_key string, p string"))  # a delete block
+    report = t.upsert(rows(spark, ["k2", "k3"], p="a", at=2, value=2))
+    assert report.details.lookup_source.why is None
+    assert (report.rows_inserted, report.rows_updated) == (1, 1)  # k2 was deleted: an insert again
+    t.compact()
+    report = t.upsert(rows(spark, ["k1", "k2", "k4"], p="a", at=3, value=3))
+    assert report.details.lookup_source.why is None  # the compaction kept the index too
+    assert (report.rows_inserted, report.rows_updated) == (1, 2)
+    assert contents(t) == {"k1": ("a", 3), "k2": ("a", 3), "k3": ("a", 2), "k4": ("a", 3)}
+    assert len(hudi_snapshot(t.path)) == 4
+
+
+def test_an_index_built_on_merge_on_read_leaves_out_keys_its_logs_deleted(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "m", options={"table_type": TableType.MERGE_ON_READ})
+    t.bulk_insert(rows(spark, ["k1", "k2"]))
+    t.delete(spark.createDataFrame([("k2", "")], "record_key string, p string"))
+    report = t.upsert(rows(spark, ["k2"], at=1, value=9), RLI)
+    assert "built from" in str(report.details.lookup_source)
+    assert (report.rows_inserted, report.rows_updated) == (1, 0)
+    assert contents(t) == {"k1": ("", 0), "k2": ("", 9)}
+
+
+@pytest.mark.parametrize("options", [{"metadata_enable": False}], ids=["no_metadata_table"])
 def test_tables_it_cannot_keep_an_index_for_are_refused_before_any_instant(spark, tmp_path, options):
     t = lf.Table.create(spark, tmp_path / "t", options=options)
     t.bulk_insert(rows(spark, ["k1"]))

@@ -829,10 +829,14 @@ def plot_index_choice(runs: pd.DataFrame, axes=None):
     for ax in axes:
         ax.set_xticks(range(len(workloads)))
         ax.set_xticklabels(workloads)
+    from matplotlib.ticker import FuncFormatter
+
+    axes[0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     axes[0].set_ylabel("keys read by the tag step")
     axes[0].set_title("what each index read to tag the batch")
-    axes[0].margins(y=0.25)
+    axes[0].margins(y=0.15)
     axes[1].set_ylabel("seconds (median, min-max)")
     axes[1].set_title("the whole upsert")
-    axes[0].legend(fontsize="small", ncols=2, loc="upper left")
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small")
     return axes

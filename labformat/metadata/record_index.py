@@ -36,6 +36,8 @@ from pyspark.sql import functions as F
 
 from labformat.errors import ConfigError, CorruptTableError
 from labformat.fileformat.java_hash import record_index_shards
+from labformat.fileformat.log_file import (BlockType, LogFormatError, data_block_keys, deleted_records, live_blocks,
+                                           read_blocks)
 from labformat.fileformat.parquet_io import unreadable
 from labformat.model.file_group import FileSlice
 from labformat.storage import Storage
@@ -176,21 +178,57 @@ def shard_column(key_column, shards: int):
 
 
 def _keys_of_files(batches: Iterator[pa.RecordBatch], base_uri: str) -> Iterator[pa.RecordBatch]:
-    """Task: the (key, partition path, file id, is_new) of every record of each listed base file."""
+    """Task: per listed file slice (base file or none, file id, is_new, log paths as JSON), the record
+    keys it holds, with their partition path: its base file's, then each log's blocks in order (a
+    data block adds its keys, a delete block removes them)."""
     storage = Storage(base_uri)
     schema = pa.schema([("key", pa.string()), ("partition_path", pa.string()), ("file_id", pa.string()),
                         ("is_new", pa.bool_())])
     for batch in batches:
-        for path, file_id, is_new in zip(*(batch.column(c).to_pylist() for c in ("path", "file_id", "is_new"))):
-            try:
-                table = pq.read_table(storage.full_path(path), filesystem=storage.fs,
-                                      columns=["_hoodie_record_key", "_hoodie_partition_path"])
-            except (OSError, ValueError) as exc:
-                raise unreadable(path, exc) from None
-            n = table.num_rows
+        for path, file_id, is_new, logs in zip(*(batch.column(c).to_pylist()
+                                                for c in ("path", "file_id", "is_new", "logs"))):
+            keys, parts = [], []
+            if path:
+                try:
+                    table = pq.read_table(storage.full_path(path), filesystem=storage.fs,
+                                          columns=["_hoodie_record_key", "_hoodie_partition_path"])
+                except (OSError, ValueError) as exc:
+                    raise unreadable(path, exc) from None
+                keys = table.column(0).to_pylist()
+                parts = table.column(1).to_pylist()
+            logs = json.loads(logs) if logs else []
+            if logs:
+                keys, parts = _after_logs(storage, logs, keys, parts)
+            n = len(keys)
             yield pa.RecordBatch.from_arrays(
-                [table.column(0).combine_chunks().cast(pa.string()), table.column(1).combine_chunks().cast(pa.string()),
-                 pa.array([file_id] * n, pa.string()), pa.array([is_new] * n, pa.bool_())], schema=schema)
+                [pa.array(keys, pa.string()), pa.array(parts, pa.string()), pa.array([file_id] * n, pa.string()),
+                 pa.array([is_new] * n, pa.bool_())], schema=schema)
+
+
+def _after_logs(storage: Storage, logs: list[str], keys: list, parts: list) -> tuple[list, list]:
+    """A file slice's keys (and partition paths) once its logs are applied to its base file's."""
+    blocks = []
+    for log in logs:
+        try:
+            blocks += read_blocks(storage.read_bytes(log))
+        except (OSError, LogFormatError) as exc:
+            raise unreadable(log, exc, "log file") from None
+    where = dict(zip(keys, parts))
+    alive = dict.fromkeys(keys, True)
+    for block in live_blocks(blocks):
+        if block.block_type == BlockType.AVRO_DATA:
+            # A key a log adds lies in the slice's partition: that of any key it ever held.
+            home = next(iter(where.values()), None)
+            for key in data_block_keys(block):
+                alive[key] = True
+                where.setdefault(key, home)
+        elif block.block_type == BlockType.DELETE:
+            for key, part, _ in deleted_records(block):
+                if key is not None:
+                    alive[key] = False
+                    where.setdefault(key, part)
+    chosen = [k for k, a in alive.items() if a]
+    return chosen, [where.get(k) for k in chosen]
 
 
 def _publish_parquet(storage: Storage, rel: str, table: pa.Table) -> None:
@@ -353,8 +391,9 @@ def _write(spark: SparkSession, storage: Storage, entries: DataFrame, shards: in
     return sharded.mapInArrow(lambda batches: _write_shards(batches, base_uri, prefix), _WRITTEN_DDL).collect()
 
 
-def _key_rows(spark: SparkSession, storage: Storage, files: list[tuple[str, str, bool]]) -> DataFrame:
-    listed = spark.createDataFrame(files, "path string, file_id string, is_new boolean")
+def _key_rows(spark: SparkSession, storage: Storage, files: list[tuple[str | None, str, bool, str]]) -> DataFrame:
+    """(path, file id, is_new, log paths as JSON) rows: their keys, read by Spark tasks (`_keys_of_files`)."""
+    listed = spark.createDataFrame(files, "path string, file_id string, is_new boolean, logs string")
     listed = listed.repartition(max(1, min(len(files), 2 * spark.sparkContext.defaultParallelism)))
     base_uri = storage.base_uri
     return listed.mapInArrow(lambda batches: _keys_of_files(batches, base_uri), _KEYS_DDL)
@@ -366,7 +405,7 @@ def build(spark: SparkSession, storage: Storage, instant: str, slices: list[File
     two file groups (a non-global index wrote it twice): the index maps a key to one."""
     name = _new_stamp()
     prefix = f"{INDEX_DIR}/{instant}.{name}"
-    entries = (_key_rows(spark, storage, [(s.path, s.file_id, True) for s in slices if s.path])
+    entries = (_key_rows(spark, storage, [(s.path, s.file_id, True, json.dumps(list(s.log_paths))) for s in slices])
                .select("key", "partition_path", "file_id", F.lit(False).alias("deleted")))
     written = _write(spark, storage, entries, shards, prefix) if slices else []
     duplicates = sum(r.duplicates for r in written)
@@ -379,14 +418,16 @@ def build(spark: SparkSession, storage: Storage, instant: str, slices: list[File
     return IndexView(shards, _publish_manifest(storage, instant, name, shards, written), ())
 
 
-def write_delta(spark: SparkSession, storage: Storage, instant: str, new_files: list[tuple[str, str]],
-                old_files: list[tuple[str, str]], shards: int) -> Manifest:
-    """The changes of the commit `instant`, from the base files it wrote and those they replace
-    ((path, file id) each): a key found in a new file is at that file group now; a key found only
-    in a replaced file was deleted. Keys whose location did not change are left out."""
-    if not new_files and not old_files:
+def write_delta(spark: SparkSession, storage: Storage, instant: str, new_slices: list[tuple[str | None, str, list]],
+                old_slices: list[tuple[str | None, str, list]], shards: int) -> Manifest:
+    """The changes of the commit `instant`, from the file slices it made and those they follow
+    ((base path, file id, log paths) each; on copy-on-write, base files alone): a key the new slices
+    hold is at that file group now; a key only the old ones held was deleted. Keys whose location
+    did not change are left out (a log's updates change none)."""
+    if not new_slices and not old_slices:
         return _publish_manifest(storage, instant, "delta", shards, [])
-    keys = _key_rows(spark, storage, [(p, f, True) for p, f in new_files] + [(p, f, False) for p, f in old_files])
+    keys = _key_rows(spark, storage, [(p, f, True, json.dumps(list(logs))) for p, f, logs in new_slices]
+                     + [(p, f, False, json.dumps(list(logs))) for p, f, logs in old_slices])
     is_new = F.col("is_new")
     changes = keys.groupBy("key").agg(
         F.max(F.when(is_new, F.col("file_id"))).alias("new_file"),

@@ -175,7 +175,7 @@ class WriteTransaction:
         replaced = {p: tuple(ids) for p, ids in sorted((replaced or {}).items()) if ids}
         # Before the lock: the changes are this instant's own (the conflict check keeps others off its
         # file groups), and a rollback deletes them with its other metadata.
-        self._keep_record_index([s for s in stats if not s.is_log_file], replaced)
+        self._keep_record_index(stats, replaced)
         with self._lock() as lock:
             self.ctx.check_same_table()
             timeline = self.timeline.reload()
@@ -404,11 +404,21 @@ class WriteTransaction:
         shards = record_index.shards_of(storage) or self.options.record_index_shards
         if view is None and asked and newest is not None:
             record_index.build(spark, storage, newest, list(latest.values()), shards)
-        new_files = [(s.path, s.file_id) for s in stats if s.num_writes]
-        old_files = [(latest[(s.partition_path, s.file_id)].path, s.file_id) for s in stats
-                     if (s.partition_path, s.file_id) in latest]
-        old_files += [(latest[(p, fid)].path, fid) for p, ids in replaced.items() for fid in ids if (p, fid) in latest]
-        record_index.write_delta(spark, storage, self.instant.time, new_files, old_files, shards)
+        # Each file group this instant wrote: its slice before (as of the plan) and after, base file and
+        # logs; a replaced file group's slice before only.
+        new_slices, old_slices = [], []
+        for s in stats:
+            before = latest.get((s.partition_path, s.file_id))
+            if before is not None:
+                old_slices.append((before.path, s.file_id, list(before.log_paths)))
+            if s.is_log_file:
+                new_slices.append((before.path if before else None, s.file_id,
+                                   (list(before.log_paths) if before else []) + [s.path]))
+            elif s.num_writes:
+                new_slices.append((s.path, s.file_id, []))
+        old_slices += [(latest[(p, fid)].path, fid, list(latest[(p, fid)].log_paths))
+                       for p, ids in replaced.items() for fid in ids if (p, fid) in latest]
+        record_index.write_delta(spark, storage, self.instant.time, new_slices, old_slices, shards)
 
     def _write_metadata(self, write_stats: tuple[WriteStat, ...], task_stats: list[BaseFileStat],
                         replaced: dict[str, tuple[str, ...]] | None = None) -> None:
@@ -431,8 +441,6 @@ class WriteTransaction:
 def record_index_problem(ctx: TableContext) -> str | None:
     """Why labformat cannot keep a record index on this table, or None."""
     conf = ctx.config
-    if conf.merge_on_read:
-        return "a MERGE_ON_READ table (its logs would need their keys indexed)"
     if not conf.metadata_enable:
         return "a table without the metadata table (hoodie.metadata.enable=false)"
     if not conf.populate_meta_fields:
