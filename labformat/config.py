@@ -246,8 +246,8 @@ OPTIONS: tuple[Option, ...] = (
            "Keep the record-level index in the metadata table (.hoodie/metadata/record_index/): each "
            "record key's partition and file group, updated in the same commit as the data. Built from "
            "the base files by the first write that asks for it (or by a RECORD_INDEX upsert), kept up to "
-           "date by every later write and table service once it exists. Copy-on-write tables with meta "
-           "fields and the metadata table only.", Scope.WRITE, parse_bool),
+           "date by every later write and table service once it exists. Tables with meta fields and the "
+           "metadata table only, not BUCKET tables.", Scope.WRITE, parse_bool),
     Option("record_index_shards", "hoodie.metadata.record.index.min.filegroup.count", 10,
            "Record-level index: the shards (Hudi's metadata file groups) a key is hashed into, fixed when "
            "the index is built; a lookup reads each shard in one task.", Scope.WRITE, parse_int, at_least(1)),
