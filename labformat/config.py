@@ -331,8 +331,20 @@ OPTIONS: tuple[Option, ...] = (
     Option("query_type", "hoodie.datasource.query.type", QueryType.SNAPSHOT,
            "SNAPSHOT reads each file slice's base file merged with its log files (merge-on-read); "
            "READ_OPTIMIZED reads the base files only: faster, without the updates and deletes still in "
-           "log files. The same on a copy-on-write table, which has no log files.",
+           "log files. The same on a copy-on-write table, which has no log files. INCREMENTAL reads the "
+           "latest version of every record written by a commit after `begin_instant` up to `end_instant` "
+           "(`Table.changes`), opening only the file groups those commits wrote.",
            Scope.READ, one_of(QueryType)),
+    Option("begin_instant", "hoodie.datasource.read.begin.instanttime", None,
+           "INCREMENTAL: the instant the range starts after (exclusive); '000' for the whole history.",
+           Scope.READ, parse_optional_str),
+    Option("end_instant", "hoodie.datasource.read.end.instanttime", None,
+           "INCREMENTAL: the instant the range ends at (inclusive); the latest completed write when unset.",
+           Scope.READ, parse_optional_str),
+    Option("incr_fallback_full_scan", "hoodie.datasource.read.incr.fallback.fulltablescan.enable", False,
+           "INCREMENTAL: when a commit of the range is older than what cleaning kept, scan the whole table as "
+           "of the end instant (filtered by commit time) instead of failing with CleanedInstantError.",
+           Scope.READ, parse_bool),
     Option("data_skipping", "hoodie.enable.data.skipping", True,
            "Queries skip base files using partition values, column stats and bloom filters.",
            Scope.READ, parse_bool),
@@ -485,6 +497,9 @@ class ReadOptions(Config):
     """A read's or a query's options."""
 
     query_type: QueryType
+    begin_instant: str | None
+    end_instant: str | None
+    incr_fallback_full_scan: bool
     data_skipping: bool
 
 

@@ -25,6 +25,7 @@ from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import WriteReport
 from labformat.read.bucket_join import bucket_join
+from labformat.read.incremental import IncrementalPlan, plan_incremental
 from labformat.read.merge_on_read import read_file_slices
 from labformat.read.query import ScanPlan, plan_scan
 from labformat.storage import Storage
@@ -190,6 +191,8 @@ class Table:
         `options={"query_type": "READ_OPTIMIZED"}` reads the base files only.
         """
         read_options = C.read_options(options)
+        if read_options.query_type is QueryType.INCREMENTAL:
+            return self.incremental_plan(read_options.begin_instant, read_options.end_instant, options).to_dataframe()
         ctx = self.context()
         at = ctx.at(as_of)
         slices = ctx.file_system_view(at).latest_file_slices()
@@ -209,6 +212,20 @@ class Table:
         """
         plan = self.scan(condition, as_of, options)
         return plan.to_dataframe(), plan.measure()
+
+    def changes(self, since: str, until: str | None = None, options: Mapping[str, Any] | None = None) -> DataFrame:
+        """The latest version of every record written by a commit after instant `since` up to `until`
+        (inclusive; the latest completed write by default): Hudi's incremental query, meta columns
+        first. A downstream job keeps the last instant it consumed (`incremental_plan(...).end`) and
+        passes it as `since` next time. Deletes are not in it."""
+        return self.incremental_plan(since, until, options).to_dataframe()
+
+    def incremental_plan(self, since: str | None, until: str | None = None,
+                         options: Mapping[str, Any] | None = None) -> IncrementalPlan:
+        """The plan of `changes(since, until)` without reading: its commits, the file slices it opens
+        (`files_read`, against `files_in_snapshot`), its `end`, and `fallback` when it scans the whole table."""
+        read_options = C.read_options(options)
+        return plan_incremental(self.context(), since, until, read_options.incr_fallback_full_scan)
 
     def join_by_bucket(self, other: "Table", how: str = "inner", as_of: str | None = None,
                        other_as_of: str | None = None) -> DataFrame:

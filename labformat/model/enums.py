@@ -117,6 +117,7 @@ class QueryType(enum.StrEnum):
 
     SNAPSHOT = "SNAPSHOT"
     READ_OPTIMIZED = "READ_OPTIMIZED"
+    INCREMENTAL = "INCREMENTAL"  # the records commits in (begin, end] wrote (`read/incremental.py`)
 
 
 class CompressionCodec(enum.StrEnum):

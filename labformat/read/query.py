@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 
 from labformat.config import ReadOptions
 from labformat.context import NULL_PARTITION
-from labformat.errors import CleanedInstantError, CorruptTableError, LabformatError, from_task_failure
+from labformat.errors import CleanedInstantError, ConfigError, CorruptTableError, LabformatError, from_task_failure
 from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_ranges
 from labformat.fs_view import check_base_files
 from labformat.metadata import MetadataReader
@@ -408,6 +408,9 @@ def plan_scan(ctx: TableContext, condition: Column | str, at: Instant | None, op
     in turn, or, with data skipping off, none of them (each reported as off). READ_OPTIMIZED
     (merge-on-read): each file slice is its base file alone, its log files left unread, as Hudi's
     read-optimized query reads it."""
+    if options.query_type is QueryType.INCREMENTAL:
+        raise ConfigError("query() and scan() plan snapshot queries; an incremental query is Table.changes(since, "
+                          "until) (or read() with hoodie.datasource.query.type=incremental), filtered afterwards")
     started = time.perf_counter()
     view = ctx.file_system_view(at)  # every stage reads the context's one timeline: the same snapshot
     latest = ctx.timeline.latest_completed_write()

@@ -1,0 +1,106 @@
+"""Incremental queries (Hudi's `hoodie.datasource.query.type=incremental`): the latest version of every record that a commit in a range of instants wrote, reading only the file groups those commits wrote.
+
+The range is `(begin, end]` in instant times (Hudi's `hoodie.datasource.read.begin.instanttime`,
+exclusive, and `...end.instanttime`, inclusive, the latest completed write by default). A record's
+`_hoodie_commit_time` is the instant that last wrote it, so the records a range wrote are those
+of the file groups its commits wrote, as of `end` (merge-on-read slices merged with their logs), whose
+commit time lies in the range. File groups a clustering in the range created are read too (the
+records it moved keep their commit times, so unchanged rows are filtered out, never shown as
+changed). Deletes are not shown: a deleted record has no latest version.
+
+A commit in the range older than what cleaning kept readable may have lost its files: the read is
+then CleanedInstantError naming the earliest readable instant, unless
+`hoodie.datasource.read.incr.fallback.fulltablescan.enable` is true, when every latest file slice
+as of `end` is read and filtered by commit time (the plan says so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from labformat.context import TableContext
+from labformat.errors import CleanedInstantError, ConfigError
+from labformat.fs_view import check_base_files
+from labformat.model.file_group import FileSlice
+from labformat.model.instant import Instant
+from labformat.read.merge_on_read import read_file_slices
+from labformat.schema import COMMIT_TIME
+
+# A begin before every instant: the whole history.
+EARLIEST = "000"
+
+
+@dataclass(frozen=True)
+class IncrementalPlan:
+    """What an incremental query reads: its range, the commits in it, the file slices it opens."""
+
+    begin: str
+    end: str | None  # None: the table has no completed write
+    commits: tuple[str, ...]  # completed writes with begin < time <= end
+    file_slices: tuple[FileSlice, ...]  # what the read opens
+    files_in_snapshot: int  # file slices of the snapshot as of `end`
+    fallback: str | None = None  # why the whole snapshot is read, when it is
+    ctx: TableContext | None = field(default=None, repr=False, compare=False)
+    schema: T.StructType | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def files_read(self) -> int:
+        return len(self.file_slices)
+
+    def to_dataframe(self) -> DataFrame:
+        """The records (meta columns first), lazily."""
+        ctx, schema = self.ctx, self.schema or T.StructType([])
+        rows = read_file_slices(ctx.spark, ctx.storage, self.file_slices, schema, ctx.config.precombine_field,
+                                ctx.config.merge_mode)
+        if self.end is None:
+            return rows.limit(0)
+        return rows.where((F.col(COMMIT_TIME) > F.lit(self.begin)) & (F.col(COMMIT_TIME) <= F.lit(self.end)))
+
+
+def plan_incremental(ctx: TableContext, begin: str | None, end: str | None = None,
+                     fallback_full_scan: bool = False) -> IncrementalPlan:
+    """Plan the incremental query of `(begin, end]` (see the module's docstring); no Spark job."""
+    if begin is None:
+        raise ConfigError("an incremental query needs hoodie.datasource.read.begin.instanttime (the instant it "
+                          f"starts after; {EARLIEST!r} for the whole history)")
+    timeline = ctx.timeline
+    writes = timeline.completed_writes()
+    if end is None:
+        end_instant: Instant | None = writes[-1] if writes else None
+    else:
+        end_instant = next((i for i in writes if i.time == end), None)
+        if end_instant is None:
+            # Hudi takes any time as the end: the latest completed write at or before it.
+            earlier = [i for i in writes if i.time <= end]
+            end_instant = earlier[-1] if earlier else None
+    if end_instant is None or begin >= end_instant.time:
+        return IncrementalPlan(begin, end_instant.time if end_instant else None, (), (), 0, ctx=ctx)
+    commits = [i for i in writes if begin < i.time <= end_instant.time]
+    view = ctx.file_system_view(end_instant)
+    snapshot = view.latest_file_slices()
+    readable, clean = timeline.readable_from()
+    cleaned = [c.time for c in commits if readable is not None and c.time < readable]
+    fallback = None
+    if cleaned:
+        if not fallback_full_scan or end_instant.time < readable:
+            raise CleanedInstantError(
+                f"the incremental range ({begin}, {end_instant.time}] holds commit {cleaned[0]}, older than what "
+                f"cleaning kept (clean {clean}): its files may be gone; the earliest instant still readable is "
+                f"{readable}: begin at or after it, or set "
+                "hoodie.datasource.read.incr.fallback.fulltablescan.enable=true to scan the whole table instead")
+        fallback = f"commit {cleaned[0]} in the range is older than what cleaning kept ({readable}): full table scan"
+    if fallback:
+        chosen = snapshot
+    else:
+        written = set()
+        for commit in commits:
+            metadata = timeline.commit_metadata(commit)
+            written.update((w.partition_path, w.file_id) for w in metadata.write_stats)
+        chosen = [s for s in snapshot if (s.partition_path, s.file_id) in written]
+    check_base_files(ctx.storage, chosen)
+    return IncrementalPlan(begin, end_instant.time, tuple(c.time for c in commits), tuple(chosen), len(snapshot),
+                           fallback, ctx=ctx, schema=ctx.schema(end_instant))

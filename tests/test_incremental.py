@@ -1,0 +1,138 @@
+"""Incremental queries (`hoodie.datasource.query.type=incremental`, `Table.changes`): for random histories
+on copy-on-write and merge-on-read, every range equals a model of the history and hudi-rs's incremental
+read; only the file groups the range wrote are opened; clustering shows no row as changed; cleaned
+ranges fail, or fall back to a full scan when asked."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import labformat as lf
+from labformat.model.enums import TableType
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "record_key string, p string, updated_at long, value long"
+KEYS = [f"k{i:02d}" for i in range(12)]
+
+record = st.tuples(st.sampled_from(KEYS), st.integers(0, 9))
+operations = st.lists(st.one_of(
+    st.tuples(st.just("upsert"), st.lists(record, min_size=1, max_size=6, unique_by=lambda r: r[0])),
+    st.tuples(st.just("delete"), st.lists(st.sampled_from(KEYS), min_size=1, max_size=3, unique=True)),
+    st.tuples(st.just("service"), st.sampled_from(["compact", "cluster", "clean"])),
+), min_size=3, max_size=6)
+
+
+def hudi_incremental(path, begin: str, end: str) -> dict:
+    import hudi
+
+    options = (hudi.HudiReadOptions().with_query_type(hudi.HudiQueryType.Incremental)
+               .with_start_timestamp(begin).with_end_timestamp(end))
+    batches = hudi.HudiTableBuilder.from_base_uri(str(path)).build().read(options)
+    rows = pa.Table.from_batches(batches).to_pylist() if batches else []
+    return {r["record_key"]: (r["value"], r["_hoodie_commit_time"]) for r in rows}
+
+
+def changes(table, begin: str, end: str) -> dict:
+    return {r.record_key: (r.value, r._hoodie_commit_time) for r in table.changes(begin, end).collect()}
+
+
+@pytest.mark.parametrize("table_type", [TableType.COPY_ON_WRITE, TableType.MERGE_ON_READ])
+@settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(ops=operations)
+def test_every_range_holds_the_latest_version_of_what_its_commits_wrote(spark, table_type, ops):
+    path = tempfile.mkdtemp(prefix="lf-incr-")
+    try:
+        table = lf.Table.create(spark, path, partition_field="p", options={"table_type": table_type})
+        first = table.bulk_insert(spark.createDataFrame([(k, "ab"[KEYS.index(k) % 2], 0, 0) for k in KEYS[::2]],
+                                                        SCHEMA)).instant
+        model = {k: (0, first) for k in KEYS[::2]}  # key -> (value, instant that last wrote it)
+        history = [(first, dict(model))]
+        small = {"max_file_size": "3KB", "small_file_limit": "2KB"}
+        for step, op in enumerate(ops, start=1):
+            if op[0] == "upsert":
+                rows = [(k, "ab"[KEYS.index(k) % 2], step, v) for k, v in op[1]]
+                instant = table.upsert(spark.createDataFrame(rows, SCHEMA), small).instant
+                model.update({k: (v, instant) for k, v in op[1]})
+            elif op[0] == "delete":
+                rows = [(k, "ab"[KEYS.index(k) % 2]) for k in op[1]]
+                instant = table.delete(spark.createDataFrame(rows, "record_key string, p string")).instant
+                for k in op[1]:
+                    model.pop(k, None)
+            elif op[1] == "compact" and table_type is TableType.MERGE_ON_READ:
+                instant = table.compact().instant
+            elif op[1] == "cluster":
+                instant = table.cluster({"clustering_small_file_limit": "1MB"}).instant
+            else:
+                table.clean({"cleaner_commits_retained": 20})
+                instant = None
+            if instant is not None:
+                history.append((instant, dict(model)))
+        times = ["000"] + [t for t, _ in history]
+        for b, begin in enumerate(times):
+            for end, snapshot in history:
+                if end <= begin:
+                    continue
+                expected = {k: (v, t) for k, (v, t) in snapshot.items() if begin < t <= end}
+                assert changes(table, begin, end) == expected, (begin, end)
+        # hudi-rs over every range starting at a write (its own reader, its own rules)
+        for begin, _ in history[:-1]:
+            end, snapshot = history[-1]
+            expected = {k: (v, t) for k, (v, t) in snapshot.items() if begin < t <= end}
+            assert hudi_incremental(path, begin, end) == expected, (begin, end)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_range_opens_only_the_file_groups_its_commits_wrote(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "t", partition_field="p")
+    t.bulk_insert(spark.createDataFrame([(f"k{i:02d}", f"p{i % 4}", 0, i) for i in range(40)], SCHEMA),
+                  {"bulk_insert_parallelism": 1})
+    before = t.timeline()[-1].time
+    t.upsert(spark.createDataFrame([("k01", "p1", 1, 100), ("k05", "p1", 1, 500)], SCHEMA))
+    plan = t.incremental_plan(before)
+    assert plan.files_in_snapshot == 4 and plan.files_read == 1 and plan.fallback is None
+    assert sorted((r.record_key, r.value) for r in plan.to_dataframe().collect()) == [("k01", 100), ("k05", 500)]
+
+
+def test_clustering_shows_no_row_as_changed(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "t")
+    for n in range(3):
+        t.upsert(spark.createDataFrame([(f"k{n}", "", n, n)], SCHEMA), {"small_file_limit": 0})
+    before = t.timeline()[-1].time
+    assert t.cluster({"clustering_small_file_limit": "1MB"}).instant is not None
+    plan = t.incremental_plan(before)
+    assert len(plan.commits) == 1 and plan.files_read == 1
+    assert t.changes(before).count() == 0
+
+
+def test_a_cleaned_range_fails_naming_the_earliest_readable_instant_or_falls_back(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "t")
+    first = t.bulk_insert(spark.createDataFrame([("k1", "", 0, 0), ("k2", "", 0, 0)], SCHEMA)).instant
+    for n in range(1, 4):
+        t.upsert(spark.createDataFrame([("k1", "", n, n)], SCHEMA))
+    t.clean({"cleaner_commits_retained": 1})
+    readable, _ = t.context().timeline.readable_from()
+    with pytest.raises(lf.CleanedInstantError, match=readable):
+        t.changes(first)
+    fallback = {"incr_fallback_full_scan": True}
+    plan = t.incremental_plan(first, options=fallback)
+    assert plan.fallback and "full table scan" in plan.fallback
+    assert sorted((r.record_key, r.value) for r in t.changes(first, options=fallback).collect()) == [("k1", 3)]
+    assert sorted(r.record_key for r in t.changes(readable).collect()) in ([], ["k1"])
+
+
+def test_query_refuses_an_incremental_query_type(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "t")
+    t.bulk_insert(spark.createDataFrame([("k1", "", 0, 0)], SCHEMA))
+    with pytest.raises(lf.ConfigError, match="changes"):
+        t.query("value > 0", options={"query_type": "INCREMENTAL", "begin_instant": "000"})
+    with pytest.raises(lf.ConfigError, match="begin"):
+        t.read(options={"query_type": "INCREMENTAL"})
