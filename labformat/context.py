@@ -186,6 +186,7 @@ class TableConfig:
     # BUCKET: the record-key fields a bucket is hashed from (empty: all of them), and how.
     bucket_hash_fields: tuple[str, ...] = ()
     bucket_hash: BucketHash = BucketHash.JAVA_HASHCODE
+    cdc_enabled: bool = False  # hoodie.table.cdc.enabled: writes record their changes (`write/cdc.py`)
 
     @property
     def merge_on_read(self) -> bool:
@@ -222,6 +223,7 @@ class TableConfig:
             compact_inline=options.compact_inline,
             compact_inline_max_delta_commits=options.compact_inline_max_delta_commits,
             bucket_hash_fields=(hash_fields or (record_key,)) if options.index_type is IndexType.BUCKET else (),
+            cdc_enabled=options.cdc_enabled,
         )
 
     @classmethod
@@ -262,6 +264,7 @@ class TableConfig:
             merge_mode=merge_mode_of(props),
             bucket_hash_fields=tuple(hash_field.split(",")) if hash_field else (),
             bucket_hash=bucket_hash_of(props),
+            cdc_enabled=(props.get(_key("cdc_enabled")) or "false").strip().lower() == "true",
         )
 
     def to_properties(self) -> dict[str, str]:
@@ -284,6 +287,9 @@ class TableConfig:
             props[_key(name)] = str(getattr(self, name)).lower()
         if self.column_stats_columns:
             props[_key("column_stats_columns")] = ",".join(self.column_stats_columns)
+        if self.cdc_enabled:
+            props[_key("cdc_enabled")] = "true"
+            props[_key("cdc_supplemental_logging_mode")] = C.option("cdc_supplemental_logging_mode").default.value
         if self.index_type is IndexType.BUCKET:
             props[_key("bucket_num")] = str(self.bucket_num)
             props[_key("bucket_hash_field")] = ",".join(self.bucket_hash_fields)

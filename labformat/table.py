@@ -192,7 +192,8 @@ class Table:
         """
         read_options = C.read_options(options)
         if read_options.query_type is QueryType.INCREMENTAL:
-            return self.incremental_plan(read_options.begin_instant, read_options.end_instant, options).to_dataframe()
+            return self.incremental_plan(read_options.begin_instant, read_options.end_instant, options).to_dataframe(
+                read_options.incremental_format)
         ctx = self.context()
         at = ctx.at(as_of)
         slices = ctx.file_system_view(at).latest_file_slices()
@@ -217,8 +218,10 @@ class Table:
         """The latest version of every record written by a commit after instant `since` up to `until`
         (inclusive; the latest completed write by default): Hudi's incremental query, meta columns
         first. A downstream job keeps the last instant it consumed (`incremental_plan(...).end`) and
-        passes it as `since` next time. Deletes are not in it."""
-        return self.incremental_plan(since, until, options).to_dataframe()
+        passes it as `since` next time. Deletes are not in it; with `options={"incremental_format": "cdc"}`
+        on a table created with `cdc_enabled`, every change instead: op (i, u, d), ts_ms, before and after
+        (JSON), record key and partition path (change data capture)."""
+        return self.incremental_plan(since, until, options).to_dataframe(C.read_options(options).incremental_format)
 
     def incremental_plan(self, since: str | None, until: str | None = None,
                          options: Mapping[str, Any] | None = None) -> IncrementalPlan:

@@ -17,6 +17,7 @@ from labformat.storage import Storage
 TIMELINE_DIR = ".hoodie"
 # The metadata table lives under the timeline folder, as in Hudi: rollback deletes its files too.
 METADATA_DIR = f"{TIMELINE_DIR}/metadata"
+CDC_DIR = f"{TIMELINE_DIR}/cdc"  # change data capture's records, per commit (`write/cdc.py`)
 _STATE_RANK = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
 # A completed clean's body: the earliest instant whose snapshot it left whole (labformat's key beside
 # Hudi's `earliestCommitToRetain`, which KEEP_LATEST_FILE_VERSIONS does not set).
@@ -273,8 +274,8 @@ class Timeline:
             markers.delete_all(self.storage, instant_time)  # last: a crash before this finds them again
         for info in self.storage.list("", recursive=True):
             leaf = info.path.rsplit("/", 1)[-1]
-            if info.path.startswith(METADATA_DIR + "/"):
-                # The metadata table's files of the failed instant go with its base files.
+            if info.path.startswith(METADATA_DIR + "/") or info.path.startswith(CDC_DIR + "/"):
+                # The metadata table's and change records' files of the failed instant go with its base files.
                 if leaf.split(".", 1)[0] == instant_time or (leaf.startswith(".") and instant_time in leaf):
                     self.storage.delete(info.path)
                     deleted.append(info.path)

@@ -255,7 +255,8 @@ def _enum_values(*class_names: str) -> set[str]:
 
 
 OPTION_CHOICES = _enum_values("IndexType", "TableType", "SortMode", "ParallelismMode", "CleanerPolicy",
-                              "ConcurrencyMode", "QueryType", "MergeMode", "BloomFilterTypeCode", "BucketHash")
+                              "ConcurrencyMode", "QueryType", "MergeMode", "BloomFilterTypeCode", "BucketHash",
+                              "IncrementalFormat", "CdcLoggingMode")
 NAMES_COMPARED = _enum_values("Operation", "StatsSource")
 
 

@@ -5,6 +5,7 @@ ranges fail, or fall back to a full scan when asked."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 
@@ -15,6 +16,9 @@ from hypothesis import strategies as st
 
 import labformat as lf
 from labformat.model.enums import TableType
+from labformat.write.cdc import instant_millis
+from tests import crash_writer
+from tests.helpers import telemetry
 
 pytestmark = pytest.mark.spark
 
@@ -136,3 +140,68 @@ def test_query_refuses_an_incremental_query_type(spark, tmp_path):
         t.query("value > 0", options={"query_type": "INCREMENTAL", "begin_instant": "000"})
     with pytest.raises(lf.ConfigError, match="begin"):
         t.read(options={"query_type": "INCREMENTAL"})
+
+
+def cdc_rows(table, begin: str = "000", end: str | None = None) -> list[tuple]:
+    rows = table.changes(begin, end, options={"incremental_format": "cdc"}).collect()
+    value = lambda image: None if image is None else json.loads(image)["value"]  # noqa: E731
+    return sorted((r.ts_ms, r.op, r._hoodie_record_key, value(r.before), value(r.after)) for r in rows)
+
+
+@pytest.mark.parametrize("table_type", [TableType.COPY_ON_WRITE, TableType.MERGE_ON_READ])
+@settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(ops=operations)
+def test_change_records_reproduce_every_insert_update_and_delete(spark, table_type, ops):
+    path = tempfile.mkdtemp(prefix="lf-cdc-")
+    try:
+        table = lf.Table.create(spark, path, partition_field="p",
+                                options={"table_type": table_type, "cdc_enabled": True})
+        first = table.bulk_insert(spark.createDataFrame([(k, "ab"[KEYS.index(k) % 2], 0, 0) for k in KEYS[::2]],
+                                                        SCHEMA)).instant
+        model = {k: 0 for k in KEYS[::2]}
+        expected = [(instant_millis(first), "i", k, None, 0) for k in KEYS[::2]]
+        for step, op in enumerate(ops, start=1):
+            if op[0] == "upsert":
+                rows = [(k, "ab"[KEYS.index(k) % 2], step, v) for k, v in op[1]]
+                ms = instant_millis(table.upsert(spark.createDataFrame(rows, SCHEMA)).instant)
+                expected += [(ms, "u" if k in model else "i", k, model.get(k), v) for k, v in op[1]]
+                model.update(dict(op[1]))
+            elif op[0] == "delete":
+                rows = [(k, "ab"[KEYS.index(k) % 2]) for k in op[1]]
+                report = table.delete(spark.createDataFrame(rows, "record_key string, p string"))
+                gone = [k for k in op[1] if k in model]
+                if gone:
+                    expected += [(instant_millis(report.instant), "d", k, model.pop(k), None) for k in gone]
+            elif op[1] == "compact" and table_type is TableType.MERGE_ON_READ:
+                table.compact()
+            elif op[1] == "cluster":
+                table.cluster({"clustering_small_file_limit": "1MB"})
+        assert cdc_rows(table) == sorted(expected)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_cdc_query_needs_a_table_that_records_changes(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "t")
+    t.bulk_insert(spark.createDataFrame([("k1", "", 0, 0)], SCHEMA))
+    with pytest.raises(lf.ConfigError, match="hoodie.table.cdc.enabled"):
+        t.changes("000", options={"incremental_format": "cdc"})
+    with pytest.raises(lf.ConfigError, match="data_before_after"):
+        lf.Table.create(spark, tmp_path / "u", options={"cdc_enabled": True,
+                                                         "cdc_supplemental_logging_mode": "op_key_only"})
+
+
+@pytest.mark.slow
+def test_a_writer_killed_before_publishing_leaves_no_change_records(spark, tmp_path):
+    path = tmp_path / "t"
+    t = lf.Table.create(spark, path, partition_field="day", options={"cdc_enabled": True})
+    first = t.bulk_insert(telemetry(spark, 40)).instant
+    crash_writer.crash(path, "before_publish", "upsert")
+    assert len(list((path / ".hoodie/cdc").glob("*.parquet"))) >= 2  # the bulk insert's and the dead upsert's
+    reopened = lf.Table.open(spark, path)
+    report = reopened.upsert(telemetry(spark, 10))  # rolls the dead writer back first
+    assert report.rolled_back
+    leaves = {p.name.split(".", 1)[0] for p in (path / ".hoodie/cdc").glob("*.parquet")}
+    assert leaves == {first, report.instant}
+    assert {r.op for r in reopened.changes(first, options={"incremental_format": "cdc"}).collect()} == {"u"}

@@ -120,6 +120,21 @@ class QueryType(enum.StrEnum):
     INCREMENTAL = "INCREMENTAL"  # the records commits in (begin, end] wrote (`read/incremental.py`)
 
 
+class IncrementalFormat(enum.StrEnum):
+    """`hoodie.datasource.query.incremental.format`: what an incremental query returns."""
+
+    LATEST_STATE = "latest_state"  # the latest version of each record the range wrote
+    CDC = "cdc"  # every change the range made: op, ts_ms, before, after (change data capture)
+
+
+class CdcLoggingMode(enum.StrEnum):
+    """`hoodie.table.cdc.supplemental.logging.mode`: what a change record keeps of the record."""
+
+    OP_KEY_ONLY = "op_key_only"
+    DATA_BEFORE = "data_before"
+    DATA_BEFORE_AFTER = "data_before_after"
+
+
 class CompressionCodec(enum.StrEnum):
     """`hoodie.parquet.compression.codec`, as pyarrow names the codecs."""
 

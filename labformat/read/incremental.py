@@ -28,10 +28,28 @@ from labformat.fs_view import check_base_files
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.read.merge_on_read import read_file_slices
-from labformat.schema import COMMIT_TIME
+from labformat.model.enums import IncrementalFormat
+from labformat.schema import COMMIT_TIME, PARTITION_PATH, RECORD_KEY
+from labformat.storage import Storage
+from labformat.timeline import CDC_DIR
 
 # A begin before every instant: the whole history.
 EARLIEST = "000"
+# A CDC query's rows: Hudi's columns (op i/u/d, the commit's time in ms, the images as JSON), then the
+# record's key and partition path.
+CDC_SCHEMA = T.StructType([T.StructField("op", T.StringType()), T.StructField("ts_ms", T.LongType()),
+                           T.StructField("before", T.StringType()), T.StructField("after", T.StringType()),
+                           T.StructField(RECORD_KEY, T.StringType()), T.StructField(PARTITION_PATH, T.StringType())])
+
+
+def change_files(storage: Storage, instants: set[str]) -> list[str]:
+    """The change-record files (`write/cdc.py`) of these instants."""
+    out = []
+    for info in storage.list(CDC_DIR):
+        leaf = info.path.rsplit("/", 1)[-1]
+        if leaf.endswith(".parquet") and not leaf.startswith(".") and leaf.split(".", 1)[0] in instants:
+            out.append(info.path)
+    return sorted(out)
 
 
 @dataclass(frozen=True)
@@ -51,14 +69,30 @@ class IncrementalPlan:
     def files_read(self) -> int:
         return len(self.file_slices)
 
-    def to_dataframe(self) -> DataFrame:
-        """The records (meta columns first), lazily."""
+    def to_dataframe(self, incremental_format: IncrementalFormat = IncrementalFormat.LATEST_STATE) -> DataFrame:
+        """The records (meta columns first), lazily; with `cdc`, the change records of the range's
+        commits instead (CDC_SCHEMA, by `ts_ms`)."""
         ctx, schema = self.ctx, self.schema or T.StructType([])
+        if incremental_format is IncrementalFormat.CDC:
+            return self._changes()
         rows = read_file_slices(ctx.spark, ctx.storage, self.file_slices, schema, ctx.config.precombine_field,
                                 ctx.config.merge_mode)
         if self.end is None:
             return rows.limit(0)
         return rows.where((F.col(COMMIT_TIME) > F.lit(self.begin)) & (F.col(COMMIT_TIME) <= F.lit(self.end)))
+
+    def _changes(self) -> DataFrame:
+        ctx = self.ctx
+        if not ctx.config.cdc_enabled:
+            raise ConfigError("hoodie.datasource.query.incremental.format=cdc needs a table created with "
+                              "hoodie.table.cdc.enabled=true: this one records no changes")
+        if self.fallback:
+            raise CleanedInstantError(f"{self.fallback}: a CDC query has no full-scan fallback (the changes of "
+                                      "cleaned commits are gone with them)")
+        files = change_files(ctx.storage, set(self.commits))
+        if not files:
+            return ctx.spark.createDataFrame([], CDC_SCHEMA)
+        return ctx.spark.read.schema(CDC_SCHEMA).parquet(*[ctx.storage.spark_path(p) for p in files])
 
 
 def plan_incremental(ctx: TableContext, begin: str | None, end: str | None = None,

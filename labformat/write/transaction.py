@@ -31,6 +31,7 @@ from labformat.model.enums import ConcurrencyMode, IndexType, Operation
 from labformat.model.instant import WRITE_ACTIONS, Action, Instant, State
 from labformat.schema import avro_schema_json
 from labformat.timeline import Timeline
+from labformat.write import cdc
 from labformat.write.conflict import check_conflicts
 
 PARTITION_METADATA = ".hoodie_partition_metadata"
@@ -176,6 +177,7 @@ class WriteTransaction:
         # Before the lock: the changes are this instant's own (the conflict check keeps others off its
         # file groups), and a rollback deletes them with its other metadata.
         self._keep_record_index(stats, replaced)
+        self._keep_changes(stats, replaced, data_schema)
         with self._lock() as lock:
             self.ctx.check_same_table()
             timeline = self.timeline.reload()
@@ -404,21 +406,42 @@ class WriteTransaction:
         shards = record_index.shards_of(storage) or self.options.record_index_shards
         if view is None and asked and newest is not None:
             record_index.build(spark, storage, newest, list(latest.values()), shards)
-        # Each file group this instant wrote: its slice before (as of the plan) and after, base file and
-        # logs; a replaced file group's slice before only.
-        new_slices, old_slices = [], []
+        before, after = self._slices_before_after(stats, replaced, latest)
+        record_index.write_delta(spark, storage, self.instant.time,
+                                 [(s.path, s.file_id, list(s.log_paths)) for s in after],
+                                 [(s.path, s.file_id, list(s.log_paths)) for s in before], shards)
+
+    def _slices_before_after(self, stats: list[BaseFileStat], replaced: dict[str, tuple[str, ...]],
+                             latest: dict[tuple[str, str], FileSlice]) -> tuple[list[FileSlice], list[FileSlice]]:
+        """The file slices of every file group this instant wrote: before (as of the write's plan) and
+        after (its new base file, or the slice with its new log file); a replaced file group's before
+        only. What the record index's delta and the change records compare."""
+        before, after = [], []
         for s in stats:
-            before = latest.get((s.partition_path, s.file_id))
-            if before is not None:
-                old_slices.append((before.path, s.file_id, list(before.log_paths)))
+            old = latest.get((s.partition_path, s.file_id))
+            if old is not None:
+                before.append(old)
             if s.is_log_file:
-                new_slices.append((before.path if before else None, s.file_id,
-                                   (list(before.log_paths) if before else []) + [s.path]))
+                after.append(old.with_log(s.path, s.file_size) if old is not None else
+                             FileSlice(s.partition_path, s.file_id, self.instant.time, None, 0, 0).with_log(
+                                 s.path, s.file_size))
             elif s.num_writes:
-                new_slices.append((s.path, s.file_id, []))
-        old_slices += [(latest[(p, fid)].path, fid, list(latest[(p, fid)].log_paths))
-                       for p, ids in replaced.items() for fid in ids if (p, fid) in latest]
-        record_index.write_delta(spark, storage, self.instant.time, new_slices, old_slices, shards)
+                after.append(FileSlice(s.partition_path, s.file_id, self.instant.time, s.path, s.file_size,
+                                       s.num_writes))
+        before += [latest[(p, fid)] for p, ids in replaced.items() for fid in ids if (p, fid) in latest]
+        return before, after
+
+    def _keep_changes(self, stats: list[BaseFileStat], replaced: dict[str, tuple[str, ...]],
+                      data_schema: T.StructType) -> None:
+        """A CDC table's change records of this instant (`write/cdc.py`), before the commit publishes."""
+        conf = self.ctx.config
+        if not conf.cdc_enabled:
+            return
+        latest = {(s.partition_path, s.file_id): s for s in FileSystemView(self.ctx.timeline).latest_file_slices()}
+        before, after = self._slices_before_after(stats, replaced, latest)
+        records = cdc.changes(self.ctx.spark, self.ctx.storage, self.instant.time, before, after,
+                              self.ctx.schema(), data_schema, conf.precombine_field, conf.merge_mode)
+        cdc.write_changes(self.ctx.spark, self.ctx.storage, self.instant.time, records)
 
     def _write_metadata(self, write_stats: tuple[WriteStat, ...], task_stats: list[BaseFileStat],
                         replaced: dict[str, tuple[str, ...]] | None = None) -> None:
