@@ -840,3 +840,27 @@ def plot_index_choice(runs: pd.DataFrame, axes=None):
     handles, labels = axes[0].get_legend_handles_labels()
     axes[0].figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small")
     return axes
+
+
+# ---------------------------------------------------------------- incremental pipelines (07)
+
+def plot_incremental_reads(days: pd.DataFrame, ax=None):
+    """`incremental.daily_reads`: per day, the file slices an incremental read of that day's commit
+    opened against those a snapshot read opens."""
+    ax = _new_ax(ax)
+    ax.plot(days.day, days.files_in_snapshot, marker="o", color="tab:gray", label="snapshot read")
+    ax.bar(days.day, days.files_read, color="tab:blue", alpha=0.8, label="incremental read of the day's commit")
+    ax.set_xlabel("upsert day")
+    ax.set_ylabel("file slices opened")
+    ax.set_ylim(bottom=0)
+    ax.xaxis.set_major_locator(_integer_locator())
+    ax.yaxis.set_major_locator(_integer_locator())
+    ax.set_title("what a downstream job reads each day")
+    ax.legend(loc="upper left", fontsize="small")
+    return ax
+
+
+def _integer_locator():
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
