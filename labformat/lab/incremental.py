@@ -20,10 +20,10 @@ from tqdm.auto import tqdm
 import labformat as lf
 from labformat import datasets
 from labformat.lab import workshop
-from labformat.model.enums import SortMode
+from labformat.model.enums import IncrementalFormat, SortMode
 from labformat.write.cdc import instant_millis
 
-CDC = {"incremental_format": "cdc"}
+CDC = {"incremental_format": IncrementalFormat.CDC}
 DATA_COLUMNS = [f.name for f in datasets.SCHEMA.fields]
 
 
