@@ -67,8 +67,7 @@ def check(table, path: str, model: dict) -> None:
 
 @pytest.mark.parametrize("index_type,move,table_type", [
     (index_type, move, TableType.COPY_ON_WRITE) for index_type in UPDATE_PATH for move in (True, False)
-] + [(index_type, True, TableType.MERGE_ON_READ) for index_type in UPDATE_PATH]
-  + [(IndexType.RECORD_INDEX, False, TableType.MERGE_ON_READ)],
+] + [(index_type, True, TableType.MERGE_ON_READ) for index_type in UPDATE_PATH],
     ids=lambda v: {True: "update_partition_path", False: "stay"}.get(v, str(v)) if isinstance(v, bool) else str(v))
 @settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # minutes of Spark

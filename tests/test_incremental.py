@@ -48,7 +48,7 @@ def changes(table, begin: str, end: str) -> dict:
 
 
 @pytest.mark.parametrize("table_type", [TableType.COPY_ON_WRITE, TableType.MERGE_ON_READ])
-@settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(ops=operations)
 def test_every_range_holds_the_latest_version_of_what_its_commits_wrote(spark, table_type, ops):
@@ -149,7 +149,7 @@ def cdc_rows(table, begin: str = "000", end: str | None = None) -> list[tuple]:
 
 
 @pytest.mark.parametrize("table_type", [TableType.COPY_ON_WRITE, TableType.MERGE_ON_READ])
-@settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(ops=operations)
 def test_change_records_reproduce_every_insert_update_and_delete(spark, table_type, ops):
