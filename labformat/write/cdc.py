@@ -64,7 +64,7 @@ def changes(spark: SparkSession, storage: Storage, instant: str, before: list[Fi
     changed = F.col("after").isNull() | F.coalesce(F.col("_after_written"), F.lit(False))
     return joined.where(changed).select(
         op.alias("op"), F.lit(instant_millis(instant)).alias("ts_ms"),
-        "before", F.when(F.col("after").isNotNull(), F.col("after")).alias("after"),
+        "before", "after",
         F.col("_k").alias(RECORD_KEY), F.col("_p").alias(PARTITION_PATH))
 
 
