@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 from labformat.errors import ConfigError
 from labformat.model.enums import (
     BloomFilterTypeCode,
+    BucketEngine,
     CdcLoggingMode,
     CleanerPolicy,
     CompressionCodec,
@@ -144,7 +145,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("table_type", "hoodie.table.type", TableType.COPY_ON_WRITE,
            "COPY_ON_WRITE rewrites a file group's base file on every update (a `commit`); MERGE_ON_READ "
            "appends updates and deletes to log files of the file slice (a `deltacommit`) and merges them "
-           "when reading. Fixed when the table is created; the BUCKET index needs COPY_ON_WRITE.",
+           "when reading. Fixed when the table is created.",
            Scope.TABLE, one_of(TableType)),
     Option("hive_style_partitioning", "hoodie.datasource.write.hive_style_partitioning", False,
            "Partition folders named `field=value` instead of `value`.", Scope.TABLE, parse_bool),
@@ -197,6 +198,12 @@ OPTIONS: tuple[Option, ...] = (
            "List<String>.hashCode of these values, & Integer.MAX_VALUE, modulo the bucket count. Fixed "
            "when the table is created.",
            Scope.TABLE, lambda raw: ",".join(c.strip() for c in str(raw).split(",") if c.strip())),
+    Option("bucket_engine", "hoodie.index.bucket.engine", BucketEngine.SIMPLE,
+           "BUCKET: SIMPLE keeps `hoodie.bucket.index.num.buckets` buckets for ever; CONSISTENT_HASHING "
+           "(merge-on-read only, as in Hudi) starts with that many per partition on a hash ring (XXH32 of "
+           "the hash fields' values, hashing metadata under .hoodie/.bucket_index/) and lets "
+           "`Table.cluster()` split a bucket that grew past `bucket_split_threshold` times "
+           "`max_file_size`. Fixed when the table is created.", Scope.TABLE, one_of(BucketEngine)),
     # Table options a write may override, as Hudi's writer takes them per write; a table stores
     # them in hoodie.properties only when created with values other than these defaults.
     Option("compact_inline", "hoodie.compact.inline", False,
@@ -281,6 +288,13 @@ OPTIONS: tuple[Option, ...] = (
            "A commit's average record size is used once it wrote more than this times "
            "`small_file_limit` bytes.", Scope.WRITE, float, at_least(0)),
     # table services (write scope: each call of t.clean() or t.cluster() takes them)
+    Option("bucket_max_num", "hoodie.bucket.index.max.num.buckets", 0,
+           "CONSISTENT_HASHING: the most buckets a partition may be split into; 0 (Hudi's default) "
+           "means `hoodie.bucket.index.num.buckets`, so no bucket is ever split.",
+           Scope.WRITE, parse_int, at_least(0)),
+    Option("bucket_split_threshold", "hoodie.bucket.index.split.threshold", 2.0,
+           "CONSISTENT_HASHING: `Table.cluster()` splits a bucket whose file slice (base and log files) "
+           "holds more than this times `max_file_size` bytes.", Scope.WRITE, float, at_least(1)),
     Option("cleaner_policy", "hoodie.cleaner.policy", CleanerPolicy.KEEP_LATEST_COMMITS,
            "What `clean` keeps: KEEP_LATEST_COMMITS keeps every file slice the last "
            "`cleaner_commits_retained` commits can read (time travel to them still works); "
@@ -464,6 +478,7 @@ class TableOptions(Config):
     cdc_supplemental_logging_mode: CdcLoggingMode
     bucket_num: int
     bucket_hash_field: str
+    bucket_engine: BucketEngine
     compact_inline: bool
     compact_inline_max_delta_commits: int
 
@@ -496,6 +511,8 @@ class WriteOptions(Config):
     cleaner_policy: CleanerPolicy
     cleaner_commits_retained: int
     cleaner_fileversions_retained: int
+    bucket_max_num: int
+    bucket_split_threshold: float
     clustering_small_file_limit: int
     clustering_target_file_max_bytes: int
     clustering_max_bytes_per_group: int

@@ -25,7 +25,7 @@ from labformat.fileformat.footers import base_file_schema
 from labformat.fs_view import FileSystemView
 from labformat.keygen import KeyGenerator, string_of
 from labformat.model.commit import SPARK_SCHEMA_KEY
-from labformat.model.enums import BucketHash, IndexType, MergeMode, TableType
+from labformat.model.enums import BucketEngine, BucketHash, IndexType, MergeMode, TableType
 from labformat.model.instant import Instant
 from labformat.schema import (
     check_writable,
@@ -186,6 +186,7 @@ class TableConfig:
     # BUCKET: the record-key fields a bucket is hashed from (empty: all of them), and how.
     bucket_hash_fields: tuple[str, ...] = ()
     bucket_hash: BucketHash = BucketHash.JAVA_HASHCODE
+    bucket_engine: BucketEngine = BucketEngine.SIMPLE
     cdc_enabled: bool = False  # hoodie.table.cdc.enabled: writes record their changes (`write/cdc.py`)
 
     @property
@@ -198,9 +199,11 @@ class TableConfig:
         """The config of a table being created from its table-scope options; InvalidInputError for a
         name `check_names` refuses."""
         check_names(name, record_key, precombine_field, partition_field or None)
-        if options.table_type is TableType.MERGE_ON_READ and options.index_type is IndexType.BUCKET:
-            raise ConfigError("hoodie.table.type=MERGE_ON_READ with hoodie.index.type=BUCKET is not supported "
-                              "yet: a merge-on-read table takes the BLOOM or SIMPLE index")
+        if options.bucket_engine is BucketEngine.CONSISTENT_HASHING and (
+                options.index_type is not IndexType.BUCKET or options.table_type is not TableType.MERGE_ON_READ):
+            raise ConfigError("hoodie.index.bucket.engine=CONSISTENT_HASHING needs hoodie.index.type=BUCKET and "
+                              "hoodie.table.type=MERGE_ON_READ (as in Hudi: a split moves a bucket's records "
+                              "while its updates keep going to log files)")
         hash_fields = tuple(options.bucket_hash_field.split(",")) if options.bucket_hash_field else ()
         if set(hash_fields) - {record_key}:
             raise ConfigError(f"hoodie.bucket.index.hash.field={options.bucket_hash_field}: the hash fields must be "
@@ -223,6 +226,7 @@ class TableConfig:
             compact_inline=options.compact_inline,
             compact_inline_max_delta_commits=options.compact_inline_max_delta_commits,
             bucket_hash_fields=(hash_fields or (record_key,)) if options.index_type is IndexType.BUCKET else (),
+            bucket_engine=options.bucket_engine,
             cdc_enabled=options.cdc_enabled,
         )
 
@@ -264,6 +268,7 @@ class TableConfig:
             merge_mode=merge_mode_of(props),
             bucket_hash_fields=tuple(hash_field.split(",")) if hash_field else (),
             bucket_hash=bucket_hash_of(props),
+            bucket_engine=value("bucket_engine"),
             cdc_enabled=(props.get(_key("cdc_enabled")) or "false").strip().lower() == "true",
         )
 
@@ -294,6 +299,8 @@ class TableConfig:
             props[_key("bucket_num")] = str(self.bucket_num)
             props[_key("bucket_hash_field")] = ",".join(self.bucket_hash_fields)
             props[BUCKET_HASH_KEY] = self.bucket_hash.value
+            if self.bucket_engine is not BucketEngine.SIMPLE:
+                props[_key("bucket_engine")] = self.bucket_engine.value
         if (self.compact_inline, self.compact_inline_max_delta_commits) != (
                 C.option("compact_inline").default, C.option("compact_inline_max_delta_commits").default):
             props[_key("compact_inline")] = str(self.compact_inline).lower()

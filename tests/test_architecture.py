@@ -256,7 +256,7 @@ def _enum_values(*class_names: str) -> set[str]:
 
 OPTION_CHOICES = _enum_values("IndexType", "TableType", "SortMode", "ParallelismMode", "CleanerPolicy",
                               "ConcurrencyMode", "QueryType", "MergeMode", "BloomFilterTypeCode", "BucketHash",
-                              "IncrementalFormat", "CdcLoggingMode")
+                              "IncrementalFormat", "CdcLoggingMode", "BucketEngine")
 NAMES_COMPARED = _enum_values("Operation", "StatsSource")
 
 

@@ -68,16 +68,13 @@ def assert_agrees_with_hudi(t: lf.Table, path, expected: dict[str, float], **as_
     assert_same_rows(theirs, ours, DATA_COLUMNS)
 
 
-def test_create_stores_the_table_type_and_refuses_bucket(spark, tmp_path):
+def test_create_stores_the_table_type(spark, tmp_path):
     t = lf.Table.create(spark, tmp_path / "m", partition_field="day", table_type=MOR)
     assert t.table_type == MOR and lf.Table.open(spark, tmp_path / "m").table_type == MOR
     assert "hoodie.table.type=MERGE_ON_READ" in (tmp_path / "m/.hoodie/hoodie.properties").read_text()
     assert lf.Table.create(spark, tmp_path / "c").table_type == "COPY_ON_WRITE"  # the default
-    with pytest.raises(ConfigError, match="BUCKET"):
-        lf.Table.create(spark, tmp_path / "b", table_type=MOR, options={"index_type": "BUCKET"})
     with pytest.raises(ConfigError, match="table_type"):
         lf.Table.create(spark, tmp_path / "x", table_type="MERGE_ON_WRITE")
-    assert not (tmp_path / "b/.hoodie/hoodie.properties").exists()
     assert not (tmp_path / "x/.hoodie/hoodie.properties").exists()
 
 

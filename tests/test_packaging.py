@@ -25,7 +25,7 @@ README_COMMANDS = ["python3 scripts/lab.py run", "python3 scripts/lab.py test"]
 LAB_COMMAND = "python3 scripts/lab.py lab"
 
 # conda-forge names whose PyPI name differs.
-CONDA_TO_PYPI = {"matplotlib-base": "matplotlib"}
+CONDA_TO_PYPI = {"matplotlib-base": "matplotlib", "python-xxhash": "xxhash"}
 # Lines of environment.yml that pyproject.toml does not list.
 CONDA_ONLY = {"python", "openjdk", "pip"}
 

@@ -221,16 +221,22 @@ def block_keys(blocks: Iterable[LogBlock]) -> set[str]:
     return keys
 
 
-def keys_deleted_last(blocks: Iterable[LogBlock]) -> list[str]:
-    """The keys whose last word in these blocks (in log order) is a delete: gone from the file slice,
-    though its base file may still hold them."""
+def key_states(blocks: Iterable[LogBlock]) -> dict[str, bool]:
+    """Each key these blocks name, and whether its last word (in log order) keeps it (a data block)
+    or removes it (a delete block) from the file slice."""
     alive: dict[str, bool] = {}
     for block in blocks:
         if block.block_type == BlockType.AVRO_DATA:
             alive.update((k, True) for k in data_block_keys(block))
         elif block.block_type == BlockType.DELETE:
             alive.update((k, False) for k, _, _ in deleted_records(block) if k is not None)
-    return sorted(k for k, live in alive.items() if not live)
+    return alive
+
+
+def keys_deleted_last(blocks: Iterable[LogBlock]) -> list[str]:
+    """The keys whose last word in these blocks (in log order) is a delete: gone from the file slice,
+    though its base file may still hold them."""
+    return sorted(k for k, live in key_states(blocks).items() if not live)
 
 
 def live_blocks(blocks: Iterable[LogBlock]) -> list[LogBlock]:

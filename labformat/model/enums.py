@@ -67,6 +67,16 @@ class BucketHash(enum.StrEnum):
     SPARK_MURMUR3 = "SPARK_MURMUR3"
 
 
+class BucketEngine(enum.StrEnum):
+    """How a BUCKET table maps hashes to buckets (`hoodie.index.bucket.engine`)."""
+
+    # A fixed count: the hash modulo `hoodie.bucket.index.num.buckets`, fixed when the table is made.
+    SIMPLE = "SIMPLE"
+    # A hash ring per partition (Hudi 0.13, RFC-42): each bucket owns a range of XXH32 hashes, and a
+    # clustering splits a bucket grown past the split threshold in two, moving only its own records.
+    CONSISTENT_HASHING = "CONSISTENT_HASHING"
+
+
 class TableType(enum.StrEnum):
     """`hoodie.table.type`."""
 

@@ -19,6 +19,7 @@ from datetime import date
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -30,9 +31,10 @@ from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_
 from labformat.fs_view import check_base_files
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
+from labformat.index import consistent_bucket as ch
 from labformat.index.base import IndexOptions
 from labformat.index.bucket import bucket_of_file_id, bucket_of_key, is_bucket_file_id
-from labformat.model.enums import BucketHash, IndexType, MergeMode, QueryType, StatsSource
+from labformat.model.enums import BucketEngine, BucketHash, IndexType, MergeMode, QueryType, StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import Record, ScanFunnel, Source
@@ -268,6 +270,17 @@ def prune_by_buckets(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned
     keys, why = _point_lookup_keys(scan)
     if keys is None:
         return Pruned(slices, Source(StatsSource.NOT_USED, why))
+    if config.bucket_engine is BucketEngine.CONSISTENT_HASHING:
+        # Each partition's ring as of the snapshot names the file group each key's hash lands in.
+        rings = ch.load_rings(scan.ctx.storage, scan.ctx.timeline, config.bucket_num,
+                              scan.at.time if scan.at is not None else None)
+        hashes = np.array([ch.key_hash(k, config.bucket_hash_fields) for k in keys], np.int64)
+        wanted: dict[str, set[str]] = {}
+        for partition in {s.partition_path for s in slices}:
+            ring = ch.ring_of(rings, partition, config.bucket_num)
+            wanted[partition] = {ring.nodes[i].file_id for i in ring.buckets_of(hashes)}
+        kept = tuple(s for s in slices if s.file_id in wanted[s.partition_path])
+        return Pruned(kept, Source(StatsSource.HASH, "each partition's hash ring"))
     options = IndexOptions.of_table(config, IndexType.BUCKET)
     buckets = {bucket_of_key(k, options) for k in keys}
     kept = tuple(s for s in slices if not is_bucket_file_id(s.file_id) or bucket_of_file_id(s.file_id) in buckets)

@@ -18,8 +18,18 @@ Merge-on-read: only file slices without log files are clustered. Merging a slice
 compaction's job, and a slice with logs is one still being updated, which clustering's "older,
 inactive key ranges" leaves alone; Hudi would merge them, at the cost of a snapshot read per slice.
 
-Refused with ConfigError: BUCKET tables (the bucket index fixes each key's file group) and tables
-without meta fields (no stored record key to sort or range by).
+A CONSISTENT_HASHING bucket table is resized instead (Hudi's SparkConsistentBucketClusteringPlanStrategy):
+each bucket whose file slice (base and log files) holds more than `hoodie.bucket.index.split.threshold`
+times `max_file_size` bytes is split in two at the middle of its hash range, while the partition has
+fewer than `hoodie.bucket.index.max.num.buckets` buckets, the largest first. One task per split reads
+the slice merged (base file and logs), and writes each child bucket's records, sorted by key, as
+its new file group; the partition's new ring is written before the replacecommit completes
+(`index/consistent_bucket.py`). Only the split buckets' records move. Merging small buckets
+(Hudi's `merge.threshold`) is not done. A write that lands in a bucket while its split runs makes
+the split fail at commit (a conflict on that file group), where Hudi writes such updates twice.
+
+Refused with ConfigError: SIMPLE-engine BUCKET tables (the bucket index fixes each key's file group)
+and tables without meta fields (no stored record key to sort or range by).
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -39,9 +50,11 @@ from labformat.fileformat.arrow_columns import conform_to_spark
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fs_view import check_base_files
 from labformat.fileformat.parquet_io import read_base_file
+from labformat.read.merge_on_read import merge_file_slice
 from labformat.model.base_file import new_file_id
 from labformat.model.commit import NULL_COMMIT
-from labformat.model.enums import IndexType, Operation
+from labformat.index import consistent_bucket as ch
+from labformat.model.enums import BucketEngine, IndexType, Operation
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Action, Instant
 from labformat.model.report import ClusteringDetails, WriteReport
@@ -52,6 +65,7 @@ from labformat.write.arrow_writer import WriteSpec, this_task, write_rows_as_bas
 from labformat.write.operation import OperationRun, Plan, WriteOperation, key_column, write_spec
 
 STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
+CONSISTENT_STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkConsistentBucketClusteringExecutionStrategy"
 _GROUP_DDL = "partition_path string, paths string, outputs int"
 
 
@@ -82,6 +96,8 @@ def _csv(value: str) -> list[str]:
 def check_clusterable(ctx: TableContext, options: WriteOptions) -> list[str]:
     """ConfigError for a table or options clustering cannot take; the sort columns otherwise."""
     conf = ctx.config
+    if conf.bucket_engine is BucketEngine.CONSISTENT_HASHING:
+        return []
     if conf.index_type is IndexType.BUCKET:
         raise ConfigError(f"{ctx.storage.base_uri} is a BUCKET table: its index fixes each record key's file "
                           "group (hoodie.index.type=BUCKET), so clustering cannot move records to new ones")
@@ -156,6 +172,91 @@ def cluster_group_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, sort_
                 yield BaseFileStat.record_batch([stat])
 
 
+@dataclass(frozen=True)
+class BucketSplit:
+    """One bucket of a consistent-hashing ring split in two (a clustering group of one file slice)."""
+
+    slice: FileSlice
+    ring: ch.Ring  # the partition's ring after every split of this resize
+    children: tuple[ch.Node, ch.Node]
+
+    @property
+    def partition_path(self) -> str:
+        return self.slice.partition_path
+
+    @property
+    def slices(self) -> tuple[FileSlice, ...]:
+        return (self.slice,)
+
+    @property
+    def output_file_groups(self) -> int:
+        return 2
+
+    @property
+    def bytes_in(self) -> int:
+        return self.slice.size_bytes + self.slice.log_bytes
+
+    def to_json_dict(self) -> dict:
+        s = self.slice
+        return {"slices": [{"dataFilePath": s.path, "deltaFilePaths": list(s.log_paths), "fileId": s.file_id,
+                            "partitionPath": s.partition_path, "bootstrapFilePath": "", "version": 1}],
+                "metrics": {"TOTAL_FILE_SIZE": self.bytes_in, "NUM_FILES": 1 + len(s.log_paths)},
+                "numOutputFileGroups": 2, "version": 1,
+                "extraMetadata": {"SPLIT_CHILDREN": json.dumps([{"value": n.value, "fileIdPrefix": n.file_id_prefix}
+                                                                for n in self.children])}}
+
+
+def plan_resize(rings: dict[str, ch.Ring], slices: list[FileSlice], options: WriteOptions, num_buckets: int,
+                instant: str) -> list[BucketSplit]:
+    """The consistent-hashing resize (see the module docstring): per partition, the buckets past the
+    split threshold, largest first, while the partition stays within the bucket maximum."""
+    limit = options.bucket_split_threshold * options.max_file_size
+    most = options.bucket_max_num or num_buckets
+    splits = []
+    for partition in sorted({s.partition_path for s in slices}):
+        ring = ch.ring_of(rings, partition, num_buckets)
+        by_file = {s.file_id: s for s in slices if s.partition_path == partition}
+        big = sorted((s for s in by_file.values() if s.size_bytes + s.log_bytes > limit),
+                     key=lambda s: -(s.size_bytes + s.log_bytes))
+        chosen = []
+        for s in big:
+            if len(ring.nodes) >= most:
+                break
+            index = next((i for i, n in enumerate(ring.nodes) if n.file_id == s.file_id), None)
+            if index is None:
+                continue  # a file group the ring does not name (written before the table had a ring)
+            ring, children = ring.split(index, instant)
+            chosen.append((s, children))
+        splits += [BucketSplit(s, ring, children) for s, children in chosen]
+    return splits
+
+
+_SPLIT_DDL = "partition_path string, path string, logs string, values string, file_ids string"
+
+
+def split_bucket_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, schema, precombine_field: str,
+                      merge_mode, hash_fields: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    """A Spark task per split bucket: its file slice merged (base file and logs), each record hashed
+    onto the new ring, each child's records written as its new file group."""
+    storage = Storage(spec.base_uri)
+    task = this_task()
+    for batch in batches:
+        for row in batch.to_pylist():
+            logs = json.loads(row["logs"])
+            rows = merge_file_slice(storage, row["path"], logs, precombine_field, merge_mode, schema)
+            values = np.array(json.loads(row["values"]), np.int64)  # the children's, in ring order
+            hashes = ch.key_hashes(rows.column(RECORD_KEY).combine_chunks(), hash_fields)
+            # Every hash of the parent's range lies at or below one of its two children's values.
+            child = np.searchsorted(values, hashes, side="left") % len(values)
+            bytes_in = sum(info.size for info in storage.list(row["partition_path"])
+                           if info.path == row["path"] or info.path in logs)
+            for n, file_id in enumerate(json.loads(row["file_ids"])):
+                part = rows.filter(pa.array(child == n))
+                stat = write_rows_as_base_file(storage, spec, row["partition_path"], file_id, task, part, NULL_COMMIT,
+                                               bytes_in if n == 0 else 0)
+                yield BaseFileStat.record_batch([stat])
+
+
 @dataclass
 class ClusteringPlan(Plan):
     groups: list[ClusteringGroup] | None = None
@@ -175,11 +276,18 @@ class Clustering(WriteOperation):
     def plan(self, run: OperationRun) -> ClusteringPlan:
         ctx, options = run.ctx, run.options
         sort_columns = check_clusterable(ctx, options)
+        resizing = ctx.config.bucket_engine is BucketEngine.CONSISTENT_HASHING
         with run.step("plan"):
-            groups = plan_clustering(ctx.file_system_view().latest_file_slices(), options)
+            slices = ctx.file_system_view().latest_file_slices()
+            if resizing:
+                rings = ch.load_rings(ctx.storage, ctx.timeline, ctx.config.bucket_num)
+                groups = plan_resize(rings, slices, options, ctx.config.bucket_num, "")
+            else:
+                groups = plan_clustering(slices, options)
             check_base_files(ctx.storage, [s for g in groups for s in g.slices])
         plan = {"inputGroups": [g.to_json_dict() for g in groups],
-                "strategy": {"strategyClassName": STRATEGY, "version": 1, "strategyParams": {
+                "strategy": {"strategyClassName": CONSISTENT_STRATEGY if resizing else STRATEGY, "version": 1,
+                             "strategyParams": {
                     "hoodie.clustering.plan.strategy.sort.columns": ",".join(sort_columns),
                     "hoodie.clustering.plan.strategy.target.file.max.bytes": str(options.clustering_target_file_max_bytes)}},
                 "extraMetadata": {}, "version": 1, "preserveHoodieMetadata": True}
@@ -192,6 +300,8 @@ class Clustering(WriteOperation):
     def write(self, run: OperationRun, plan: ClusteringPlan, instant: Instant) -> list[BaseFileStat]:
         ctx = run.ctx
         data_schema = ctx.schema()
+        if plan.groups and isinstance(plan.groups[0], BucketSplit):
+            return self._split_buckets(run, plan, instant, data_schema)
         spec = write_spec(ctx, run.options, instant.time, data_schema, key_column(ctx, data_schema),
                           max_file_size=run.options.clustering_target_file_max_bytes)
         rows = [(g.partition_path, json.dumps([s.path for s in g.slices]), g.output_file_groups) for g in plan.groups]
@@ -200,6 +310,33 @@ class Clustering(WriteOperation):
         with describe(ctx.spark, "sort clustering groups, write base files"):
             collected = tasks.mapInArrow(lambda b: cluster_group_task(b, spec, sort_columns, file_schema),
                                          BaseFileStat.spark_ddl()).collect()
+        return [BaseFileStat.from_row(r) for r in collected]
+
+    def _split_buckets(self, run: OperationRun, plan: ClusteringPlan, instant: Instant, data_schema
+                       ) -> list[BaseFileStat]:
+        ctx = run.ctx
+        # Each partition's new ring first: it names the new file groups, and counts once the instant completes.
+        rings = {g.partition_path: replace(g.ring, instant=instant.time) for g in plan.groups}
+        for ring in rings.values():
+            ch.save_ring(ctx.storage, ring)
+
+        def mark_committed(report):
+            for ring in rings.values():
+                ch.mark_committed(ctx.storage, ring)
+            return report
+
+        run.tx.after_commit.append(mark_committed)
+        spec = write_spec(ctx, run.options, instant.time, data_schema, key_column(ctx, data_schema))
+        rows = [(g.partition_path, g.slice.path, json.dumps(list(g.slice.log_paths)),
+                 json.dumps([n.value for n in g.children]), json.dumps([n.file_id for n in g.children]))
+                for g in plan.groups]
+        file_schema, config = with_meta_columns(data_schema), ctx.config
+        tasks = ctx.spark.createDataFrame(ctx.spark.sparkContext.parallelize(rows, len(rows)), _SPLIT_DDL)
+        with describe(ctx.spark, "split buckets: merge each slice, write its two children"):
+            collected = tasks.mapInArrow(
+                lambda b: split_bucket_task(b, spec, file_schema, config.precombine_field, config.merge_mode,
+                                            config.bucket_hash_fields),
+                BaseFileStat.spark_ddl()).collect()
         return [BaseFileStat.from_row(r) for r in collected]
 
     def commit(self, run: OperationRun, plan: ClusteringPlan, written: list[BaseFileStat]) -> None:

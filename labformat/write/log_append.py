@@ -15,11 +15,20 @@ import pyarrow.compute as pc
 from labformat import markers
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.column_stats import ColumnStatsCollector
-from labformat.fileformat.log_file import LogBlock, avro_data_block, delete_block
+from labformat.fileformat.log_file import (
+    LogBlock,
+    LogFormatError,
+    avro_data_block,
+    delete_block,
+    key_states,
+    live_blocks,
+    read_blocks,
+)
+from labformat.fileformat.parquet_io import read_base_file, unreadable
 from labformat.model.base_file import BaseFile
 from labformat.model.enums import Operation
 from labformat.model.log_file import LogFile
-from labformat.schema import META_COLUMNS
+from labformat.schema import META_COLUMNS, RECORD_KEY
 from labformat.storage import Storage
 from labformat.write.arrow_writer import TaskIdentity, WriteSpec, add_meta_columns
 
@@ -67,11 +76,20 @@ def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec
         stats.add(incoming.select(list(spec.data_columns)))
     n = incoming.num_rows
     deletes = n if operation is Operation.DELETE else 0
+    writes = n - deletes
+    inserts = 0
+    if target.slice_logs is not None:  # BUCKET: the index did not look the keys up
+        held = int(pc.sum(pc.is_in(keys, value_set=_slice_keys(storage, target.old_path, target.slice_logs, spec)))
+                   .as_py() or 0)
+        if operation is Operation.DELETE:
+            deletes = held  # a key the slice does not hold is named in the delete block, but deletes nothing
+        else:
+            inserts = n - held
     named = pa.concat_arrays([keys.cast(pa.string()), moved_keys.cast(pa.string())]) if moved is not None else keys
     moved_n = len(moved_keys) if moved is not None else 0
     return BaseFileStat(
         partition_path=target.partition_path, file_id=target.file_id, path=path, prev_commit=target.prev_commit,
-        num_writes=n - deletes, num_inserts=0, num_update_writes=n - deletes, num_deletes=deletes + moved_n,
+        num_writes=writes, num_inserts=inserts, num_update_writes=writes - inserts, num_deletes=deletes + moved_n,
         file_size=len(data), min_key=pc.min(named).as_py() if len(named) else None,
         max_key=pc.max(named).as_py() if len(named) else None,
         write_ms=int((time.monotonic() - started) * 1000), bloom_ms=0, task_partition=task.partition,
@@ -90,3 +108,27 @@ def _block(rows: pa.Table, keys: pa.Array, spec: WriteSpec, partition_path: str,
                        + [data.schema.field(c).with_nullable(True) for c in spec.data_columns])
     records = add_meta_columns(data, spec, schema, partition_path, log_name, f"{spec.instant_time}_{task_partition}_", 0)
     return avro_data_block(records, spec.log_schema, spec.instant_time)
+
+
+def _slice_keys(storage: Storage, base_path: str, log_paths: tuple[str, ...], spec: WriteSpec) -> pa.Array:
+    """The record keys a file slice holds before this append: its base file's, with its logs applied
+    (a key whose last word is a delete is gone; one a data block names is there)."""
+    if spec.meta_fields:
+        keys = read_base_file(storage, base_path, [RECORD_KEY]).column(0)
+    else:  # no keys stored: computed from the key fields
+        keys = spec.keygen.record_keys_arrow(read_base_file(storage, base_path))
+    keys = pc.cast(keys, pa.string())
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    blocks = []
+    for log in log_paths:
+        try:
+            blocks += read_blocks(storage.read_bytes(log))
+        except (OSError, LogFormatError) as exc:
+            raise unreadable(log, exc, "log file") from None
+    states = key_states(live_blocks(blocks))
+    if not states:
+        return keys
+    gone = pa.array([k for k, live in states.items() if not live], pa.string())
+    added = pa.array([k for k, live in states.items() if live], pa.string())
+    kept = keys.filter(pc.invert(pc.is_in(keys, value_set=gone))) if len(gone) else keys
+    return pa.concat_arrays([kept, added])

@@ -44,6 +44,10 @@ class Target:
     # Merge-on-read: the task appends a log file to the latest slice (updates or deletes only), starting
     # at this log version (the next after the slice's log files), instead of merging a new base file.
     log_version: int | None = None
+    # BUCKET on merge-on-read: the latest slice's log files, read by the append to tell the incoming
+    # records that update a key of the slice from those that insert one (both go to the log). None
+    # for the other indexes, which send only updates to a log.
+    slice_logs: tuple[str, ...] | None = None
 
     @property
     def appends_log(self) -> bool:

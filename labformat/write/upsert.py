@@ -30,13 +30,13 @@ from labformat.context import TableContext
 from labformat.errors import ConfigError, InvalidInputError
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fs_view import refuse_nested_partitions
-from labformat.index import bloom, bucket, global_index, record_level, simple
+from labformat.index import bloom, bucket, consistent_bucket, global_index, record_level, simple
 from labformat.index.base import BUCKET, COUNT, DROP, FILE_ID, KEY, PART, IndexOptions, Lookup, TagResult
 from labformat.index.bucket import bucket_prefix
 from labformat.metadata import MetadataReader
 from labformat.model.base_file import new_file_id
 from labformat.model.commit import LOG_KEYS_IN_BASE_KEY
-from labformat.model.enums import IndexType, Operation, ParallelismMode
+from labformat.model.enums import BucketEngine, IndexType, Operation, ParallelismMode
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import TagFunnel, UpsertDetails, WriteReport
@@ -316,7 +316,10 @@ def tag_records(lookup: Lookup, deduped: DataFrame, slices: list[FileSlice], fil
         result = bloom.tag(lookup, deduped, slices, files_in_snapshot, counted=counted, count_stages=count_stages,
                            count_shuffles=count_shuffles)
     else:
-        result = _INDEXES[lookup.options.index_type](lookup, deduped, slices, files_in_snapshot)
+        index_tag = _INDEXES[lookup.options.index_type]
+        if lookup.ctx.config.bucket_engine is BucketEngine.CONSISTENT_HASHING:
+            index_tag = consistent_bucket.tag
+        result = index_tag(lookup, deduped, slices, files_in_snapshot)
     if result.updates is None:  # the profile will count the tagged records, and the write reads them again
         result.tagged = result.tagged.persist()
         result.cleanup.append(result.tagged)
@@ -413,11 +416,16 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
     if index_type is IndexType.BUCKET:
         routes = []
         for r in profile.rows:
-            prefix = bucket_prefix(r.bucket)
-            if operation is Operation.DELETE and r.file_id is None:
+            # A consistent-hashing bucket's file id comes from its ring, whether its file group exists yet or not.
+            exists = r.file_id is not None and (r.partition, r.file_id) in latest
+            if operation is Operation.DELETE and not exists:
                 continue  # no file group in that bucket: nothing to delete
+            prefix = bucket_prefix(r.bucket) if r.file_id is None or exists else r.file_id
             routes.append((r.partition, r.bucket, target_for(r.partition, r.file_id, prefix)))
-        return WritePlan(targets, [], [], sorted(set(routes)), [])
+        plan = WritePlan(targets, [], [], sorted(set(routes)), [])
+        # Merge-on-read: a bucket's file group is fixed, so its inserts go to its log with its updates
+        # (Hudi's bucket index can index log files); only a bucket's first records make a base file.
+        return with_log_appends(plan, latest, bucket=True) if merge_on_read else plan
 
     updated = profile.updated_file_groups()
     if operation is Operation.DELETE:
@@ -451,7 +459,7 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
 
 
 def with_log_appends(plan: WritePlan, latest: dict[tuple[str, str], FileSlice],
-                     insert_targets: set[int] = frozenset()) -> WritePlan:
+                     insert_targets: set[int] = frozenset(), bucket: bool = False) -> WritePlan:
     """Merge-on-read: each existing file group that takes updates or deletes only appends a log file
     to its latest slice; one that also takes inserts (a small file, which has no logs) is merged
     into a new base file, as on copy-on-write."""
@@ -459,7 +467,8 @@ def with_log_appends(plan: WritePlan, latest: dict[tuple[str, str], FileSlice],
     for i, t in enumerate(plan.targets):
         old = latest.get((t.partition_path, t.file_id))
         if old is not None and i not in insert_targets:
-            t = replace(t, log_version=max((f.version for f in old.log_files), default=0) + 1)
+            t = replace(t, log_version=max((f.version for f in old.log_files), default=0) + 1,
+                        slice_logs=old.log_paths if bucket else None)
         targets.append(t)
     return replace(plan, targets=targets)
 
@@ -704,6 +713,10 @@ class Upsert(WriteOperation):
         ctx = run.ctx
         spec = write_spec(ctx, run.options, instant.time, state.data_schema, key_column(ctx, state.data_schema),
                           log_blocks=ctx.config.merge_on_read)
+        if ctx.config.bucket_engine is BucketEngine.CONSISTENT_HASHING:
+            # The rings the tag used for partitions without one yet: before any file group they name.
+            consistent_bucket.save_initial_rings(ctx.storage, sorted({t.partition_path for t in state.write_plan.targets}),
+                                                 ctx.config.bucket_num)
         routed = route_records(state.tag, state.write_plan, task_keys(len(state.write_plan.targets)))
         return write_file_groups(routed, state.write_plan, spec, self.kind)
 
