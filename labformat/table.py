@@ -307,6 +307,8 @@ class Table:
         groups it replaced). Options: `clustering_small_file_limit`, `clustering_target_file_max_bytes`,
         `clustering_sort_columns`, `clustering_partitions`, ... (docs/options.md). The report's details
         give files and bytes in and out; its files are the new base files. Nothing to cluster: instant None.
+        On a CONSISTENT_HASHING bucket table it resizes instead: each bucket past `bucket_split_threshold`
+        times `max_file_size` is split in two, up to `bucket_max_num` per partition (`write/clustering.py`).
         """
         return execute(Clustering(), self.context(), C.write_options(options))
 

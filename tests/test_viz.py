@@ -369,3 +369,16 @@ def test_plot_index_comparison_shows_the_whole_upsert_and_the_files_rewritten_wi
     assert [b.get_height() for b in files.patches] == [16, 4]
     assert [t.get_text() for t in files.get_xticklabels()] == ["BLOOM", "BUCKET\n4 buckets"]
     plt.close("all")
+
+
+def test_plot_bucket_growth_draws_each_tables_buckets_and_largest_file_against_the_limits():
+    steps = pd.DataFrame([
+        {"step": s, "table": t, "buckets": b, "largest base file KB": kb}
+        for s, (fixed, ring) in {"history": ((2, 800), (4, 450)), "day 1": ((2, 900), (4, 500))}.items()
+        for t, (b, kb) in (("fixed", fixed), ("ring", ring))])
+    axes = viz.plot_bucket_growth(steps, max_file_size=300 * 1024)
+    assert [list(line.get_ydata()) for line in axes[0].get_lines()] == [[2, 2], [4, 4]]
+    sizes = [list(np.round(line.get_ydata(), 3)) for line in axes[1].get_lines()]
+    assert sizes[:2] == [[round(800 / 1024, 3), round(900 / 1024, 3)], [round(450 / 1024, 3), round(500 / 1024, 3)]]
+    assert [round(line.get_ydata()[0], 3) for line in axes[1].get_lines()[2:]] == [round(300 / 1024, 3), round(600 / 1024, 3)]
+    plt.close("all")

@@ -26,7 +26,7 @@ import labformat as lf
 from labformat import datasets
 from labformat.lab import workshop
 from labformat.lab.sweeps import copy_table
-from labformat.model.enums import IndexType, SortMode
+from labformat.model.enums import BucketEngine, IndexType, SortMode, TableType
 from labformat.spark.jobs import StepRecorder, conf_override
 from labformat.spark.ui import SparkUI
 
@@ -112,8 +112,10 @@ def duplicate_keys(table: lf.Table) -> int:
 
 
 def compare(bases: dict, loads: dict[str, Workload], indexes: Iterable[IndexType] = INDEXES, repeats: int = 2,
-            options: dict | None = None, workdir: Path | None = None, progress: bool = False) -> pd.DataFrame:
-    """Every index on every workload, `repeats` times each on a fresh copy, after one warm-up per index.
+            options: dict | None = None, workdir: Path | None = None, progress: bool = False,
+            warm_up: bool = True) -> pd.DataFrame:
+    """Every index on every workload, `repeats` times each on a fresh copy, after one warm-up per index
+    (`warm_up=False`: none, for a run whose timings nobody reads).
 
     One row per run: workload, index, repeat, seconds, tag_s, keys_read (record keys the tag step read
     from data files, as the index counted them), index_entries_read (RECORD_INDEX), files_rewritten,
@@ -131,7 +133,7 @@ def compare(bases: dict, loads: dict[str, Workload], indexes: Iterable[IndexType
             shutil.rmtree(copy.path, ignore_errors=True)
 
     first = next(iter(loads.values()))
-    for index in indexes:
+    for index in indexes if warm_up else ():
         once(first, index, "warm-up", False)
     runs = [(r, name, i) for r in range(1, repeats + 1) for name in loads
             for i in (indexes if r % 2 else indexes[::-1])]
@@ -202,3 +204,66 @@ def join_shuffle(history: lf.Table, corrections: lf.Table) -> pd.DataFrame:
             rows.append({"join": name, "exchanges in the plan": plan.count("Exchange"), "bytes shuffled": shuffled,
                          "rows": n})
     return pd.DataFrame(rows).set_index("join")
+
+
+# ---- bucket sizing: a fixed bucket count against consistent hashing ---------------------------------
+
+FIXED, RING = "fixed: 2 buckets (SIMPLE engine)", "consistent hashing: 2 buckets, split as it grows"
+
+
+def bucket_growth(spark, spec: datasets.DatasetSpec, days: int = 2, buckets: int = 2, history_files: int = 5,
+                  workdir: Path | None = None) -> tuple[pd.DataFrame, int]:
+    """Two unpartitioned merge-on-read BUCKET tables of `buckets` buckets, compacted after every write
+    (so each bucket is one base file), take the history, then `days` daily batches: one keeps its
+    count (SIMPLE engine), the other (CONSISTENT_HASHING) is resized by `Table.cluster()` after every
+    step. `max_file_size` is the history's base-file bytes over `history_files`, measured on the first
+    table. One row per table and step: buckets, the largest base file, bytes written (write,
+    compaction and resize), the rows the resize moved to another file group (each key's file group
+    compared before and after), the rows the resize wrote, the rows. Base files carry a 1,000-entry
+    bloom filter, not Hudi's 60,000, so that their sizes are the data's. Returns the steps and
+    `max_file_size`."""
+    cached = datasets.generate(spark, spec)
+    options = {"bloom_num_entries": 1000}
+    tables = {}
+    for name, engine in ((FIXED, BucketEngine.SIMPLE), (RING, BucketEngine.CONSISTENT_HASHING)):
+        path = workshop.scratch(f"06-growth-{engine.value.lower()}", workdir)
+        tables[name] = lf.Table.create(spark, path, record_key=datasets.RECORD_KEY, partition_field=None,
+                                       precombine_field=datasets.PRECOMBINE_FIELD, table_type=TableType.MERGE_ON_READ,
+                                       options={"index_type": IndexType.BUCKET, "bucket_num": buckets,
+                                                "bucket_engine": engine, "compact_inline": True,
+                                                "compact_inline_max_delta_commits": 1})
+    history = datasets.load_history(spark, cached)
+    written = {name: table.bulk_insert(history, options).bytes_written for name, table in tables.items()}
+    max_file_size = sum(s.size_bytes for s in tables[FIXED].file_slices()) // history_files
+    options["max_file_size"] = max_file_size
+    steps = []
+    for day in tqdm(range(days + 1), desc="bucket growth", leave=False):
+        for name, table in tables.items():
+            if day:
+                report = table.upsert(datasets.load_batch(spark, cached, day), options)
+                written[name] = report.bytes_written + (report.compaction.bytes_written if report.compaction else 0)
+            moved = resized_rows = splits = 0
+            if name == RING:
+                before = _file_groups(table, "before")
+                resized = table.cluster({**options, "bucket_max_num": 64})
+                if resized.instant is not None:
+                    written[name] += resized.bytes_written
+                    resized_rows, splits = resized.rows_written, resized.details.clustering_groups
+                    moved = (before.join(_file_groups(table, "after"), "record_key")
+                             .where(F.col("before") != F.col("after")).count())
+                before.unpersist()
+            slices = table.file_slices()
+            steps.append({"step": f"day {day}" if day else "history", "table": name, "buckets": len(slices),
+                          "largest base file KB": max(s.size_bytes for s in slices) / 1024,
+                          "MB written": written[name] / 1024**2, "buckets split": splits,
+                          "rows the resize wrote": resized_rows, "rows moved": moved,
+                          "rows": table.read().count()})
+    return pd.DataFrame(steps), max_file_size
+
+
+def _file_groups(table: lf.Table, column: str) -> DataFrame:
+    """Each key's file group now, as `column` (a log file's name is its file id behind a dot)."""
+    file_id = F.regexp_extract(F.col("_hoodie_file_name"), r"^\.?(.{36}-0)", 1)
+    frame = table.read().select("record_key", file_id.alias(column)).persist()
+    frame.count()  # read now, before the next write changes the table
+    return frame

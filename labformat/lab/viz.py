@@ -864,3 +864,32 @@ def _integer_locator():
     from matplotlib.ticker import MaxNLocator
 
     return MaxNLocator(integer=True)
+
+
+def plot_bucket_growth(steps: pd.DataFrame, max_file_size: int, split_threshold: float = 2.0, axes=None):
+    """`indexes.bucket_growth`'s steps: buckets per table after each step, and each table's largest
+    base file against `max_file_size` and the split threshold (dashed lines)."""
+    axes = _new_axes(axes, 2, nrows=1, ncols=2, figsize=(13, 4.2))
+    labels = list(dict.fromkeys(steps.step))
+    tables = list(dict.fromkeys(steps.table))
+    x = np.arange(len(labels))
+    for table, color, marker in zip(tables, _colors(len(tables)), "os"):
+        rows = steps[steps.table == table].set_index("step").loc[labels]
+        axes[0].plot(x, rows.buckets, marker=marker, color=color, label=table)
+        axes[1].plot(x, rows["largest base file KB"] / 1024, marker=marker, color=color, label=table)
+    for limit, text in ((max_file_size, "max_file_size"), (split_threshold * max_file_size, "split threshold")):
+        axes[1].axhline(limit / 1024**2, color="grey", linestyle="--", linewidth=0.8)
+        axes[1].annotate(text, (x[0], limit / 1024**2), xytext=(0, 3), textcoords="offset points",
+                         fontsize="small", color="grey")
+    for ax in axes:
+        ax.set_xticks(x)
+        ax.set_xticklabels(labels)
+        ax.set_ylim(bottom=0)
+    axes[0].yaxis.get_major_locator().set_params(integer=True)
+    axes[0].set_ylabel("buckets (file groups)")
+    axes[0].set_title("bucket count after each step")
+    axes[1].set_ylabel("MB")
+    axes[1].set_title("largest base file")
+    handles, names = axes[0].get_legend_handles_labels()
+    axes[0].figure.legend(handles, names, loc="outside lower center", ncols=len(names), fontsize="small")
+    return axes
