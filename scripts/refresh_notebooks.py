@@ -1,5 +1,5 @@
-"""Make the learners' notebooks from the solutions, and re-execute both at `tiny` in place, so their
-outputs are what nbval compares.
+"""Re-execute the solutions at `tiny` in place, so their outputs are what nbval compares, and make the
+learners' notebooks from them, with no outputs at all: a learner sees nothing before running a cell.
 
 Run after changing a notebook or anything its outputs depend on:
 
@@ -7,7 +7,8 @@ Run after changing a notebook or anything its outputs depend on:
     .venv/bin/python scripts/refresh_notebooks.py 02         # those whose name starts with 02
 
 Edit the solution (`notebooks/solutions/NN-*.ipynb`) only: the learner's notebook beside it is
-rewritten from it, answer cells blanked (`runner.learner_version`).
+rewritten from it, answer cells blanked and outputs cleared (`runner.learner_version`); the tests
+run it with its answers blank (`tests/test_notebooks.py`).
 
 Notebooks run on `local[2]`, the master the tests use, so task counts match the test run.
 A notebook whose outputs hold a machine path, a Spark log line or an error is not saved.
@@ -37,7 +38,7 @@ def main(argv: list[str]) -> int:
         if solution.name.startswith(prefixes):
             learner = runner.learner_version(nbformat.read(solution, as_version=4))
             nbformat.write(learner, runner.NOTEBOOKS_DIR / solution.name)
-    for folder in (runner.NOTEBOOKS_DIR, runner.SOLUTIONS_DIR):
+    for folder in (runner.SOLUTIONS_DIR,):
         for path in runner.notebooks(folder):
             if not path.name.startswith(prefixes):
                 continue

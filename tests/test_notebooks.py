@@ -1,10 +1,15 @@
-"""The saved workshop notebooks: learners' and solutions' agree, outputs are clean, every chart is there.
+"""The saved workshop notebooks: learners' and solutions' agree, outputs are clean, every chart is there,
+and a learner's notebook shows nothing before it runs and answers nothing for the learner.
 
-nbval itself runs the notebooks (pytest collects notebooks/ with --nbval, see conftest.py at
-the root); these tests check what nbval cannot: how the saved files were made.
+nbval itself runs the solutions (pytest collects notebooks/solutions/ with --nbval, see conftest.py
+at the root) and checks their saved outputs, every exercise answered right among them; these tests
+check what nbval cannot: how the saved files were made, and each learner's notebook run with its
+answers blank.
 """
 
 from __future__ import annotations
+
+import re
 
 import nbformat
 import pytest
@@ -64,6 +69,9 @@ def test_solutions_differ_only_in_answer_cells(learner):
                 if "=" in line and not line.lstrip().startswith("#"):
                     assert line.split("#")[0].split("=", 1)[1].strip() == "None", f"cell {number}: {line!r}"
             assert "None" not in b.source.split("#")[0], f"cell {number}: the solution leaves a blank"
+        elif b.cell_type == "code":
+            # An answer outside a tagged cell would reach the learner as it stands.
+            assert not re.search(r"^ANSWER_\w*\s*=(?!=)", b.source, re.M), f"cell {number}: untagged answer cell"
         elif number == 1:  # the title cell: the solutions say what they are
             assert b.source.startswith(a.source.split("\n", 1)[0])
         else:
@@ -93,7 +101,45 @@ def test_learner_version_blanks_every_answer_and_keeps_no_trace_of_it():
         runner.learner_version(nb)
 
 
-@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize("learner", LEARNER, ids=lambda p: p.stem)
+def test_a_learners_notebook_is_saved_without_outputs(learner):
+    nb = read(learner)
+    ran = [n for n, c in enumerate(nb.cells, 1) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    assert ran == [], f"cells with saved outputs: {ran}; run scripts/refresh_notebooks.py"
+
+
+def check_cells(nb) -> list:
+    return [c for c in nb.cells if c.cell_type == "code" and "ex." in c.source and "ANSWER_" in c.source]
+
+
+def shown(cell) -> str:
+    return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in cell.outputs)
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_every_check_in_a_saved_solution_says_right(path):
+    checks = check_cells(read(path))
+    verdicts = [shown(c) for c in checks]
+    assert checks and all(re.search(r"Exercise [\d.]+[^:\n]*: right!", v) and not re.search(
+        r": (wrong, you said|not answered yet)", v) for v in verdicts), verdicts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("learner", LEARNER, ids=lambda p: p.stem)
+def test_a_learners_notebook_runs_with_blank_answers_and_every_check_says_not_answered(learner, tmp_path):
+    """What a learner who runs every cell without answering sees: no exception, and each check cell
+    saying the exercise is not answered yet, with its hint. (With the solution's answers filled in,
+    every check says right: the saved solutions, which nbval re-runs.)"""
+    nb = runner.execute(learner, "tiny", master="local[2]", out=tmp_path)
+    checks = check_cells(nb)
+    assert len(checks) >= 2
+    for cell in checks:
+        text = shown(cell)
+        assert re.search(r"Exercise [\d.]+[^:\n]*: not answered yet\..*Hint: \S", text), (cell.source, text)
+    assert runner.problems(runner.strip_run_metadata(nb)) == []
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
 def test_saved_outputs_are_clean_and_from_the_tiny_preset(path):
     nb = read(path)
     assert runner.problems(nb) == []
@@ -131,7 +177,7 @@ def test_every_exact_lesson_claim_held_in_the_saved_tiny_run(path):
 
 def test_every_chart_of_the_issue_is_drawn_by_a_saved_notebook():
     drawn = {}
-    for path in LEARNER:
+    for path in SOLUTIONS:
         nb = read(path)
         for name, png in runner.charts(nb):
             drawn[name] = png

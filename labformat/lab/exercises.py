@@ -36,7 +36,7 @@ class Check:
     def message(self) -> str:
         if self.right is None:
             return (f"Exercise {self.exercise}: not answered yet. Put your prediction in the answer "
-                    f"variable above and run both cells again.")
+                    f"variable above and run both cells again. Hint: {self.hint}")
         if self.right:
             return f"Exercise {self.exercise}: right! {self.explanation}"
         return f"Exercise {self.exercise}: wrong, you said {self.answer!r}. Hint: {self.hint}"

@@ -85,7 +85,9 @@ _ASSIGNMENT = re.compile(r"^(?P<target>ANSWER_[A-Za-z0-9_]*)\s*=(?!=)")
 
 
 def learner_version(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The learner's notebook made from its solution: answer cells blanked, the solutions note dropped.
+    """The learner's notebook made from its solution: answer cells blanked, the solutions note dropped,
+    no outputs (nothing on screen before the learner runs a cell: a saved output would answer the
+    exercise asked above it).
 
     In a cell tagged `exercise-answer` every `ANSWER_...` assignment becomes `ANSWER_... = None`
     with a prompt; the lines the solution needed to compute its answer are dropped, so nothing of
@@ -100,7 +102,10 @@ def learner_version(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
             if not names:
                 raise ValueError(f"an {ANSWER_TAG} cell assigns no ANSWER_... variable: {cell.source!r}")
             cell.source = "\n".join(f"{name} = None  # your prediction" for name in names)
+        if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+            cell.metadata.pop("execution", None)
+    nb.metadata.pop("labformat", None)  # the preset of a run: a learner's notebook records none
     return nb
 
 
