@@ -208,7 +208,8 @@ def test_run_workshop_writes_executed_notebooks_charts_and_the_summary(tmp_path)
     nb.cells = [
         nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2], [3, 4]);"),
         nbformat.v4.new_code_cell("from labformat.lab import workshop as ws\n"
-                                  "ws.record_summary('00-demo', {'rows': 5760, 'preset seen': ws.preset()})"),
+                                  "ws.record_summary('00-demo', {'rows': 5760, 'preset seen': ws.preset()})\n"
+                                  "table = ws.scratch('demo-table')\ntable.mkdir()\n(table / 'f.parquet').write_bytes(b'x' * 10)"),
     ]
     nb.cells[0].metadata["chart"] = "demo-line"
     nbformat.write(nb, folder / "00-demo.ipynb")
@@ -223,6 +224,7 @@ def test_run_workshop_writes_executed_notebooks_charts_and_the_summary(tmp_path)
     summary = (out / "summary.md").read_text()
     assert "| rows | 5,760 |" in summary and "| preset seen | tiny |" in summary
     assert "`charts/00-demo-line.png`" in summary
+    assert not (out / "work" / "tiny").exists()  # the notebook's scratch tables, removed once it ran
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,8 +70,11 @@ def execute(source: Path, preset: str, master: str | None = None, out: Path | No
     from nbclient import NotebookClient
 
     nb = nbformat.read(source, as_version=4)
+    # The kernel's own log at ERROR: ipykernel warns on every start that its local TCP sockets are not
+    # encrypted (they listen on 127.0.0.1 only), a line per notebook in the main job's output.
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(Path(source).parent)}})
+                            resources={"metadata": {"path": str(Path(source).parent)}},
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
     # A master given here wins; else the kernels inherit $LABFORMAT_SPARK_MASTER, if any.
     with _environment(**{workshop.PRESET_ENV: preset, workshop.OUT_ENV: str(out) if out else None},
                       **({MASTER_ENV: master} if master else {})):
@@ -195,7 +199,13 @@ def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
             path.write_bytes(png)
             written.append(path)
         done.append(Executed(source.stem, target, tuple(written), seconds))
-        print(f"  {source.name}: {seconds:.0f} s, {len(written)} charts", flush=True)
+        # Its scratch tables: no later notebook reads them (each makes its own from the cached data),
+        # so the job's disk peak is one notebook's tables, not the sum of all of them.
+        scratch = out / "work" / preset
+        scratch_bytes = sum(f.stat().st_size for f in scratch.rglob("*") if f.is_file()) if scratch.exists() else 0
+        shutil.rmtree(scratch, ignore_errors=True)
+        print(f"  {source.name}: {seconds:.0f} s, {len(written)} charts, "
+              f"{scratch_bytes / 1024**2:,.0f} MB of scratch tables (removed)", flush=True)
     (out / "summary.md").write_text(summary_markdown(out, preset, done))
     return done
 
