@@ -111,10 +111,14 @@ def test_charts_draw_write_and_read_cost_and_mark_compactions():
     axes = viz.plot_cow_vs_mor(_fake_days())
     assert len(axes) == 4
     labels = axes[0].get_legend_handles_labels()[1]
-    assert "compaction" in labels and "merge-on-read: inline compaction" in labels
+    assert "compaction" in labels and "merge-on-read: inline compaction (stacked on the upsert)" in labels
+    assert "merge-on-read: log files (stacked on its base files)" in axes[3].get_legend_handles_labels()[1]
     assert any(line.get_xdata()[0] == 2 for line in axes[3].get_lines())  # day 2's compaction marked
     totals = pd.DataFrame({"compactions": [2, 0], "mb_written": [3.0, 1.0], "logs_read": [0, 5],
                            "write_s": [5.0, 4.0], "mean_query_s": [0.2, 0.4]}, index=["every 1", "never"])
-    trade, counts = viz.plot_compaction_sweep(totals)
+    trade, written, logs = viz.plot_compaction_sweep(totals)
     assert "every 1 (2 compactions)" in [t.get_text() for t in trade.texts]
+    # Each exact cost on an axis of its own (no twin axis): bars as tall as the totals.
+    assert [p.get_height() for p in written.patches] == [3.0, 1.0] and [p.get_height() for p in logs.patches] == [0, 5]
+    assert len(trade.figure.axes) == 3
     plt.close("all")

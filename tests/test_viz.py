@@ -271,6 +271,24 @@ def test_step_times_stack_to_each_days_total_and_ignore_non_steps():
     assert ax.get_ylim()[1] >= 6.0
 
 
+def test_step_times_group_the_steps_too_short_to_see_and_thin_the_day_labels():
+    n = 28
+    days = pd.DataFrame({"day": range(1, n + 1), "write_s": [1.0] * n, "write_tasks": [4] * n,
+                         "tag_s": [0.5] * n, "tag_tasks": [4] * n,
+                         "validate_s": [0.001] * n, "validate_tasks": [1] * n,
+                         "small_files_s": [0.002] * n, "small_files_tasks": [1] * n})
+    ax = viz.plot_step_times(days)
+    assert legend_texts(ax) == ["2 other steps", "write", "tag"]
+    tops = {}
+    for p in bars(ax):
+        day = round(p.get_x() + p.get_width() / 2)
+        tops[day] = max(tops.get(day, 0), p.get_y() + p.get_height())
+    assert all(t == pytest.approx(1.503) for t in tops.values()) and len(tops) == n
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels[0] == "1" and labels[-1] == "28" and len(labels) <= 8
+    assert len(ax.texts) == 0  # 28 totals would run together: the axis reads them
+
+
 def test_viz_import_leaves_matplotlib_settings_alone():
     import importlib
 
@@ -319,7 +337,9 @@ def test_real_run_funnel_and_step_times(tiny_run):
     ax = viz.plot_step_times(days)
     steps = viz.step_columns(days)
     assert {"deduplicate_s", "tag_s", "write_s", "commit_s"} <= set(steps)
-    assert len(bars(ax)) == len(steps) * len(days)
+    # Each visible step a segment, the steps too short to see one grey segment, per day.
+    assert len(days) <= len(bars(ax)) <= len(steps) * len(days)
+    assert sum(p.get_height() for p in bars(ax)) == pytest.approx(days[steps].fillna(0).to_numpy().sum())
     assert [float(t.get_text().split()[0]) for t in ax.texts] == pytest.approx(days["seconds"].round(1).tolist(),
                                                                                abs=0.051)
 
@@ -330,6 +350,15 @@ MONTH = pd.DataFrame({"day": [1, 2, 3], "files_in_snapshot": [32, 35, 38], "afte
                       "files_rewritten": [3, 2, 2], "files_created": [3, 3, 3], "mb_rewritten": [1.8, 1.4, 1.4],
                       "keys_after_range_pruning": [287, 5146, 4243], "keys_after_bloom": [287, 338, 285],
                       "keys_matched": [287, 338, 285]})
+
+
+def test_plot_month_counts_files_in_whole_numbers_and_keeps_the_legend_off_the_bars():
+    axes = viz.plot_month(MONTH)
+    axes[0].figure.canvas.draw()
+    for ax in (axes[0], axes[2]):
+        assert all(float(t).is_integer() for t in ax.get_yticks())
+    assert axes[2].get_ylim()[1] >= 1.5 * MONTH["files_rewritten"].max()
+    plt.close("all")
 
 
 def test_plot_month_shares_the_day_axis_and_draws_the_share_kept():
@@ -346,6 +375,10 @@ def test_plot_key_funnel_is_log_scaled_per_stage():
     assert ax.get_yscale() == "log" and len(ax.patches) == 9
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["after range pruning", "after bloom",
                                                                    "matched (exact check)"]
+    ax.figure.canvas.draw()
+    low, high = ax.get_ylim()
+    labels = [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks()) if low <= v <= high]
+    assert len(labels) >= 4 and "500" in labels and "1,000" in labels  # 1-2-5 per decade: one label per decade gave 1
     plt.close("all")
 
 
@@ -381,4 +414,19 @@ def test_plot_bucket_growth_draws_each_tables_buckets_and_largest_file_against_t
     sizes = [list(np.round(line.get_ydata(), 3)) for line in axes[1].get_lines()]
     assert sizes[:2] == [[round(800 / 1024, 3), round(900 / 1024, 3)], [round(450 / 1024, 3), round(500 / 1024, 3)]]
     assert [round(line.get_ydata()[0], 3) for line in axes[1].get_lines()[2:]] == [round(300 / 1024, 3), round(600 / 1024, 3)]
+    plt.close("all")
+
+
+def test_key_ranges_of_a_month_of_commits_get_a_colour_scale_not_a_legend():
+    files = pd.DataFrame({"file_id": [f"f{i}" for i in range(29)],
+                          "min_key": [f"202401{15 + i // 2:02d}0000_drone0001" for i in range(29)],
+                          "max_key": [f"202401{15 + i // 2:02d}2359_drone0001" for i in range(29)],
+                          "instant": [f"2024{i:011d}" for i in range(29)],
+                          "commit": ["bulk insert"] + [f"upsert {i}" for i in range(1, 29)]})
+    ax = viz.plot_file_key_ranges(files)
+    assert ax.get_legend() is None
+    scale = ax.figure.axes[-1]
+    assert scale is not ax and "29 commits" in scale.get_ylabel()
+    assert [t.get_text() for t in scale.get_yticklabels()] == ["bulk insert", "upsert 14", "upsert 28"]
+    assert len(ax.get_xticks()) <= 7
     plt.close("all")

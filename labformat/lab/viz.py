@@ -21,7 +21,7 @@ FUNNEL_COLUMNS = ("files_in_snapshot", "after_range_pruning", "after_bloom", "ma
 TRADEOFF_METRICS = (("rows_rewritten", "rows copy-on-write rewrote"), ("write_stage_tasks", "write tasks"),
                     ("projected_write_stage_s", f"write stage on {CLUSTER_CORES} cores, projected (s)"),
                     ("files_opened", "files a full-table query opens"), ("query_s", "full-table query (s)"),
-                    ("files", "base files in the table"))
+                    ("planning_s", "of which planning (s)"))
 
 
 def _new_ax(ax):
@@ -67,6 +67,10 @@ def _file_label(row) -> str:
     return str(row["path"]).rsplit("/", 1)[-1][:8]
 
 
+# More commits than this get a colour scale instead of a legend entry each.
+MAX_LEGEND_COMMITS = 12
+
+
 def plot_file_key_ranges(files: pd.DataFrame, ax=None, max_tick_labels: int = 8):
     """Each base file as a horizontal bar from its min to its max record key, coloured by instant.
 
@@ -106,19 +110,33 @@ def plot_file_key_ranges(files: pd.DataFrame, ax=None, max_tick_labels: int = 8)
     # "bulk insert", "upsert 3" where the frame names its commits (key_ranges_frame does), else the instant.
     names = (dict(zip(keyed["instant"].astype(str), keyed["commit"].astype(str)))
              if "commit" in keyed.columns else {})
-    handles = [Patch(facecolor=color_of[i], edgecolor="black", linewidth=0.3,
-                     label=f"{names.get(i, i)} ({counts[i]} file{'s' if counts[i] != 1 else ''})") for i in instants]
-    if handles:
+    if len(instants) > MAX_LEGEND_COMMITS:
+        # A legend of a month of commits is taller than the plot: a colour scale in commit order instead.
+        from matplotlib.cm import ScalarMappable
+        from matplotlib.colors import BoundaryNorm, ListedColormap
+
+        scale = ScalarMappable(norm=BoundaryNorm(np.arange(len(instants) + 1) - 0.5, len(instants)),
+                               cmap=ListedColormap([color_of[i] for i in instants]))
+        bar = ax.figure.colorbar(scale, ax=ax, pad=0.02)
+        ends = sorted({0, len(instants) // 2, len(instants) - 1})
+        bar.set_ticks(ends)
+        bar.set_ticklabels([names.get(instants[i], instants[i]) for i in ends])
+        bar.set_label(f"commit that wrote it ({len(instants)} commits, in order)")
+    elif instants:
+        handles = [Patch(facecolor=color_of[i], edgecolor="black", linewidth=0.3,
+                         label=f"{names.get(i, i)} ({counts[i]} file{'s' if counts[i] != 1 else ''})")
+                   for i in instants]
         ax.legend(handles=handles, title="commit that wrote it", fontsize="small",
-                  loc="upper left", bbox_to_anchor=(1.0, 1.0), title_fontsize="small",
-                  ncols=1 if len(handles) <= 16 else 2)
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0), title_fontsize="small")
 
     if len(keyed):
         ax.set_xlim(left.min(), right.max())
         ax.set_ylim(-0.6, len(keyed) - 0.4)
     if as_time:
         ax.xaxis_date()
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))
+        locator = mdates.AutoDateLocator(maxticks=6)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
         ax.set_xlabel("record key (time prefix yyyyMMddHHmm)")
     else:
         keys = sorted(set(all_keys))
@@ -420,16 +438,23 @@ def plot_query_skipping(frame: pd.DataFrame, axes=None):
     read_bars = ax_files.barh(y, read, color="tab:blue", label="read")
     skip_bars = ax_files.barh(y, skipped, left=read, color="tab:gray", alpha=0.5, label="skipped")
     ax_files.bar_label(read_bars, label_type="center", fontsize="small")
-    ax_files.bar_label(skip_bars, labels=[f"{int(s)} of {int(c)} skipped" if not math.isnan(s) else ""
+    # "none skipped" sits on the read bar's right end: a label centred on an empty segment would land
+    # on the read bar's count.
+    ax_files.bar_label(skip_bars, labels=[f"{int(s)} of {int(c)} skipped" if not math.isnan(s) and s > 0 else ""
                                           for s, c in zip(skipped, considered)],
                        label_type="center", fontsize="small")
+    for yi, s, r in zip(y, skipped, read):
+        if not math.isnan(s) and s == 0:
+            ax_files.annotate("none skipped", (r, yi), xytext=(-4, 0), textcoords="offset points", ha="right",
+                              va="center", fontsize="small", color="white")
     ax_files.set_yticks(y)
     ax_files.set_yticklabels(queries)
     ax_files.invert_yaxis()
     ax_files.set_xlabel("base files (skipping on)")
     ax_files.set_xlim(0, np.nanmax(considered) * 1.05 if len(queries) else 1)
     ax_files.set_title("Files considered, skipped, read")
-    ax_files.legend(fontsize="small", loc="lower right")
+    # Legends under the panels: inside, they sat on the bars and their labels.
+    ax_files.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
 
     width = 0.4
     for k, (mode, color) in enumerate((("on", "tab:blue"), ("off", "tab:orange"))):
@@ -444,7 +469,7 @@ def plot_query_skipping(frame: pd.DataFrame, axes=None):
     ax_time.invert_yaxis()
     ax_time.set_xlabel("median seconds")
     ax_time.set_title("Query time with and without skipping")
-    ax_time.legend(fontsize="small", loc="lower right")
+    ax_time.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
     return [ax_files, ax_time]
 
 
@@ -473,7 +498,9 @@ def plot_month(days: pd.DataFrame, axes=None):
     ax.bar(x + width / 2, days["files_created"], width, color="tab:green", label="created (new file group)")
     ax.set_ylabel("base files")
     ax.set_title("Files written per upsert")
-    ax.legend(fontsize="small", loc="upper left")
+    # Headroom above the tallest bar, so that the legend never covers a bar.
+    ax.set_ylim(0, max(days["files_rewritten"].max(), days["files_created"].max(), 1) * 1.5)
+    ax.legend(fontsize="small", loc="upper left", ncols=2)
     ax = axes[3]
     ax.bar(x, days["mb_rewritten"], color="tab:orange")
     ax.set_ylabel("MB")
@@ -481,6 +508,8 @@ def plot_month(days: pd.DataFrame, axes=None):
     for ax in axes:
         ax.set_xlabel("upsert day")
         ax.xaxis.get_major_locator().set_params(integer=True)
+    for ax in (axes[0], axes[2]):  # file counts: whole numbers only
+        ax.yaxis.set_major_locator(_integer_locator())
     return axes
 
 
@@ -496,6 +525,13 @@ def plot_key_funnel(days: pd.DataFrame, ax=None):
         values = days[column].astype(float).to_numpy()
         ax.bar(x - 0.4 + width * (j + 0.5), np.where(values > 0, values, np.nan), width, color=color, label=label)
     ax.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    # 1, 2 and 5 of each decade labelled: the stages span a few decades, and a decade's label alone
+    # left three numbers on the axis.
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_ylabel("(key, file) pairs")
     ax.set_xlabel("upsert day")
     ax.xaxis.get_major_locator().set_params(integer=True)
@@ -559,26 +595,43 @@ def step_columns(days: pd.DataFrame) -> list[str]:
     return sorted(found, key=lambda c: rank.get(c[:-2], len(rank)))
 
 
+# A step taking less than this share of the longest day's total gets no colour of its own: its
+# segment would be invisible and its legend entry would name nothing one can see.
+MINOR_STEP_SHARE = 0.02
+
+
 def plot_step_times(days: pd.DataFrame, ax=None):
-    """Stacked bars per upsert day of the seconds each upsert step took, the total on top."""
+    """Stacked bars per upsert day of the seconds each upsert step took, the total on top (up to ten
+    days; beyond, the axis reads it). Steps too short to see are stacked together in grey."""
     ax = _new_ax(ax)
     columns = step_columns(days)
     x = np.arange(len(days))
+    totals = days[columns].fillna(0).sum(axis=1).to_numpy(dtype=float) if columns else np.zeros(len(days))
+    floor = MINOR_STEP_SHARE * (totals.max() if len(days) else 0)
+    major = [c for c in columns if days[c].fillna(0).max() >= floor]
+    minor = [c for c in columns if c not in major]
+    segments = [(c[:-2].replace("_", " "), days[c].fillna(0).to_numpy(dtype=float), color)
+                for c, color in zip(major, _colors(len(major)))]
+    if minor:
+        segments.append((f"{len(minor)} other steps", days[minor].fillna(0).sum(axis=1).to_numpy(dtype=float),
+                         "lightgrey"))
     bottom = np.zeros(len(days))
-    for column, color in zip(columns, _colors(len(columns))):
-        values = days[column].fillna(0).to_numpy(dtype=float)
-        ax.bar(x, values, 0.6, bottom=bottom, color=color, label=column[:-2].replace("_", " "),
-               edgecolor="black", linewidth=0.3)
+    for label, values, color in segments:
+        ax.bar(x, values, 0.6, bottom=bottom, color=color, label=label, edgecolor="black", linewidth=0.3)
         bottom += values
-    for xi, top in zip(x, bottom):
-        ax.annotate(f"{top:.1f} s", (xi, top), xytext=(0, 2), textcoords="offset points", ha="center",
-                    fontsize="small")
-    ax.set_xticks(x)
-    ax.set_xticklabels([f"day {d}" for d in (days["day"] if "day" in days.columns else x + 1)])
+    if len(days) <= 10:
+        for xi, top in zip(x, bottom):
+            ax.annotate(f"{top:.1f} s", (xi, top), xytext=(0, 2), textcoords="offset points", ha="center",
+                        fontsize="small")
+    numbers = days["day"] if "day" in days.columns else x + 1
+    step = 1 if len(days) <= 14 else 7 if len(days) > 28 else max(1, len(days) // 7)
+    shown = [i for i in x if i % step == 0 or i == len(days) - 1]
+    ax.set_xticks(shown)
+    ax.set_xticklabels([str(numbers.iloc[i] if hasattr(numbers, "iloc") else numbers[i]) for i in shown])
     ax.set_xlim(-0.5, len(days) - 0.5)
     ax.set_ylim(0, bottom.max() * 1.12 if len(days) and bottom.max() > 0 else 1)
     ax.set_ylabel("seconds")
-    ax.set_xlabel("upsert")
+    ax.set_xlabel("upsert day")
     ax.set_title("Upsert time per step")
     # Reversed so the legend reads top-down like the stack.
     handles, labels = ax.get_legend_handles_labels()
@@ -696,18 +749,18 @@ def plot_cow_vs_mor(days: pd.DataFrame, axes=None):
         ax_write.bar(x, upsert, width, color=color, label=f"{table}: upsert")
         if rows["compacted"].any():
             ax_write.bar(x, rows["compaction_s"], width, bottom=upsert, color=color, hatch="//", edgecolor="black",
-                         linewidth=0.3, label=f"{table}: inline compaction")
+                         linewidth=0.3, label=f"{table}: inline compaction (stacked on the upsert)")
         ax_read.bar(x, rows["query_s"], width, color=color, label=table)
         mb_upsert = (rows["upsert_bytes"] / 2**20).to_numpy(dtype=float)
         ax_bytes.bar(x, mb_upsert, width, color=color, label=f"{table}: upsert")
         if rows["compacted"].any():
             ax_bytes.bar(x, rows["compaction_bytes"] / 2**20, width, bottom=mb_upsert, color=color, hatch="//",
-                         edgecolor="black", linewidth=0.3, label=f"{table}: compaction")
+                         edgecolor="black", linewidth=0.3, label=f"{table}: compaction (stacked on the upsert)")
         files = rows["files_read"].to_numpy(dtype=float)
         ax_files.bar(x, files, width, color=color, label=f"{table}: base files")
         if rows["logs_read"].any():
             ax_files.bar(x, rows["logs_read"], width, bottom=files, color="tab:red", alpha=0.7,
-                         label=f"{table}: log files")
+                         label=f"{table}: log files (stacked on its base files)")
     titles = ((ax_write, "Write cost: seconds per day (one run each)", "seconds"),
               (ax_read, "Read cost: the snapshot query after each day (one run each)", "seconds"),
               (ax_bytes, "Write cost: MB written per day", "MB"),
@@ -728,9 +781,11 @@ def plot_cow_vs_mor(days: pd.DataFrame, axes=None):
 def plot_compaction_sweep(totals: pd.DataFrame, axes=None):
     """How often to compact: per `max.delta.commits` setting (`lab.merge_on_read.sweep_totals`), the
     write seconds of the days (upserts and compactions) against the queries' mean seconds, one point
-    each; beside it the exact costs, MB written and log files read over the days."""
-    ax_trade, ax_counts = _new_axes(axes, 2, nrows=1, ncols=2, figsize=(13, 4.5))
-    for (setting, row), color in zip(totals.iterrows(), _colors(len(totals))):
+    each; beside it the exact costs, each on its own axis: MB written and log files read over the days."""
+    ax_trade, ax_written, ax_logs = _new_axes(axes, 3, nrows=1, ncols=3, figsize=(15, 4.5),
+                                              gridspec_kw={"width_ratios": [1.4, 1, 1]})
+    colors = _colors(len(totals))
+    for (setting, row), color in zip(totals.iterrows(), colors):
         ax_trade.scatter(row["write_s"], row["mean_query_s"], s=80, color=color, edgecolor="black", zorder=3)
         ax_trade.annotate(f"{setting} ({int(row['compactions'])} compactions)", (row["write_s"], row["mean_query_s"]),
                           xytext=(8, 4), textcoords="offset points", fontsize="small")
@@ -739,20 +794,18 @@ def plot_compaction_sweep(totals: pd.DataFrame, axes=None):
     ax_trade.set_title("Compaction frequency: write time against query time")
     ax_trade.margins(0.3)
     x = np.arange(len(totals))
-    bars = ax_counts.bar(x - 0.2, totals["mb_written"], 0.4, color="tab:purple", label="MB written")
-    ax_counts.bar_label(bars, fmt="{:,.1f}", fontsize="small")
-    twin = ax_counts.twinx()
-    bars = twin.bar(x + 0.2, totals["logs_read"], 0.4, color="tab:red", alpha=0.7, label="log files read")
-    twin.bar_label(bars, fmt="{:,.0f}", fontsize="small")
-    ax_counts.set_xticks(x)
-    ax_counts.set_xticklabels(list(totals.index))
-    ax_counts.set_xlabel("hoodie.compact.inline.max.delta.commits")
-    ax_counts.set_ylabel("MB written, all days")
-    twin.set_ylabel("log files the queries read, all days")
-    handles = ax_counts.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-    ax_counts.legend(handles, [h.get_label() for h in handles], fontsize="small", loc="upper center")
-    ax_counts.set_title("Exact costs: bytes written, log files read")
-    return [ax_trade, ax_counts]
+    for ax, column, fmt, label in ((ax_written, "mb_written", "{:,.1f}", "MB written, all days"),
+                                   (ax_logs, "logs_read", "{:,.0f}", "log files the queries read, all days")):
+        bars = ax.bar(x, totals[column], 0.6, color=colors)
+        ax.bar_label(bars, fmt=fmt, fontsize="small")
+        ax.set_xticks(x)
+        ax.set_xticklabels(list(totals.index))
+        ax.set_xlabel("hoodie.compact.inline.max.delta.commits")
+        ax.set_ylabel(label)
+        ax.margins(y=0.12)
+    ax_written.set_title("Bytes written (exact)")
+    ax_logs.set_title("Log files read (exact)")
+    return [ax_trade, ax_written, ax_logs]
 
 
 # ---------------------------------------------------------------- concurrent writers
