@@ -106,6 +106,7 @@ def test_a_learners_notebook_is_saved_without_outputs(learner):
     nb = read(learner)
     ran = [n for n, c in enumerate(nb.cells, 1) if c.cell_type == "code" and (c.outputs or c.execution_count)]
     assert ran == [], f"cells with saved outputs: {ran}; run scripts/refresh_notebooks.py"
+    assert "widgets" not in nb.metadata and "labformat" not in nb.metadata  # no trace of a run
 
 
 def check_cells(nb) -> list:

@@ -110,6 +110,7 @@ def learner_version(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
             cell.outputs, cell.execution_count = [], None
             cell.metadata.pop("execution", None)
     nb.metadata.pop("labformat", None)  # the preset of a run: a learner's notebook records none
+    nb.metadata.pop("widgets", None)  # the saved state of the solution's widgets
     return nb
 
 
