@@ -20,23 +20,49 @@ from labformat.model.enums import IndexType, SortMode
 SIZES = ["64KB", "256KB", "1MB", "4MB", "8MB", "16MB", "32MB", "128MB"]
 
 
+# A preset with more history rows than this many times `small`'s asks before it runs.
+CONFIRM_ABOVE = 10
+
+
+def size_warning(preset: str) -> str | None:
+    """What a run at `preset` costs against `small`, when it is more than CONFIRM_ABOVE times bigger
+    (the widgets offer `medium` and `large`, made for a cluster); None otherwise. The work grows
+    about linearly with the rows, so the ratio is the estimate."""
+    big, small = datasets.spec(preset), datasets.spec("small")
+    ratio = big.history_rows / small.history_rows
+    if ratio <= CONFIRM_ABOVE:
+        return None
+    return (f"preset {preset}: {big.history_rows:,} readings in the history, {ratio:,.0f}x `small`'s "
+            f"{small.history_rows:,}. Expect the run to take roughly {ratio:,.0f}x as long as at `small` "
+            f"and its data and tables to need roughly {ratio:,.0f}x the disk. "
+            "Click Run again to go ahead, or choose a smaller preset.")
+
+
 def _explorer(controls: list[W.Widget], run: Callable[[dict], None]) -> W.VBox:
-    """Controls, a Run button and an output area; clicking runs `run(values)` inside the output."""
+    """Controls, a Run button and an output area; clicking runs `run(values)` inside the output. A
+    preset far bigger than `small` asks first: the first click says what it costs, a second runs it."""
     button = W.Button(description="Run", button_style="primary", icon="play")
+    note = W.HTML()
     out = W.Output()
 
     def on_click(_):
+        values = {c.description.rstrip(":"): c.value for c in controls}
+        warning = size_warning(values["preset"]) if "preset" in values else None
+        if warning and note.value != warning:
+            note.value = warning  # the next click, with nothing changed, confirms
+            return
+        note.value = ""
         button.disabled = True
         out.clear_output(wait=True)
         try:
             with out:
-                run({c.description.rstrip(":"): c.value for c in controls})
+                run(values)
                 plt.show()
         finally:
             button.disabled = False
 
     button.on_click(on_click)
-    return W.VBox([W.HBox(controls[:3]), W.HBox(controls[3:] + [button]), out])
+    return W.VBox([W.HBox(controls[:3]), W.HBox(controls[3:] + [button]), note, out])
 
 
 def _preset(default: str | None) -> W.Dropdown:
