@@ -196,3 +196,21 @@ def test_a_point_query_opens_the_one_bucket_its_ring_names_per_partition(grown):
     placement = ring_placement(table)
     kept = {s.file_id for s in table.scan("record_key IN ('k007', 'k010')").stage("bucket_pruning").kept}
     assert {placement["k007"], placement["k010"]} <= kept and len(kept) <= 4
+
+
+def test_a_resize_plans_the_biggest_buckets_first_within_the_maximum_and_skips_a_one_hash_bucket():
+    from labformat import config as C
+    from labformat.model.file_group import FileSlice
+    from labformat.write.clustering import plan_resize
+
+    ring = ch.Ring.initial("p", 3)
+    # The middle bucket squeezed to a single hash: nothing left to split.
+    ring = ch.Ring("p", ring.instant, 3, 0, (ring.nodes[0], ch.Node(ring.nodes[0].value + 1, "squeezed"),
+                                                 ring.nodes[2]))
+    sizes = {ring.nodes[0].file_id: 5000 * 1024, "squeezed-0": 9000 * 1024, ring.nodes[2].file_id: 7000 * 1024}
+    slices = [FileSlice("p", f, "001", f"p/{f}_1-0-0_001.parquet", size_bytes=n) for f, n in sizes.items()]
+    options = C.write_options({"max_file_size": "1MB", "bucket_max_num": 4})
+    splits = plan_resize({"p": ring}, slices, options, 3, "002")
+    assert [s.slice.file_id for s in splits] == [ring.nodes[2].file_id]  # the biggest splittable; then 4 = max
+    assert len(splits[0].ring.nodes) == 4
+    assert plan_resize({"p": ring}, slices, C.write_options({"max_file_size": "1MB"}), 3, "002") == []  # max: 3

@@ -225,7 +225,10 @@ def plan_resize(rings: dict[str, ch.Ring], slices: list[FileSlice], options: Wri
             index = next((i for i, n in enumerate(ring.nodes) if n.file_id == s.file_id), None)
             if index is None:
                 continue  # a file group the ring does not name (written before the table had a ring)
-            ring, children = ring.split(index, instant)
+            try:
+                ring, children = ring.split(index, instant)
+            except ValueError:
+                continue  # its range is down to one hash (one hot key): splitting cannot shrink it
             chosen.append((s, children))
         splits += [BucketSplit(s, ring, children) for s, children in chosen]
     return splits
