@@ -178,3 +178,41 @@ def test_spread_shuffle_waves_and_insert_plan_come_from_the_frames_given():
     # Old file groups in key order, then the new ones (file ids are random, so not shown).
     assert plan.created.tolist() == [False, False, True] and plan.min_key.tolist() == ["k1", "k6", "k1"]
     assert plan.small_file.tolist() == [True, False, False] and plan.inserts.tolist() == [40, 0, 60]
+
+
+def test_small_file_inserts_are_the_room_the_estimate_leaves_and_a_count_of_the_run():
+    import labformat as lf
+    from labformat.model.enums import IndexType
+    from labformat.model.report import FileReport, UpsertDetails
+
+    files = (FileReport("", "small-1", "a", 90, 9000, "k1", "k5", created=False, inserts=43, updates=2,
+                        prev_size_bytes=5000),
+             FileReport("", "full-2", "b", 90, 9800, "k6", "k9", created=False, updates=3, prev_size_bytes=9700),
+             FileReport("", "new-3", "c", 60, 6000, "k1", "k9", created=True, inserts=60))
+    report = lf.WriteReport("upsert", "20240101000000000", 105, 240, 100, 5, files=files,
+                            details=UpsertDetails(IndexType.BLOOM, 1, record_size=100, small_file_inserts_planned=40))
+    options = {"small_file_limit": 8000, "max_file_size": 9000}
+    found = fr.small_files_found(report, options)
+    assert found.bytes_before.tolist() == [5000] and found.max_file_size.tolist() == [9000]
+    check = ex.small_file_inserts("2.3", 40, report, options)
+    assert check.right and "(9,000 - 5,000) // 100 = 40" in check.message and "really took 43" in check.message
+    assert ex.small_file_inserts("2.3", 43, report, options).right is False  # the plan is asked, not the hash's draw
+    assert ex.small_file_inserts("2.3", 100, report, options).right is False  # all the day's inserts
+    assert ex.small_file_inserts("2.3", None, report, options).right is None
+    with pytest.raises(lf.LabformatError, match="no small file"):
+        ex.small_file_inserts("2.3", 40, report, {"small_file_limit": 0, "max_file_size": 9000})
+
+
+def test_bloom_files_opened_accepts_a_tenth_of_the_files_either_side_and_names_the_cost():
+    import labformat as lf
+
+    sweep = pd.DataFrame([{"num_entries": 1512, "files_after_bloom": 32, "files_matched": 7, "files_in_snapshot": 32,
+                           "corrections": 8, "keys_read_by_exact_check": 483_840}])
+    right = ex.bloom_files_opened("2.2", 32, sweep, 1512)
+    assert right.right and "25 opened in vain" in right.message and "483,840 keys read" in right.message
+    assert ex.bloom_files_opened("2.2", 29, sweep, 1512).right  # chance: within 3.2 files
+    assert ex.bloom_files_opened("2.2", 8, sweep, 1512).right is False  # only the files holding a key
+    assert ex.bloom_files_opened("2.2", 28, sweep, 1512).right is False
+    assert ex.bloom_files_opened("2.2", True, sweep, 1512).right is False
+    with pytest.raises(lf.LabformatError, match="60,000"):
+        ex.bloom_files_opened("2.2", 32, sweep, 60_000)

@@ -112,6 +112,21 @@ def test_inserts_fill_small_files_first(spark, tmp_path):
     assert report.details.small_files == len(before)
     assert report.files_created == 0 and {f.file_id for f in report.files} <= before
     assert t.read().count() == 100
+    # Room for every insert: step 6 planned all 50 for the small files, and the files took them.
+    assert report.details.small_file_inserts_planned == 50 == sum(f.inserts for f in report.files)
+
+
+def test_step_6_plans_a_small_files_room_by_the_record_size_estimate(spark, tmp_path):
+    t = lf.Table.create(spark, tmp_path / "t")
+    t.bulk_insert(telemetry(spark, 40), {"bulk_insert_parallelism": 1})
+    (small,) = t.file_slices()
+    report = t.upsert(telemetry(spark, 3000, start=40, prefix="2024011510"),
+                      {"small_file_limit": small.size_bytes + 1, "max_file_size": 3 * small.size_bytes})
+    room = (3 * small.size_bytes - small.size_bytes) // report.details.record_size
+    assert 0 < room < 3000 and report.details.small_file_inserts_planned == room
+    (packed,) = [f for f in report.files if f.file_id == small.file_id]
+    # The rows reach it by a hash weighted by the plan: about the room, rarely exactly.
+    assert abs(packed.inserts - room) <= max(10, room // 4)
 
 
 def test_delete_reports_only_keys_that_existed(spark, loaded):

@@ -168,6 +168,30 @@ def _range_pruning(day) -> tuple[int, int]:
     return int(day.after_range_pruning), int(day.files_in_snapshot)
 
 
+def small_file_inserts(exercise: str, answer, report: lf.WriteReport, options: dict) -> Check:
+    """How many of an upsert's inserts step 6 planned for its small files (all of them together),
+    from the plan the upsert reported; the explanation adds what the files really took."""
+    from labformat.config import parse_size
+
+    limit = parse_size(options.get("small_file_limit", 0))
+    small = [f for f in report.files if not f.created and limit > 0 and f.prev_size_bytes < limit]
+    planned = getattr(report.details, "small_file_inserts_planned", None)
+    if not small or planned is None:
+        raise lf.LabformatError("this upsert found no small file to pack inserts into")
+    record = report.details.record_size
+    most = parse_size(options.get("max_file_size", 0))
+    rooms = ", ".join(f"({most:,} - {f.prev_size_bytes:,}) // {record} = {(most - f.prev_size_bytes) // record:,}"
+                      for f in small)
+    took = sum(f.inserts for f in small)
+    return count(exercise, answer, planned,
+                 f"Step 6 planned {planned:,} of the day's {report.rows_inserted:,} inserts for the small file(s): "
+                 f"{rooms} records of room by the estimate. Rows then reach a file group by a hash of their key "
+                 f"weighted by that plan, as in Hudi, so the small file(s) really took {took:,}.",
+                 "a small file takes inserts until the estimate says it is full: the room left below "
+                 "max_file_size, in bytes, divided by the estimated bytes per record (whole records), and "
+                 "never more than the day's inserts.")
+
+
 def shuffle_parallelism(exercise: str, answer, report: lf.WriteReport) -> Check:
     expected = report.details.shuffle_parallelism
     mode = report.options.get("upsert_parallelism_mode")
@@ -184,6 +208,26 @@ def range_pruning_share(exercise: str, answer, day) -> Check:
                  f"{kept} of {files} files stayed candidates after range pruning ({kept / files:.0%}).",
                  "where do a day's random keys fall in the key space, and how wide is each file's "
                  "[min, max] range then?")
+
+
+def bloom_files_opened(exercise: str, answer, sweep: pd.DataFrame, num_entries: int) -> Check:
+    """Files the exact check opened with the filter of `num_entries` in a `sweeps.bloom_filter_sweep`
+    run. Which absent keys a filter lets through is chance (at its predicted rate), so an answer
+    within a tenth of the table's files (at least one file) is right."""
+    rows = sweep[sweep["num_entries"] == num_entries]
+    if rows.empty:
+        raise lf.LabformatError(f"no bloom filter of {num_entries:,} entries in this sweep")
+    row = rows.iloc[0]
+    expected, matched, files = int(row["files_after_bloom"]), int(row["files_matched"]), int(row["files_in_snapshot"])
+    tolerance = max(1.0, 0.1 * files) + 0.5
+    return check(exercise, answer, expected,
+                 f"The exact check opened {expected} of {files} files for {int(row['corrections'])} keys that "
+                 f"{matched} files hold: {expected - matched} opened in vain, {int(row['keys_read_by_exact_check']):,} "
+                 "keys read.",
+                 "every file is a candidate for every key (NONE spans the whole key range); a file is opened "
+                 "when its filter passes at least one of the keys. A file without any of the keys passes "
+                 "each of them at the filter's false-positive rate: how likely is it to pass none?",
+                 tolerance=tolerance)
 
 
 # ------------------------------------------------------------------ 03: query skipping
@@ -270,3 +314,18 @@ def writers_conflict(exercise: str, answer, runs) -> Check:
     if answer is not None and not isinstance(answer, bool):
         return Check(exercise, answer, expected, False, explanation, f"answer True or False. {hint}")
     return check(exercise, answer, expected, explanation, hint)
+
+
+def rows_kept_after_retry(exercise: str, answer, table: lf.Table, kept_value: float, retried_value: float) -> Check:
+    """How many rows carry the value of the write that won the race (`kept_value`) once the
+    conflicting writer retried its write (`retried_value`): a Spark count of the latest snapshot."""
+    from labformat.lab.concurrency import rows_with
+
+    kept, retried = rows_with(table, kept_value), rows_with(table, retried_value)
+    return count(exercise, answer, kept,
+                 f"{kept:,} rows still carry {kept_value}: the retry planned on the snapshot that holds the winner's "
+                 f"commit, so its new slice of the shared file group was merged from the winner's, and the retry "
+                 f"added its own {retried:,} rows of {retried_value}. Nothing was lost.",
+                 "the retry is a new write: which file slice does it read and merge its corrections into, the one "
+                 "it read before the conflict or the latest?")
+

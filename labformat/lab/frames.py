@@ -242,6 +242,19 @@ def insert_plan(report: lf.WriteReport, options: dict[str, Any]) -> pd.DataFrame
     return frame.sort_values(["created", "min_key", "max_key", "inserts"], ignore_index=True)
 
 
+def small_files_found(report: lf.WriteReport, options: dict[str, Any]) -> pd.DataFrame:
+    """Step 4 as an upsert saw it: the base files below `small_file_limit` before it wrote (its
+    candidates for inserts), smallest first, with their size in bytes and key range, beside
+    `max_file_size` (what step 6 fills them up to). Sizes come from the write's own file stats."""
+    from labformat.config import parse_size
+
+    limit, most = parse_size(options.get("small_file_limit", 0)), parse_size(options.get("max_file_size", 0))
+    rows = [{"bytes_before": f.prev_size_bytes, "max_file_size": most, "min_key": f.min_key}
+            for f in report.files if not f.created and limit > 0 and f.prev_size_bytes < limit]
+    frame = pd.DataFrame(rows, columns=["bytes_before", "max_file_size", "min_key"])
+    return frame.sort_values(["bytes_before", "min_key"], ignore_index=True)
+
+
 def compare_days(days: dict[str, pd.Series], columns: list[str]) -> pd.DataFrame:
     """Named upsert days (rows of `DailyRun.to_pandas()`) side by side, one column each."""
     return pd.DataFrame({name: [day[c] for c in columns] for name, day in days.items()}, index=columns)

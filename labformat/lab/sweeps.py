@@ -233,55 +233,59 @@ def bloom_filter_sizes(keys_per_file: int, fpp: float = 1e-9,
     return list(dict.fromkeys(sizes))
 
 
-def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tuple[int, float]], days: int = 2,
-                       options: Mapping[str, Any] | None = None, workdir: Path | None = None,
-                       progress: bool = False, bulk_insert_options: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """Per bloom filter size (num_entries, fpp): bulk insert the history GLOBAL_SORT, then upsert
-    days 1..`days` through the BLOOM index, every write with that filter size.
+def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tuple[int, float]], corrections: int = 8,
+                       files: int = sizing.HISTORY_FILES, options: Mapping[str, Any] | None = None,
+                       workdir: Path | None = None, progress: bool = False) -> pd.DataFrame:
+    """Per bloom filter size (num_entries, fpp): bulk insert the history with sort mode NONE as
+    `files` base files, then upsert `corrections` corrected readings through the BLOOM index.
 
-    One row per (filter, day): num_entries, fpp, day, keys_per_file (median rows of the base
-    files before that upsert), predicted_fpp (of a filter of that size holding keys_per_file
-    keys), the file-level funnel (files_in_snapshot, files_after_range_pruning, files_after_bloom,
-    files_matched, files_false_positives), the key-level funnel (`viz.KEY_FUNNEL_COLUMNS`),
-    tag_s (seconds of the tag step) and seconds (the whole upsert).
+    NONE from round-robin input (as in 01) gives every file readings of every hour, so every
+    file's key range spans the whole history: range pruning keeps every file for every key, and
+    only the bloom filters tell the files apart. The corrections are few (a late micro-batch), so
+    most files hold none of them: a file whose filter lets one of the keys through in vain is
+    opened by the exact check for nothing, and all its keys are read. That is what a filter sized
+    for fewer keys than a file holds costs (seed 003): file reads, not just probes.
 
-    `bulk_insert_options` (e.g. `sizing.history_options(spec)`) shape the history's files; the
-    filter size always wins. `options` go to every write; `small_file_limit` defaults to 0 here, so each day's inserts
-    go to new file groups (spread over them by a hash of the key, as Hudi's UpsertPartitioner
-    does) and no filter's footer bytes can make a file "small" for one size and not another:
-    only the filter moves. Those new files each span the whole day's keys, so the next day's
-    corrections fall in the key range of every one of them: range pruning keeps them all, and
-    only the bloom filter tells them apart. A filter sized for fewer keys than a file holds lets
-    false positives through, and the exact check opens (reads every key of) more files.
+    One row per filter: num_entries, fpp, keys_per_file (median rows of the base files),
+    predicted_fpp (of a filter of that size holding keys_per_file keys), corrections, the
+    file-level funnel (files_in_snapshot, files_after_range_pruning, files_after_bloom: the files
+    the exact check opened, files_matched: those holding a corrected key,
+    files_false_positives: opened in vain), the key-level funnel (`viz.KEY_FUNNEL_COLUMNS`),
+    tag_s (seconds of the tag step) and seconds (the whole upsert). The corrections are the same
+    keys for every filter (the history's `corrections` keys of lowest hash), each with one minute
+    newer `updated_at`.
     """
+    from pyspark.sql import functions as F
+
     from labformat.fileformat.bloom_filter import BloomSpec
     from labformat.lab.viz import KEY_FUNNEL_COLUMNS
 
     cached = datasets.generate(spark, spec)
     history = datasets.load_history(spark, cached)
-    base = {"small_file_limit": 0, **dict(options or {})}
+    fixes = (history.orderBy(F.xxhash64(datasets.RECORD_KEY), datasets.RECORD_KEY).limit(corrections)
+             .withColumn(datasets.PRECOMBINE_FIELD, F.col(datasets.PRECOMBINE_FIELD) + F.expr("INTERVAL 1 MINUTE")))
+    spread = history.repartition(files)  # round-robin: every task gets readings of every hour
     rows = []
     for num_entries, fpp in tqdm(list(filters), desc="bloom filters", disable=not progress):
-        write_options = {**base, "bloom_num_entries": num_entries, "bloom_fpp": fpp}
+        write_options = {**dict(options or {}), "bloom_num_entries": num_entries, "bloom_fpp": fpp}
         table = lf.Table.create(spark, workshop.scratch(f"bloom-{num_entries}-{fpp:g}", workdir),
                                 record_key=datasets.RECORD_KEY, precombine_field=datasets.PRECOMBINE_FIELD,
                                 partition_field=None, options={"index_type": IndexType.BLOOM})
-        table.bulk_insert(history, {**write_options, "bulk_insert_sort_mode": SortMode.GLOBAL_SORT,
-                                    **dict(bulk_insert_options or {}),
-                                    "bloom_num_entries": num_entries, "bloom_fpp": fpp})
-        for day in range(1, days + 1):
-            keys_per_file = int(key_ranges_frame(table)["rows"].median())
-            report = table.upsert(datasets.load_batch(spark, cached, day), write_options)
-            funnel = report.funnel
-            row = {"num_entries": num_entries, "fpp": fpp, "day": day, "keys_per_file": keys_per_file,
-                   "predicted_fpp": BloomSpec(num_entries=num_entries, fpp=fpp).predicted_fpp(keys_per_file),
-                   "files_in_snapshot": funnel.files_in_snapshot,
-                   "files_after_range_pruning": funnel.after_range_pruning,
-                   "files_after_bloom": funnel.after_bloom, "files_matched": funnel.matched,
-                   "files_false_positives": funnel.false_positives}
-            row.update({key: value for key, value in funnel.as_dict().items() if key in KEY_FUNNEL_COLUMNS})
-            row.update(tag_s=report.step("tag").seconds, seconds=report.seconds)
-            rows.append(row)
+        table.bulk_insert(spread, {**write_options, "bulk_insert_sort_mode": SortMode.NONE,
+                                   "bulk_insert_parallelism": files})
+        keys_per_file = int(key_ranges_frame(table)["rows"].median())
+        report = table.upsert(fixes, write_options)
+        funnel = report.funnel
+        row = {"num_entries": num_entries, "fpp": fpp, "keys_per_file": keys_per_file,
+               "predicted_fpp": BloomSpec(num_entries=num_entries, fpp=fpp).predicted_fpp(keys_per_file),
+               "corrections": report.rows_updated,
+               "files_in_snapshot": funnel.files_in_snapshot,
+               "files_after_range_pruning": funnel.after_range_pruning,
+               "files_after_bloom": funnel.after_bloom, "files_matched": funnel.matched,
+               "files_false_positives": funnel.false_positives}
+        row.update({key: value for key, value in funnel.as_dict().items() if key in KEY_FUNNEL_COLUMNS})
+        row.update(tag_s=report.step("tag").seconds, seconds=report.seconds)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -655,68 +655,111 @@ def bloom_filter_label(num_entries, fpp) -> str:
     return f"{int(num_entries):,} @ {text}"
 
 
+def plot_insert_plan(plan: pd.DataFrame, options: dict, ax=None):
+    """Steps 4-6 of one upsert, per base file it wrote (a `frames.insert_plan` frame, in its order):
+    the KB the file held before (grey), what the upsert added to it (the small files that took
+    inserts, the new file groups, the files that took only updates, each its colour), the inserts
+    it took above the bar, and `max_file_size` and `small_file_limit` as lines."""
+    from labformat.config import parse_size
+
+    ax = ax if ax is not None else _new_axes(None, 1, figsize=(11, 4.5))[0]
+    x = np.arange(len(plan))
+    before = plan["kb_before"].to_numpy(dtype=float)
+    added = np.maximum(plan["kb_after"].to_numpy(dtype=float) - before, 0.0)
+    kinds = np.where(plan["created"], "new file group", np.where(plan["small_file"], "small file, packed", "updates only"))
+    ax.bar(x, before, 0.8, color="0.8", edgecolor="black", linewidth=0.3, label="KB before")
+    for kind, color in (("small file, packed", "tab:green"), ("new file group", "tab:orange"),
+                        ("updates only", "tab:blue")):
+        chosen = kinds == kind
+        if chosen.any():
+            ax.bar(x[chosen], added[chosen], 0.8, bottom=before[chosen], color=color, edgecolor="black",
+                   linewidth=0.3, label=f"KB added: {kind}")
+    for xi, top, inserts in zip(x, before + added, plan["inserts"]):
+        if inserts:
+            ax.annotate(f"{inserts:,}", (xi, top), xytext=(0, 2), textcoords="offset points", ha="center",
+                        fontsize="x-small", rotation=90, va="bottom")
+    for option, style, label in (("max_file_size", "--", "max_file_size"), ("small_file_limit", ":", "small_file_limit")):
+        size = parse_size(options.get(option, 0))
+        if size:
+            ax.axhline(size / 1024, color="tab:red", linestyle=style, linewidth=1.2, label=label)
+    top = max(float(np.max(before + added)) if len(plan) else 0.0, parse_size(options.get("max_file_size", 0)) / 1024)
+    ax.set_ylim(0, top * 1.35 if top else 1)
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(i + 1) for i in x], fontsize="x-small")
+    ax.set_xlim(-0.6, len(plan) - 0.4)
+    ax.set_xlabel("base files the upsert wrote (existing file groups in key order, then new ones); inserts above")
+    ax.set_ylabel("KB")
+    ax.set_title("Steps 4-6: what each file held, what it took")
+    ax.legend(fontsize="x-small", loc="upper left", ncol=3)
+    return ax
+
+
 def plot_bloom_sweep(frame: pd.DataFrame, axes=None):
     """Three panels over a `bloom_filter_sweep` frame, one group of bars per filter size
-    (num_entries @ fpp, in the frame's order), summed over the upsert days:
+    (num_entries @ fpp, in the frame's order), summed over its rows per filter:
 
     - (key, file) pairs after range pruning, after the bloom filter, really matched;
     - false-positive pairs (after bloom, not matched), on the same y axis as the first panel;
-    - keys the exact check read, each bar labelled with the files it opened (after bloom) of
-      those range pruning kept.
+    - files the exact check opened (after bloom) beside the files really holding a key, each
+      opened bar labelled with the keys the exact check read from them.
 
     Takes `axes` (three Axes, e.g. from `plt.subplots(1, 3)`). Returns the three axes.
     """
-    ax_pairs, ax_fp, ax_read = _new_axes(axes, 3, nrows=1, ncols=3, figsize=(14, 4.5))
+    ax_pairs, ax_fp, ax_files = _new_axes(axes, 3, nrows=1, ncols=3, figsize=(14, 4.5))
     ax_fp.sharey(ax_pairs)
     filters = list(dict.fromkeys(zip(frame["num_entries"], frame["fpp"])))
     sums = frame.groupby(["num_entries", "fpp"], sort=False).sum(numeric_only=True, min_count=1)
     sums = sums.reindex(pd.MultiIndex.from_tuples(filters, names=["num_entries", "fpp"])) if filters else sums
     labels = [bloom_filter_label(n, p) for n, p in filters]
     x = np.arange(len(filters))
-    days = frame["day"].nunique() if "day" in frame.columns else 1
 
     def values(column):
         if column not in sums.columns:
             return np.full(len(filters), np.nan)
         return sums[column].to_numpy(dtype=float)
 
-    funnel = (("keys_after_range_pruning", "after range pruning"), ("keys_after_bloom", "after bloom"),
-              ("keys_matched", "matched"))
-    width = 0.8 / len(funnel)
-    for j, ((column, label), color) in enumerate(zip(funnel, _colors(len(funnel)))):
-        bars = ax_pairs.bar(x - 0.4 + width * (j + 0.5), values(column), width, color=color, label=label,
-                            edgecolor="black", linewidth=0.3)
-        ax_pairs.bar_label(bars, fmt="{:,.0f}", fontsize="x-small", rotation=90, padding=2)
+    def grouped(ax, series, fmt):
+        width = 0.8 / len(series)
+        for j, ((column, label), color) in enumerate(zip(series, _colors(len(series)))):
+            bars = ax.bar(x - 0.4 + width * (j + 0.5), values(column), width, color=color, label=label,
+                          edgecolor="black", linewidth=0.3)
+            ax.bar_label(bars, fmt=fmt, fontsize="x-small", padding=2)
+        ax.legend(fontsize="small", loc="upper left")
+
+    grouped(ax_pairs, (("keys_after_range_pruning", "after range pruning"), ("keys_after_bloom", "after bloom"),
+                       ("keys_matched", "matched")), "{:,.0f}")
     ax_pairs.set_ylabel("(key, file) pairs")
     ax_pairs.set_title("Candidate pairs: range pruning, bloom, exact")
-    ax_pairs.legend(fontsize="small", loc="upper left")
 
     bars = ax_fp.bar(x, values("keys_false_positives"), 0.6, color="tab:red", edgecolor="black", linewidth=0.3)
     ax_fp.bar_label(bars, fmt="{:,.0f}", fontsize="small")
     ax_fp.set_ylabel("(key, file) pairs")
     ax_fp.set_title("False positives: passed bloom, not in the file")
 
-    read = values("keys_read_by_exact_check")
-    bars = ax_read.bar(x, read, 0.6, color="tab:purple", edgecolor="black", linewidth=0.3)
-    opened, kept = values("files_after_bloom"), values("files_after_range_pruning")
-    ax_read.bar_label(bars, labels=[("" if math.isnan(r) else f"{r:,.0f}") + (
-        "" if math.isnan(o) or math.isnan(k) else f"\n{o:.0f} of {k:.0f} files") for r, o, k in zip(read, opened, kept)],
-        fontsize="x-small")
-    ax_read.set_ylabel("keys read")
-    ax_read.set_title("Keys the exact check read (files opened)")
+    grouped(ax_files, (("files_after_bloom", "opened by the exact check"), ("files_matched", "holding a key")),
+            "{:,.0f}")
+    for bar, keys in zip(ax_files.containers[0], values("keys_read_by_exact_check")):
+        if not math.isnan(keys):
+            ax_files.annotate(f"{keys:,.0f} keys read", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                              xytext=(0, 12), textcoords="offset points", ha="center", fontsize="x-small",
+                              rotation=90, va="bottom")
+    ax_files.set_ylabel("base files")
+    ax_files.set_title("Files the exact check opened")
+    ax_files.yaxis.set_major_locator(_integer_locator())
 
     top = np.nanmax(values("keys_after_range_pruning")) if len(filters) and not np.all(np.isnan(
         values("keys_after_range_pruning"))) else 1
-    ax_pairs.set_ylim(0, max(top, 1) * 1.25)
-    read_top = np.nanmax(read) if len(filters) and not np.all(np.isnan(read)) else 1
-    ax_read.set_ylim(0, max(read_top, 1) * 1.25)
-    for ax in (ax_pairs, ax_fp, ax_read):
+    ax_pairs.set_ylim(0, max(top, 1) * 1.5)  # room for the legend above the bars
+    kept = values("files_after_range_pruning")
+    files_top = np.nanmax(kept) if len(filters) and not np.all(np.isnan(kept)) else 1
+    ax_files.set_ylim(0, max(files_top, 1) * 1.9)  # room above the bars for the keys-read labels
+    for ax in (ax_pairs, ax_fp, ax_files):
         ax.set_xticks(x)
         ax.set_xticklabels(labels, rotation=20, ha="right", fontsize="small")
-        ax.set_xlabel(f"bloom filter: num_entries @ fpp (sum of {days} upsert day{'s' if days != 1 else ''})")
+        ax.set_xlabel("bloom filter: num_entries @ fpp")
         ax.set_xlim(-0.5, len(filters) - 0.5)
         ax.tick_params(labelleft=True)
-    return [ax_pairs, ax_fp, ax_read]
+    return [ax_pairs, ax_fp, ax_files]
 
 
 # ---------------------------------------------------------------- merge-on-read (04)

@@ -98,6 +98,10 @@ class UpsertDetails(Details):
     record_size: int | None = None
     record_size_source: str | None = None
     small_files: int | None = None
+    # Step 6's plan, by the record-size estimate: inserts assigned to the small files. Rows reach a
+    # file group by a hash of the key weighted by that plan (Hudi's UpsertPartitioner), so the
+    # inserts each file really took differ by a few (FileReport.inserts).
+    small_file_inserts_planned: int | None = None
     write_targets: int | None = None
     bytes_read: int | None = None
     incoming_bytes: int | None = None

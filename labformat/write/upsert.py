@@ -742,6 +742,7 @@ class Upsert(WriteOperation):
         details = UpsertDetails(
             state.index_type, state.parallelism, lookup_source=state.tag.lookup_source, record_size=state.record_size,
             record_size_source=state.record_size_source, small_files=sum(len(v) for v in state.small.values()),
+            small_file_inserts_planned=sum(b.records for b in state.write_plan.insert_buckets if b.small_file),
             write_targets=len(state.write_plan.targets), bytes_read=sum(s.prev_size for s in files),
             incoming_bytes=incoming, write_amplification=round(size / incoming, 2) if incoming else None,
             schema_changes=state.schema_changes)
