@@ -54,3 +54,22 @@ def test_random_keys_defeat_range_pruning(spark, tmp_path):
     # there. (Counting files would not show it: a day's updates land in nearly every file.)
     assert funnel.keys_after_bloom * 5 < funnel.keys_after_range_pruning, funnel
     assert funnel.keys_matched <= funnel.keys_after_bloom
+
+
+def test_day_again_repeats_a_day_on_fresh_copies_and_leaves_the_table_alone(spark, tmp_path):
+    import labformat as lf
+    from labformat.lab import sweeps
+
+    spec = datasets.spec("tiny", late_fraction=0.0, batch_days=2)
+    table = lf.Table.create(spark, tmp_path / "base")
+    table.bulk_insert(datasets.load_history(spark, datasets.generate(spark, spec)),
+                      {"bulk_insert_sort_mode": "GLOBAL_SORT", "bulk_insert_parallelism": 4})
+    instants = [i.time for i in table.timeline()]
+    again = sweeps.day_again(table, spec, day=1, options=OPTIONS, repeats=2)
+    assert again["run"].tolist() == [1, 2] and (again["day"] == 1).all()
+    # The same write on the same table state: the same counts every time.
+    for column in ("updated", "inserted", "after_range_pruning", "files_rewritten", "small_files", "record_size"):
+        assert again[column].nunique() == 1, column
+    assert again["updated"].iloc[0] > 0 and (again["seconds"] > 0).all()
+    assert [i.time for i in table.timeline()] == instants
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base"]  # the copies are gone

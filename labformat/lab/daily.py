@@ -49,6 +49,10 @@ class DailyRun:
                 "rows_rewritten": sum(f.rows for f in report.files if not f.created),
                 "mb_rewritten": sum(f.size_bytes for f in report.files if not f.created) / 1024**2,
                 "write_amplification": report.details.write_amplification,
+                # Steps 4-6: small files found, the record-size estimate, inserts packed into small files.
+                "small_files": report.details.small_files,
+                "record_size": report.details.record_size,
+                "small_file_inserts": sum(f.inserts for f in report.files if not f.created),
             }
             funnel = report.funnel.as_dict()
             row.update({key: funnel[key] for key in FUNNEL_COLUMNS + KEY_FUNNEL_COLUMNS})

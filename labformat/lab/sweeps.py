@@ -102,6 +102,28 @@ def warm_up(table: lf.Table, spec: datasets.DatasetSpec, options: Mapping[str, A
         shutil.rmtree(copy.path, ignore_errors=True)
 
 
+def day_again(table: lf.Table, spec: datasets.DatasetSpec, day: int = 1, options: Mapping[str, Any] | None = None,
+              repeats: int = 3) -> pd.DataFrame:
+    """`day`'s upsert again, `repeats` times, each on a fresh copy of `table` (the table as it was
+    before that day), deleted after: one row per run (`DailyRun.to_pandas` columns plus `run`).
+
+    Run after a month of upserts, it tells the session's warm-up from the table's growth: the same
+    write on the same table, only later in the session."""
+    import shutil
+
+    cached = datasets.generate(table.spark, spec)
+    frames = []
+    for run in range(1, repeats + 1):
+        copy = copy_table(table, f"{Path(table.path).name}-again-{run}")
+        try:
+            report = copy.upsert(datasets.load_batch(table.spark, cached, day), dict(options or {}))
+            frames.append(DailyRun(copy.path, copy.index_type, spec.key_style, None, (report,), (day,))
+                          .to_pandas().assign(run=run))
+        finally:
+            shutil.rmtree(copy.path, ignore_errors=True)
+    return pd.concat(frames, ignore_index=True)
+
+
 def run_days(table: lf.Table, spec: datasets.DatasetSpec, days: Iterable[int],
              options: Mapping[str, Any] | None = None, progress: bool = False) -> DailyRun:
     """Upsert the given batch days into `table`, in order; every report kept (`DailyRun.to_pandas()` per day)."""
