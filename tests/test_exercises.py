@@ -216,3 +216,38 @@ def test_bloom_files_opened_accepts_a_tenth_of_the_files_either_side_and_names_t
     assert ex.bloom_files_opened("2.2", True, sweep, 1512).right is False
     with pytest.raises(lf.LabformatError, match="60,000"):
         ex.bloom_files_opened("2.2", 32, sweep, 60_000)
+
+
+@pytest.mark.spark
+def test_retention_cleans_with_fewer_commits_each_time_and_the_exercise_counts_back(spark, tmp_path):
+    import labformat as lf
+    from labformat import datasets
+    from labformat.lab import clustering
+
+    cached = datasets.generate(spark, datasets.spec("tiny"))
+    table = clustering.small_file_table(spark, cached, tmp_path / "small", files_per_day=8)
+    window = clustering.window_of(cached)
+    clustering.cluster_and_compare(table, window, target_bytes=10 * 1024**2)
+    first = table.timeline()[0].time
+    run = clustering.retention(table, first, window, retained=(1, 2))  # run most retained first, whatever the order
+    assert [c.retained for c in run.cleans] == [2, 1] and run.writes_since == 2
+    keep, drop = run.cleans
+    assert keep.readable and keep.files_read >= 1 and keep.report.instant is None  # 2 commits: nothing to clean
+    assert not drop.readable and drop.files_read is None and drop.report.details.files_deleted == 8
+    frame = run.frame()
+    assert frame.loc[1, "files deleted"] == 8 and "CleanedInstantError" in frame.loc[1, f"as of {first}"]
+    assert ex.smallest_retention("3.3", 2, run).right
+    assert ex.smallest_retention("3.3", 1, run).right is False and ex.smallest_retention("3.3", 3, run).right is False
+    with pytest.raises(lf.LabformatError, match="no completed write"):
+        clustering.retention(table, "20000101000000000", window)
+
+
+def test_base_file_names_split_as_hudi_names_them():
+    import labformat as lf
+    from labformat.model.report import FileReport
+
+    files = tuple(FileReport("", f"{u}-0", f"{u}-0_{task}-8-0_20240101000000000.parquet", 10, 100, "a", "b", created=True)
+                  for u, task in (("bbb", 1), ("aaa", 0)))
+    names = fr.base_file_names(lf.WriteReport("bulk_insert", "20240101000000000", 20, 20, 20, files=files))
+    assert names.file_id.tolist() == ["aaa-0", "bbb-0"] and names.task_partition.tolist() == [0, 1]
+    assert set(names.stage) == {8} and set(names.attempt) == {0} and set(names.instant) == {"20240101000000000"}

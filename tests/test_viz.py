@@ -430,3 +430,18 @@ def test_key_ranges_of_a_month_of_commits_get_a_colour_scale_not_a_legend():
     assert [t.get_text() for t in scale.get_yticklabels()] == ["bulk insert", "upsert 14", "upsert 28"]
     assert len(ax.get_xticks()) <= 7
     plt.close("all")
+
+
+def test_index_runs_repeat_only_the_timed_workloads_and_the_chart_says_how_often():
+    from labformat.lab import indexes as ix
+
+    order = ix.run_order(["time-ordered", "random keys"], ["BLOOM", "SIMPLE"], repeats=2, timed=["time-ordered"])
+    assert order == [(1, "time-ordered", "BLOOM"), (1, "time-ordered", "SIMPLE"), (1, "random keys", "BLOOM"),
+                     (1, "random keys", "SIMPLE"), (2, "time-ordered", "SIMPLE"), (2, "time-ordered", "BLOOM")]
+    assert len(ix.run_order(["a", "b"], ["X"], repeats=3)) == 6  # all timed by default
+    runs = pd.DataFrame([{"workload": w, "index": i, "repeat": r, "seconds": 1.0 + r, "keys_read": 10,
+                          "index_entries_read": None} for r, w, i in order])
+    keys, seconds = viz.plot_index_choice(runs)
+    assert [t.get_text() for t in seconds.get_xticklabels()] == ["time-ordered\n(2 runs)", "random keys\n(1 run)"]
+    assert [t.get_text() for t in keys.get_xticklabels()] == ["time-ordered", "random keys"]
+    plt.close("all")

@@ -74,3 +74,48 @@ def cluster_and_compare(table: lf.Table, condition: str, target_bytes: int, sort
     report = table.cluster(options)
     _, after = table.query(condition)
     return ClusteringRun(report, before, after)
+
+
+@dataclass(frozen=True)
+class Clean:
+    """One clean of a retention sweep and what time travel to the instant watched could still read after it."""
+
+    retained: int  # hoodie.cleaner.commits.retained
+    report: lf.WriteReport
+    readable: bool  # the query as of the watched instant still ran
+    files_read: int | None  # by that query; None once its files were cleaned
+
+
+@dataclass(frozen=True)
+class Retention:
+    """Cleans of one table with fewer and fewer commits retained, watching one instant."""
+
+    instant: str
+    writes_since: int  # completed writes from `instant` to the latest, both counted
+    cleans: tuple[Clean, ...]
+
+    def frame(self) -> pd.DataFrame:
+        rows = [{"commits retained": c.retained, "clean": c.report.instant or "nothing to delete",
+                 "files deleted": getattr(c.report.details, "files_deleted", 0),
+                 "KB freed": round(getattr(c.report.details, "bytes_freed", 0) / 1024, 1),
+                 f"as of {self.instant}": f"{c.files_read} files read" if c.readable else "cleaned: CleanedInstantError"}
+                for c in self.cleans]
+        return pd.DataFrame(rows).set_index("commits retained")
+
+
+def retention(table: lf.Table, instant: str, condition: str, retained=(2, 1)) -> Retention:
+    """Clean `table` with each `cleaner_commits_retained` of `retained` in turn (most first: each clean
+    deletes what the one before kept and this one does not), and after each, run `condition` as of
+    `instant` (time travel): still readable, or cleaned."""
+    writes = [i.time for i in table.active_timeline.completed_writes()]
+    if instant not in writes:
+        raise lf.LabformatError(f"{instant} is no completed write of {table.path}")
+    cleans = []
+    for n in sorted(retained, reverse=True):
+        report = table.clean({"cleaner_commits_retained": n})
+        try:
+            _, scan = table.query(condition, as_of=instant)
+            cleans.append(Clean(n, report, True, scan.funnel.files_read))
+        except lf.CleanedInstantError:
+            cleans.append(Clean(n, report, False, None))
+    return Retention(instant, len(writes) - writes.index(instant), tuple(cleans))

@@ -258,6 +258,18 @@ def skipped_share(exercise: str, answer, timings: pd.DataFrame, query: str) -> C
                  "what are the min and max drone_id of a file that holds a few minutes of every drone?")
 
 
+def smallest_retention(exercise: str, answer, run) -> Check:
+    """The smallest `hoodie.cleaner.commits.retained` that keeps time travel to the watched instant of
+    `run` (`lab.clustering.retention`): the completed writes from it to the latest, both counted."""
+    expected = run.writes_since
+    seen = ", ".join(f"{c.retained} retained: {'still readable' if c.readable else 'cleaned'}" for c in run.cleans)
+    return count(exercise, answer, expected,
+                 f"KEEP_LATEST_COMMITS keeps every file slice the last N completed commits read; {run.instant} is "
+                 f"{expected} commits back, counting the latest ({seen}).",
+                 "the cleaner keeps what the last N commits can read, counting the latest: count the commits "
+                 "from the bulk insert to the latest in the timeline above, both included.")
+
+
 # ------------------------------------------------------------------ 04: merge-on-read
 
 def compactions(exercise: str, answer, run) -> Check:

@@ -76,6 +76,21 @@ def timeline_frame(table: lf.Table) -> pd.DataFrame:
                          for i in table.timeline()], columns=["instant", "action", "state"])
 
 
+def base_file_names(report: lf.WriteReport) -> pd.DataFrame:
+    """The base files a write made, their names split as Hudi names them:
+    `<fileId>_<writeToken>_<instantTime>.parquet`, the write token being `<task partition>-<stage id>-<attempt>`."""
+    from labformat.model.base_file import BaseFile
+
+    rows = []
+    for f in report.files:
+        name = BaseFile.parse(f.path)
+        task, stage, attempt = name.write_token.split("-")
+        rows.append({"file": f.path.rsplit("/", 1)[-1], "file_id": name.file_id, "task_partition": int(task),
+                     "stage": int(stage), "attempt": int(attempt), "instant": name.instant_time})
+    frame = pd.DataFrame(rows, columns=["file", "file_id", "task_partition", "stage", "attempt", "instant"])
+    return frame.sort_values("task_partition", ignore_index=True)
+
+
 def timeline_files(table: lf.Table) -> list[str]:
     """The suffixes of the table's own timeline files (`.hoodie/<instant>.<suffix>`), oldest instant first,
     each instant's requested -> inflight -> completed."""

@@ -111,11 +111,21 @@ def duplicate_keys(table: lf.Table) -> int:
     return table.read().groupBy("record_key").count().where(F.col("count") > 1).count()
 
 
+def run_order(workloads: list[str], indexes: list, repeats: int, timed: Iterable[str] | None = None) -> list[tuple]:
+    """(repeat, workload, index) in the order `compare` runs them: every workload once, then the
+    `timed` ones (all by default) again up to `repeats`; each repeat reverses the index order, so
+    that no index always runs first while the machine warms up."""
+    timed = set(workloads if timed is None else timed)
+    return [(r, name, i) for r in range(1, repeats + 1) for name in workloads if r == 1 or name in timed
+            for i in (indexes if r % 2 else indexes[::-1])]
+
+
 def compare(bases: dict, loads: dict[str, Workload], indexes: Iterable[IndexType] = INDEXES, repeats: int = 2,
             options: dict | None = None, workdir: Path | None = None, progress: bool = False,
-            warm_up: bool = True) -> pd.DataFrame:
-    """Every index on every workload, `repeats` times each on a fresh copy, after one warm-up per index
-    (`warm_up=False`: none, for a run whose timings nobody reads).
+            warm_up: bool = True, timed: Iterable[str] | None = None) -> pd.DataFrame:
+    """Every index on every workload on a fresh copy each time, after one warm-up per index
+    (`warm_up=False`: none, for a run whose timings nobody reads): the workloads named in `timed`
+    (all by default) `repeats` times, the others once (their counts do not change with a repeat).
 
     One row per run: workload, index, repeat, seconds, tag_s, keys_read (record keys the tag step read
     from data files, as the index counted them), index_entries_read (RECORD_INDEX), files_rewritten,
@@ -135,8 +145,7 @@ def compare(bases: dict, loads: dict[str, Workload], indexes: Iterable[IndexType
     first = next(iter(loads.values()))
     for index in indexes if warm_up else ():
         once(first, index, "warm-up", False)
-    runs = [(r, name, i) for r in range(1, repeats + 1) for name in loads
-            for i in (indexes if r % 2 else indexes[::-1])]
+    runs = run_order(list(loads), indexes, repeats, timed)
     rows = []
     for repeat, name, index in tqdm(runs, desc="index runs", disable=not progress):
         report, duplicates = once(loads[name], index, f"{repeat}", repeat == 1)

@@ -32,16 +32,24 @@ HUDI_MAX_DELTA_COMMITS = 5
 # A filter no file can be skipped for (every file holds every drone): the query reads every file slice.
 FULL_SCAN = "drone_id = 'drone0001'"
 SWEEP_DAYS = 7
+# The side-by-side run's days: two weeks give Hudi's every-5 compaction three times (the bulk insert
+# is delta commit 1) at half a month's time; a preset with fewer batch days runs them all.
+SIDE_BY_SIDE_DAYS = 14
 # The history as this many GLOBAL_SORT base files (02 and 03 use 32): every one of them takes a late
-# correction each day whatever their number, and fewer files keep a month of two tables and their
+# correction each day whatever their number, and fewer files keep two weeks of two tables and their
 # queries within a few minutes on a laptop.
 HISTORY_FILES = 8
 
 
+def side_by_side_days(spec: datasets.DatasetSpec) -> int:
+    """The days `side_by_side` upserts: `SIDE_BY_SIDE_DAYS`, or every batch day of a shorter preset."""
+    return min(spec.batch_days, SIDE_BY_SIDE_DAYS)
+
+
 def compaction_every(spec: datasets.DatasetSpec) -> int:
-    """Hudi's default of 5 delta commits when the preset's month reaches it at least twice; else 2 (the
-    `tiny` preset's 3 days would never compact at 5)."""
-    return HUDI_MAX_DELTA_COMMITS if (spec.batch_days + 1) // HUDI_MAX_DELTA_COMMITS >= 2 else 2
+    """Hudi's default of 5 delta commits when the side-by-side run's days reach it at least twice; else
+    2 (the `tiny` preset's 3 days would never compact at 5)."""
+    return HUDI_MAX_DELTA_COMMITS if (side_by_side_days(spec) + 1) // HUDI_MAX_DELTA_COMMITS >= 2 else 2
 
 
 def expected_compactions(days: int, every: int | None) -> int:
@@ -151,7 +159,7 @@ class SideBySide:
 def side_by_side(spark, spec: datasets.DatasetSpec, every: int, days: int | None = None,
                  workdir: Path | None = None, progress: bool = False) -> SideBySide:
     """Bulk insert the history into a copy-on-write and a merge-on-read table (inline compaction every
-    `every` delta commits), then upsert each day into both, alternating, each followed by one
+    `every` delta commits), then upsert each of `days` days (`side_by_side_days` by default) into both, alternating, each followed by one
     snapshot query (`FULL_SCAN`). Both use the workshop's sizes, scaled to the copy-on-write table's
     bulk-inserted files (lab.sizing.scaled_sizes)."""
     from labformat.lab.sizing import scaled_sizes
@@ -163,7 +171,7 @@ def side_by_side(spark, spec: datasets.DatasetSpec, every: int, days: int | None
     for table in tables.values():  # untimed: the first scan of a table pays for listings and Python workers
         table.query(FULL_SCAN)
     rows = []
-    for day in tqdm(range(1, (days or spec.batch_days) + 1), desc="days", disable=not progress):
+    for day in tqdm(range(1, (days or side_by_side_days(spec)) + 1), desc="days", disable=not progress):
         batch = datasets.load_batch(spark, cached, day)
         for table_type, table in tables.items():
             rows.append({"table": LABELS[table_type], "table_type": table_type.value, "day": day,
@@ -208,6 +216,31 @@ def before_and_after_compaction(run: SideBySide, repeats: int = 3) -> pd.DataFra
                           "files_read": scans[name].funnel.files_read,
                           "logs_read": scans[name].details.log_files_read, "rows": scans[name].rows_returned}
                          for name, _, _ in contenders])
+
+
+def read_optimized_vs_snapshot(run: SideBySide) -> pd.DataFrame:
+    """The merge-on-read table as of the delta commit that triggered the last compaction, read two
+    ways: a snapshot query (base files merged with their logs) and a read-optimized one
+    (`hoodie.datasource.query.type=read_optimized`: the base files alone). Per read: base files and
+    log files it read, rows, and `not_in_other`: its rows the other read does not return (the
+    snapshot's: corrected versions the read-optimized read misses; the read-optimized read's: the
+    older versions it returns instead), counted by Spark."""
+    from labformat.model.enums import QueryType
+
+    if not run.compaction_days:
+        raise lf.LabformatError("no compaction ran in this run: no delta commit with logs to read")
+    table, as_of = run.tables[MOR], run.of(MOR).loc[run.compaction_days[-1]]["instant"]
+    reads = {"snapshot": {}, "read-optimized": {"query_type": QueryType.READ_OPTIMIZED}}
+    frames, rows = {}, []
+    for name, options in reads.items():
+        frames[name], scan = table.query(run.condition, as_of=as_of, options=options)
+        rows.append({"read": name, "files_read": scan.funnel.files_read, "logs_read": scan.details.log_files_read,
+                     "rows": scan.rows_returned})
+    columns = list(datasets.COLUMNS)
+    snapshot, optimized = (frames[n].select(*columns) for n in reads)
+    rows[0]["not_in_other"] = snapshot.exceptAll(optimized).count()
+    rows[1]["not_in_other"] = optimized.exceptAll(snapshot).count()
+    return pd.DataFrame(rows).set_index("read")
 
 
 def compaction_sweep(spark, spec: datasets.DatasetSpec, settings: Iterable[int | None] | None = None,

@@ -898,7 +898,7 @@ def plot_race(runs, ax=None, title: str | None = None):
 def plot_index_choice(runs: pd.DataFrame, axes=None):
     """`indexes.compare`'s runs, one group of bars per workload, one bar per index: what the tag step
     read (record keys from data files; for RECORD_INDEX the index entries it read instead, hatched),
-    and the whole upsert's median seconds with min-max whiskers."""
+    and the whole upsert's median seconds with min-max whiskers (each workload's runs under its name)."""
     axes = _new_axes(axes, 2, nrows=1, ncols=2, figsize=(15, 4.8))
     first = runs[runs.repeat == 1].set_index(["workload", "index"])
     workloads = list(dict.fromkeys(runs.workload))
@@ -922,9 +922,11 @@ def plot_index_choice(runs: pd.DataFrame, axes=None):
         axes[1].errorbar(x, m, yerr=[np.subtract(m, [low[(w, index)] for w in workloads]),
                                      np.subtract([high[(w, index)] for w in workloads], m)],
                          fmt="none", ecolor="black", capsize=2, linewidth=0.8)
-    for ax in axes:
+    repeats = runs.groupby("workload").repeat.nunique()
+    for ax, labels in ((axes[0], workloads),
+                       (axes[1], [f"{w}\n({repeats[w]} run{'s' if repeats[w] != 1 else ''})" for w in workloads])):
         ax.set_xticks(range(len(workloads)))
-        ax.set_xticklabels(workloads)
+        ax.set_xticklabels(labels)
     from matplotlib.ticker import FuncFormatter
 
     axes[0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
