@@ -9,9 +9,11 @@
 
 Every sub-command first makes sure `.venv/` (at the repository root) matches
 pyproject.toml: when it is missing, or its stamp file does not hold the sha256
-of pyproject.toml and the Python version, it runs `python -m venv .venv` and
-`.venv/bin/pip install -e '.[test]'` (pip's output goes to .venv/pip.log); the test extra
-includes the benchmark's peers (the bench extra: deltalake, pyiceberg, psutil).
+of pyproject.toml, the Python version and the extras the command needs, it runs
+`python -m venv .venv` and `.venv/bin/pip install -e .` (pip's output goes to
+.venv/pip.log). `run`, `lab` and `check` need the runtime dependencies only; `test`
+adds the test extra (which includes the benchmark's peers), `bench` the bench extra
+(deltalake, pyiceberg, psutil); extras installed once stay.
 When it is up to date this costs a file read and a hash, and prints nothing.
 Then the script runs itself again with .venv's interpreter, checks Java, and
 does the job.
@@ -73,22 +75,37 @@ def venv_python(venv=VENV):
     return os.path.join(bin_dir(venv), "python.exe" if os.name == "nt" else "python")
 
 
-def expected_stamp(pyproject=PYPROJECT):
-    """What the stamp must hold for .venv to count as up to date."""
+# The optional dependencies (pyproject.toml's extras) each command needs on top of the runtime ones:
+# the lab itself runs without the test and benchmark packages.
+EXTRAS = {"run": (), "lab": (), "check": (), "test": ("test",), "bench": ("bench",)}
+
+
+def expected_stamp(pyproject=PYPROJECT, extras=()):
+    """What the stamp holds once .venv has pyproject.toml's dependencies and `extras` installed."""
     with open(pyproject, "rb") as handle:
         digest = hashlib.sha256(handle.read()).hexdigest()
-    return "pyproject.toml sha256 {}\npython {}\n".format(digest, platform.python_version())
+    return "pyproject.toml sha256 {}\npython {}\nextras {}\n".format(
+        digest, platform.python_version(), ",".join(sorted(set(extras))))
 
 
-def venv_is_current(venv=VENV, pyproject=PYPROJECT):
-    """True when venv has an interpreter and its stamp matches pyproject.toml and this Python."""
+def installed_extras(venv=VENV, pyproject=PYPROJECT):
+    """The extras .venv has for this pyproject.toml and Python, or None when it must be set up again."""
     if not os.path.exists(venv_python(venv)):
-        return False
+        return None
     try:
         with open(os.path.join(venv, ".labformat-stamp")) as handle:
-            return handle.read() == expected_stamp(pyproject)
+            lines = handle.read().splitlines()
     except OSError:
-        return False
+        return None
+    if lines[:2] != expected_stamp(pyproject).splitlines()[:2] or len(lines) != 3 or not lines[2].startswith("extras "):
+        return None
+    return set(extra for extra in lines[2][len("extras "):].split(",") if extra)
+
+
+def venv_is_current(venv=VENV, pyproject=PYPROJECT, extras=()):
+    """True when venv has an interpreter, and its stamp matches pyproject.toml, this Python and at least `extras`."""
+    installed = installed_extras(venv, pyproject)
+    return installed is not None and set(extras) <= installed
 
 
 def running_in(venv=VENV):
@@ -129,14 +146,17 @@ class _Lock(object):
         self.handle.close()  # closing releases the lock
 
 
-def ensure_venv():
-    """Create or refresh .venv when pyproject.toml or the Python version changed; silent when up to date."""
-    if venv_is_current():
+def ensure_venv(extras=()):
+    """Create or refresh .venv when pyproject.toml or the Python version changed, or `extras` are
+    missing (keeping the extras it has); silent when up to date."""
+    if venv_is_current(extras=extras):
         return
     os.makedirs(VENV, exist_ok=True)
     with _Lock(LOCK):
-        if venv_is_current():  # another run finished the set-up while we waited
+        if venv_is_current(extras=extras):  # another run finished the set-up while we waited
             return
+        extras = sorted(set(extras) | (installed_extras() or set()))
+        target = ".[{}]".format(",".join(extras)) if extras else "."
         print("setting up .venv from pyproject.toml (first run: 1-2 minutes; log: .venv/pip.log)...", flush=True)
         if os.path.exists(STAMP):
             os.remove(STAMP)
@@ -152,12 +172,12 @@ def ensure_venv():
                         "`{}` failed; on Debian/Ubuntu the venv module comes with "
                         "`apt-get install python3-venv`".format(" ".join(command))
                     )
-            command = [venv_python(), "-m", "pip", "install", "--disable-pip-version-check", "-e", ".[test]"]
+            command = [venv_python(), "-m", "pip", "install", "--disable-pip-version-check", "-e", target]
             status = _run_logged(command, log)
         if status != 0:
-            _fail_setup("`.venv/bin/pip install -e '.[test]'` failed with exit code {}".format(status))
+            _fail_setup("`.venv/bin/pip install -e '{}'` failed with exit code {}".format(target, status))
         with open(STAMP, "w") as handle:
-            handle.write(expected_stamp())
+            handle.write(expected_stamp(extras=extras))
 
 
 def _run_logged(command, log):
@@ -291,7 +311,7 @@ def main(argv):
         sys.stderr.write("error: unknown command {!r}\n\n{}".format(name, USAGE))
         return 2
     if not os.environ.get(NO_VENV_ENV):
-        ensure_venv()
+        ensure_venv(EXTRAS[name])
         if not running_in(VENV):
             python = venv_python()
             os.execv(python, [python, os.path.abspath(__file__)] + argv)

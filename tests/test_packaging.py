@@ -270,6 +270,32 @@ def test_stamp_tracks_pyproject_and_python_version(tmp_path, monkeypatch):
     assert not lab.venv_is_current(str(venv), str(pyproject))  # interpreter gone
 
 
+def test_the_lab_runs_without_the_test_extras_and_extras_installed_once_stay(tmp_path):
+    lab = load_lab_module()
+    assert lab.EXTRAS["run"] == lab.EXTRAS["lab"] == () and lab.EXTRAS["test"] == ("test",)
+    venv, pyproject = tmp_path / ".venv", tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\n')
+    python = Path(lab.venv_python(str(venv)))
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    stamp = venv / ".labformat-stamp"
+    stamp.write_text(lab.expected_stamp(str(pyproject)))  # the runtime dependencies only
+    assert lab.venv_is_current(str(venv), str(pyproject), extras=lab.EXTRAS["run"])
+    assert not lab.venv_is_current(str(venv), str(pyproject), extras=lab.EXTRAS["test"])
+    stamp.write_text(lab.expected_stamp(str(pyproject), extras=("test", "bench")))
+    assert lab.installed_extras(str(venv), str(pyproject)) == {"test", "bench"}
+    assert lab.venv_is_current(str(venv), str(pyproject), extras=("test",))
+    assert lab.venv_is_current(str(venv), str(pyproject), extras=())
+    stamp.write_text(stamp.read_text().splitlines()[0] + "\n")  # an old or broken stamp: set up again
+    assert lab.installed_extras(str(venv), str(pyproject)) is None
+    # The runtime dependencies hold nothing only the tests or the benchmark need.
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = " ".join(project["dependencies"]).lower()
+    assert not any(name in runtime for name in ("pytest", "hypothesis", "nbval", "deltalake", "pyiceberg", "hudi"))
+
+
 def _no_java_env(tmp_path) -> dict:
     """This environment with JAVA_HOME pointing nowhere and no folder holding `java` on PATH."""
     kept = [entry for entry in os.environ.get("PATH", "").split(os.pathsep) if entry and not shutil.which("java", path=entry)]
