@@ -91,9 +91,11 @@ def test_explain_key_and_scratch_names_reject_bad_input():
 def test_preset_and_out_dir_follow_the_environment(monkeypatch, tmp_path):
     import labformat as lf
 
+    monkeypatch.setenv(ws.PRESET_ENV, "small")
+    assert ws.progress()  # long cells at small show their progress
     monkeypatch.setenv(ws.PRESET_ENV, "tiny")
     monkeypatch.setenv(ws.OUT_ENV, str(tmp_path))
-    assert ws.preset() == "tiny"
+    assert ws.preset() == "tiny" and not ws.progress()  # saved outputs stay the same run to run
     assert ws.scratch("t1") == tmp_path / "work" / "tiny" / "t1"
     ws.record_summary("00-x", {"rows": 5})
     assert json.loads((tmp_path / "summary" / "00-x.json").read_text()) == {

@@ -30,6 +30,12 @@ def preset() -> str:
     return name
 
 
+def progress() -> bool:
+    """Whether the notebook's long cells show progress bars: at every preset but `tiny`, whose cells
+    take seconds and whose saved outputs nbval compares (a bar's widget differs every run)."""
+    return preset() != "tiny"
+
+
 def session():
     """The notebook's SparkSession: $LABFORMAT_SPARK_MASTER (else every local core), JVM output in a log file."""
     return lf.spark_session(app_name="labformat-workshop")
