@@ -253,3 +253,13 @@ def test_base_file_names_split_as_hudi_names_them():
     names = fr.base_file_names(lf.WriteReport("bulk_insert", "20240101000000000", 20, 20, 20, files=files))
     assert names.file_id.tolist() == ["aaa-0", "bbb-0"] and names.task_partition.tolist() == [0, 1]
     assert set(names.stage) == {8} and set(names.attempt) == {0} and set(names.instant) == {"20240101000000000"}
+
+
+def test_fewest_rows_rewritten_accepts_any_tied_size_and_nothing_else():
+    tradeoff = pd.DataFrame({"history_files": [8, 2, 1], "rows_rewritten": [2880, 2880, 5760]})
+    assert ex.fewest_rows_rewritten("3.3", 8, tradeoff).right and ex.fewest_rows_rewritten("3.3", 2, tradeoff).right
+    assert ex.fewest_rows_rewritten("3.3", 1, tradeoff).right is False
+    assert ex.fewest_rows_rewritten("3.3", 8.5, tradeoff).right is False
+    assert ex.fewest_rows_rewritten("3.3", True, tradeoff).right is False
+    assert ex.fewest_rows_rewritten("3.3", None, tradeoff).right is None
+    assert "8 files: 2,880 rows" in ex.fewest_rows_rewritten("3.3", 8, tradeoff).message

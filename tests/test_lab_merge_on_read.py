@@ -21,8 +21,8 @@ def test_compaction_counts_and_settings_follow_the_preset():
     assert mor.expected_compactions(3, 5) == 0 and mor.expected_compactions(10, None) == 0
     assert mor.compaction_every(datasets.spec("small")) == 5 and mor.compaction_every(datasets.spec("tiny")) == 2
     assert mor.sweep_settings(datasets.spec("small")) == (2, 5, None)
-    # Two weeks at small (3 compactions at 5), every day of tiny's 3.
-    assert mor.side_by_side_days(datasets.spec("small")) == 14 and mor.side_by_side_days(datasets.spec("tiny")) == 3
+    # Ten days at small (2 compactions at 5), every day of tiny's 3.
+    assert mor.side_by_side_days(datasets.spec("small")) == 10 and mor.side_by_side_days(datasets.spec("tiny")) == 3
     assert mor.sweep_settings(datasets.spec("tiny")) == (1, 2, None)
     assert mor.inline_options(None) == {"hoodie.compact.inline": False}
     assert mor.inline_options(3)["hoodie.compact.inline.max.delta.commits"] == 3

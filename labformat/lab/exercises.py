@@ -258,6 +258,21 @@ def skipped_share(exercise: str, answer, timings: pd.DataFrame, query: str) -> C
                  "what are the min and max drone_id of a file that holds a few minutes of every drone?")
 
 
+def fewest_rows_rewritten(exercise: str, answer, tradeoff: pd.DataFrame) -> Check:
+    """Which history file count of a `sweeps.file_size_sweep` made day 1's upsert rewrite the fewest
+    rows (any of them when several tie)."""
+    rows = tradeoff.set_index("history_files")["rows_rewritten"].astype(int)
+    best = sorted(int(n) for n in rows.index[rows == rows.min()])
+    listing = ", ".join(f"{int(n)} files: {r:,} rows" for n, r in rows.items())
+    given = _number(answer)
+    right = None if answer is None else (given is not None and given.is_integer() and int(given) in best)
+    explanation = (f"Rows rewritten: {listing}. The smaller the files, the fewer of the older days' rows share "
+                   "a file with the corrections of the last day, and the fewer the upsert copies along.")
+    hint = (f"answer with one of {', '.join(str(int(n)) for n in rows.index)}: a corrected row makes the upsert "
+            "copy its whole file; which size leaves the fewest other rows beside the corrections?")
+    return Check(exercise, answer, best[0] if len(best) == 1 else best, right, explanation, hint)
+
+
 def smallest_retention(exercise: str, answer, run) -> Check:
     """The smallest `hoodie.cleaner.commits.retained` that keeps time travel to the watched instant of
     `run` (`lab.clustering.retention`): the completed writes from it to the latest, both counted."""

@@ -112,27 +112,33 @@ def duplicate_keys(table: lf.Table) -> int:
 
 
 def run_order(workloads: list[str], indexes: list, repeats: int, timed: Iterable[str] | None = None) -> list[tuple]:
-    """(repeat, workload, index) in the order `compare` runs them: every workload once, then the
-    `timed` ones (all by default) again up to `repeats`; each repeat reverses the index order, so
-    that no index always runs first while the machine warms up."""
+    """(repeat, workload, index) in the order `compare` runs them: every workload once, the untimed
+    ones first (so each index has run before its timed runs: their warm-up), then the `timed` ones
+    (all by default) again up to `repeats`; each repeat reverses the index order, so that no index
+    always runs first while the machine warms up."""
     timed = set(workloads if timed is None else timed)
-    return [(r, name, i) for r in range(1, repeats + 1) for name in workloads if r == 1 or name in timed
+    ordered = [w for w in workloads if w not in timed] + [w for w in workloads if w in timed]
+    return [(r, name, i) for r in range(1, repeats + 1) for name in ordered if r == 1 or name in timed
             for i in (indexes if r % 2 else indexes[::-1])]
 
 
 def compare(bases: dict, loads: dict[str, Workload], indexes: Iterable[IndexType] = INDEXES, repeats: int = 2,
             options: dict | None = None, workdir: Path | None = None, progress: bool = False,
             warm_up: bool = True, timed: Iterable[str] | None = None) -> pd.DataFrame:
-    """Every index on every workload on a fresh copy each time, after one warm-up per index
-    (`warm_up=False`: none, for a run whose timings nobody reads): the workloads named in `timed`
-    (all by default) `repeats` times, the others once (their counts do not change with a repeat).
+    """Every index on every workload on a fresh copy each time: the workloads named in `timed` (all
+    by default) `repeats` times, the others once, first (their counts do not change with a repeat,
+    and nobody reads their timings). With `warm_up`, each index's timed runs come after a run of it:
+    an untimed workload's when there is one, else one extra untimed run (`warm_up=False`: none, for
+    a run whose timings nobody reads).
 
-    One row per run: workload, index, repeat, seconds, tag_s, keys_read (record keys the tag step read
-    from data files, as the index counted them), index_entries_read (RECORD_INDEX), files_rewritten,
-    files_created, rows_updated, rows_inserted, rows_deleted, and duplicates (keys stored twice after
-    the upsert, counted on the first repetition's copy)."""
+    One row per run: workload, index, repeat, timed (the workload is timed), seconds, tag_s,
+    keys_read (record keys the tag step read from data files, as the index counted them),
+    index_entries_read (RECORD_INDEX), files_rewritten, files_created, rows_updated, rows_inserted,
+    rows_deleted, and duplicates (keys stored twice after the upsert, counted on the first
+    repetition's copy of a workload that moves records; None for the others, which cannot)."""
     options = {**(options or {}), **MOVE}
     indexes = [IndexType(i) for i in indexes]
+    timed = set(loads if timed is None else timed)
 
     def once(load: Workload, index: IndexType, tag: str, count_duplicates: bool):
         copy = copy_table(origin(bases, load.key_style, index), f"06-run-{tag}", workdir)
@@ -142,22 +148,26 @@ def compare(bases: dict, loads: dict[str, Workload], indexes: Iterable[IndexType
         finally:
             shutil.rmtree(copy.path, ignore_errors=True)
 
-    first = next(iter(loads.values()))
-    for index in indexes if warm_up else ():
-        once(first, index, "warm-up", False)
-    runs = run_order(list(loads), indexes, repeats, timed)
+    if warm_up and timed >= set(loads):  # no untimed workload runs first
+        for index in indexes:
+            once(next(iter(loads.values())), index, "warm-up", False)
     rows = []
-    for repeat, name, index in tqdm(runs, desc="index runs", disable=not progress):
-        report, duplicates = once(loads[name], index, f"{repeat}", repeat == 1)
+    for repeat, name, index in tqdm(run_order(list(loads), indexes, repeats, timed), desc="index runs",
+                                    disable=not progress):
+        report, duplicates = once(loads[name], index, f"{repeat}", repeat == 1 and loads[name].moved > 0)
         funnel = report.funnel
-        rows.append({"workload": name, "index": index.value, "repeat": repeat, "seconds": report.seconds,
+        rows.append({"workload": name, "index": index.value, "repeat": repeat, "timed": name in timed,
+                     "seconds": report.seconds,
                      "tag_s": report.step("tag").seconds, "keys_read": funnel.keys_read,
                      "index_entries_read": funnel.index_entries_read,
                      "files_in_affected_partitions": funnel.files_in_affected_partitions,
                      "files_rewritten": report.files_rewritten, "files_created": report.files_created,
                      "rows_updated": report.rows_updated, "rows_inserted": report.rows_inserted,
                      "rows_deleted": report.rows_deleted, "duplicates": duplicates})
-    return pd.DataFrame(rows)
+    # The workloads in their own order, whatever order they ran in.
+    rank = {name: n for n, name in enumerate(loads)}
+    return pd.DataFrame(rows).sort_values(["repeat", "workload"], key=lambda c: c.map(rank) if c.name == "workload" else c,
+                                          kind="stable", ignore_index=True)
 
 
 def counts(runs: pd.DataFrame, column: str) -> pd.DataFrame:

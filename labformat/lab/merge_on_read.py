@@ -31,12 +31,12 @@ LABELS = {COW: "copy-on-write", MOR: "merge-on-read"}
 HUDI_MAX_DELTA_COMMITS = 5
 # A filter no file can be skipped for (every file holds every drone): the query reads every file slice.
 FULL_SCAN = "drone_id = 'drone0001'"
-SWEEP_DAYS = 7
-# The side-by-side run's days: two weeks give Hudi's every-5 compaction three times (the bulk insert
-# is delta commit 1) at half a month's time; a preset with fewer batch days runs them all.
-SIDE_BY_SIDE_DAYS = 14
+SWEEP_DAYS = 5
+# The side-by-side run's days: ten give Hudi's every-5 compaction twice (the bulk insert is delta
+# commit 1) at a third of a month's time; a preset with fewer batch days runs them all.
+SIDE_BY_SIDE_DAYS = 10
 # The history as this many GLOBAL_SORT base files (02 and 03 use 32): every one of them takes a late
-# correction each day whatever their number, and fewer files keep two weeks of two tables and their
+# correction each day whatever their number, and fewer files keep ten days of two tables and their
 # queries within a few minutes on a laptop.
 HISTORY_FILES = 8
 

@@ -257,9 +257,11 @@ def bloom_filter_sizes(keys_per_file: int, fpp: float = 1e-9,
 
 def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tuple[int, float]], corrections: int = 8,
                        files: int = sizing.HISTORY_FILES, options: Mapping[str, Any] | None = None,
-                       workdir: Path | None = None, progress: bool = False) -> pd.DataFrame:
-    """Per bloom filter size (num_entries, fpp): bulk insert the history with sort mode NONE as
-    `files` base files, then upsert `corrections` corrected readings through the BLOOM index.
+                       workdir: Path | None = None, progress: bool = False,
+                       history_days: int | None = None) -> pd.DataFrame:
+    """Per bloom filter size (num_entries, fpp): bulk insert the history (its last `history_days`
+    days, all by default) with sort mode NONE as `files` base files, then upsert `corrections`
+    corrected readings of it through the BLOOM index.
 
     NONE from round-robin input (as in 01) gives every file readings of every hour, so every
     file's key range spans the whole history: range pruning keeps every file for every key, and
@@ -284,6 +286,9 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
 
     cached = datasets.generate(spark, spec)
     history = datasets.load_history(spark, cached)
+    if history_days is not None and history_days < spec.history_days:
+        first = spec.day_date(spec.history_days - history_days)
+        history = history.where(F.to_date("ts") >= F.lit(first))
     fixes = (history.orderBy(F.xxhash64(datasets.RECORD_KEY), datasets.RECORD_KEY).limit(corrections)
              .withColumn(datasets.PRECOMBINE_FIELD, F.col(datasets.PRECOMBINE_FIELD) + F.expr("INTERVAL 1 MINUTE")))
     spread = history.repartition(files)  # round-robin: every task gets readings of every hour

@@ -898,16 +898,20 @@ def plot_race(runs, ax=None, title: str | None = None):
 def plot_index_choice(runs: pd.DataFrame, axes=None):
     """`indexes.compare`'s runs, one group of bars per workload, one bar per index: what the tag step
     read (record keys from data files; for RECORD_INDEX the index entries it read instead, hatched),
-    and the whole upsert's median seconds with min-max whiskers (each workload's runs under its name)."""
+    and, for the timed workloads only (a `timed` column; all without one), the whole upsert's median
+    seconds with min-max whiskers, each workload's runs under its name."""
     axes = _new_axes(axes, 2, nrows=1, ncols=2, figsize=(15, 4.8))
     first = runs[runs.repeat == 1].set_index(["workload", "index"])
     workloads = list(dict.fromkeys(runs.workload))
+    timed_runs = runs[runs["timed"].astype(bool)] if "timed" in runs.columns else runs
+    timed = list(dict.fromkeys(timed_runs.workload))
     indexes = list(dict.fromkeys(runs["index"]))
     width = 0.8 / len(indexes)
-    seconds = runs.groupby(["workload", "index"]).seconds
+    seconds = timed_runs.groupby(["workload", "index"]).seconds
     low, mid, high = seconds.min(), seconds.median(), seconds.max()
     for i, (index, color) in enumerate(zip(indexes, _colors(len(indexes)))):
-        x = np.arange(len(workloads)) + (i - (len(indexes) - 1) / 2) * width
+        offset = (i - (len(indexes) - 1) / 2) * width
+        x = np.arange(len(workloads)) + offset
         entries = [first.loc[(w, index)].index_entries_read for w in workloads]
         by_entries = [not _missing(e) for e in entries]
         read = [float(e) if has else float(first.loc[(w, index)].keys_read or 0)
@@ -917,15 +921,16 @@ def plot_index_choice(runs: pd.DataFrame, axes=None):
         for bar, n in zip(bars, read):
             axes[0].annotate(f"{int(n):,}", (bar.get_x() + bar.get_width() / 2, n), ha="center", va="bottom",
                              fontsize="x-small", rotation=90)
-        m = [mid[(w, index)] for w in workloads]
-        axes[1].bar(x, m, width, color=color, label=index)
-        axes[1].errorbar(x, m, yerr=[np.subtract(m, [low[(w, index)] for w in workloads]),
-                                     np.subtract([high[(w, index)] for w in workloads], m)],
+        xt = np.arange(len(timed)) + offset
+        m = [mid[(w, index)] for w in timed]
+        axes[1].bar(xt, m, width, color=color, label=index)
+        axes[1].errorbar(xt, m, yerr=[np.subtract(m, [low[(w, index)] for w in timed]),
+                                      np.subtract([high[(w, index)] for w in timed], m)],
                          fmt="none", ecolor="black", capsize=2, linewidth=0.8)
-    repeats = runs.groupby("workload").repeat.nunique()
-    for ax, labels in ((axes[0], workloads),
-                       (axes[1], [f"{w}\n({repeats[w]} run{'s' if repeats[w] != 1 else ''})" for w in workloads])):
-        ax.set_xticks(range(len(workloads)))
+    repeats = timed_runs.groupby("workload").repeat.nunique()
+    for ax, names, labels in ((axes[0], workloads, workloads),
+                              (axes[1], timed, [f"{w}\n({repeats[w]} run{'s' if repeats[w] != 1 else ''})" for w in timed])):
+        ax.set_xticks(range(len(names)))
         ax.set_xticklabels(labels)
     from matplotlib.ticker import FuncFormatter
 
@@ -934,7 +939,7 @@ def plot_index_choice(runs: pd.DataFrame, axes=None):
     axes[0].set_title("what each index read to tag the batch")
     axes[0].margins(y=0.15)
     axes[1].set_ylabel("seconds (median, min-max)")
-    axes[1].set_title("the whole upsert")
+    axes[1].set_title("the whole upsert (timed workloads)")
     handles, labels = axes[0].get_legend_handles_labels()
     axes[0].figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small")
     return axes
