@@ -172,9 +172,9 @@ def small_file_inserts(exercise: str, answer, report: lf.WriteReport, options: d
     """How many of an upsert's inserts step 6 planned for its small files (all of them together),
     from the plan the upsert reported; the explanation adds what the files really took."""
     from labformat.config import parse_size
+    from labformat.lab.frames import small_file_writes
 
-    limit = parse_size(options.get("small_file_limit", 0))
-    small = [f for f in report.files if not f.created and limit > 0 and f.prev_size_bytes < limit]
+    small = small_file_writes(report, options)
     planned = getattr(report.details, "small_file_inserts_planned", None)
     if not small or planned is None:
         raise lf.LabformatError("this upsert found no small file to pack inserts into")

@@ -239,15 +239,22 @@ def sizing_details(report: lf.WriteReport) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "value"]).set_index("step")
 
 
+def small_file_writes(report: lf.WriteReport, options: dict[str, Any]) -> list:
+    """The FileReports of an upsert's existing file groups that were small files before it (below
+    `small_file_limit` in `options`; none when it is 0): step 4's finds, as the write's stats saw them."""
+    from labformat.config import parse_size
+
+    limit = parse_size(options.get("small_file_limit", 0))
+    return [f for f in report.files if not f.created and limit > 0 and f.prev_size_bytes < limit]
+
+
 def insert_plan(report: lf.WriteReport, options: dict[str, Any]) -> pd.DataFrame:
     """Per base file an upsert wrote: was it a small file, a new file group, how many inserts and updates
     went in, its size before and after (from the write tasks' stats, in KB; sizes move by a few bytes
     from run to run, the counts do not)."""
-    from labformat.config import parse_size
-
-    limit = parse_size(options.get("small_file_limit", 0))
+    small = {id(f) for f in small_file_writes(report, options)}
     rows = [{"created": f.created,
-             "small_file": (not f.created) and limit > 0 and f.prev_size_bytes < limit,
+             "small_file": id(f) in small,
              "kb_before": round(f.prev_size_bytes / 1024, 1), "inserts": f.inserts, "updates": f.updates,
              "kb_after": round(f.size_bytes / 1024, 1), "min_key": f.min_key, "max_key": f.max_key}
             for f in report.files]
@@ -263,9 +270,9 @@ def small_files_found(report: lf.WriteReport, options: dict[str, Any]) -> pd.Dat
     `max_file_size` (what step 6 fills them up to). Sizes come from the write's own file stats."""
     from labformat.config import parse_size
 
-    limit, most = parse_size(options.get("small_file_limit", 0)), parse_size(options.get("max_file_size", 0))
+    most = parse_size(options.get("max_file_size", 0))
     rows = [{"bytes_before": f.prev_size_bytes, "max_file_size": most, "min_key": f.min_key}
-            for f in report.files if not f.created and limit > 0 and f.prev_size_bytes < limit]
+            for f in small_file_writes(report, options)]
     frame = pd.DataFrame(rows, columns=["bytes_before", "max_file_size", "min_key"])
     return frame.sort_values(["bytes_before", "min_key"], ignore_index=True)
 

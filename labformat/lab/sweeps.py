@@ -93,13 +93,7 @@ def warm_up(table: lf.Table, spec: datasets.DatasetSpec, options: Mapping[str, A
             day: int = 1) -> None:
     """One untimed upsert of `day` on a throw-away copy of `table`: the session's first upserts pay for
     JIT compilation and Python worker start-up, which would otherwise pass for a trend in the timings."""
-    import shutil
-
-    copy = copy_table(table, f"{Path(table.path).name}-warm-up")
-    try:
-        copy.upsert(datasets.load_batch(table.spark, datasets.generate(table.spark, spec), day), dict(options or {}))
-    finally:
-        shutil.rmtree(copy.path, ignore_errors=True)
+    day_again(table, spec, day, options, repeats=1)
 
 
 def day_again(table: lf.Table, spec: datasets.DatasetSpec, day: int = 1, options: Mapping[str, Any] | None = None,
