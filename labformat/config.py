@@ -24,6 +24,7 @@ from labformat.model.enums import (
     ConcurrencyMode,
     IncrementalFormat,
     IndexType,
+    LayoutStrategy,
     ParallelismMode,
     QueryType,
     SortMode,
@@ -321,6 +322,12 @@ OPTIONS: tuple[Option, ...] = (
            "Comma-separated columns clustering sorts each group's rows by; empty sorts by the record key "
            "(Hudi leaves the rows unsorted), which keeps the new files' key ranges apart.",
            Scope.WRITE, lambda raw: ",".join(c.strip() for c in str(raw).split(",") if c.strip())),
+    Option("layout_optimize_strategy", "hoodie.layout.optimize.strategy", LayoutStrategy.LINEAR,
+           "How clustering orders a group's rows over its sort columns: linear (sorted by the first "
+           "column, then the next), z-order or hilbert (along a space-filling curve over every sort "
+           "column's rank in the group, so a filter on any one of them prunes files; labformat ranks "
+           "each column's values as Hudi's `hoodie.layout.optimize.curve.build.method=sample` does "
+           "with sampled ranges).", Scope.WRITE, one_of(LayoutStrategy)),
     Option("clustering_partitions", "hoodie.clustering.plan.strategy.partition.selected", "",
            "Comma-separated partition paths clustering may rewrite; empty: every partition.",
            Scope.WRITE, lambda raw: ",".join(c.strip() for c in str(raw).split(",") if c.strip())),
@@ -518,6 +525,7 @@ class WriteOptions(Config):
     clustering_target_file_max_bytes: int
     clustering_max_bytes_per_group: int
     clustering_sort_columns: str
+    layout_optimize_strategy: LayoutStrategy
     clustering_partitions: str
     clustering_skip_partitions_from_latest: int
     concurrency_mode: ConcurrencyMode

@@ -26,3 +26,21 @@ def test_clustering_the_small_file_table_reads_no_more_files_out_of_fewer(spark,
     assert after.files_read == 1 and after.rows == before.rows == cached.spec.drones * 60
     summary = run.summary()
     assert summary["files in"] == 24 and summary["files out"] == 2 and summary["sorted by"] == "ts"
+
+
+def test_layouts_cluster_copies_of_one_table_and_count_each_querys_files(spark, tmp_path):
+    """`tiny` has 2 drones: 24 hour-long files of both, clustered into 4 files per layout. linear: ts gives
+    four 6-hour files (the drone filter reads all 4); every layout led by drone_id splits the drones into
+    halves (z-order's first bit is the drone's; Hilbert's four quadrants are drone x half-day): 2 files for
+    the drone filter and for the window, 1 for both. The same rows on every layout."""
+    cached = datasets.generate(spark, datasets.spec("tiny"))
+    queries = clustering.drone_and_window(cached)
+    run = clustering.layouts(spark, cached, "layouts", queries, files_out=4, files_per_day=24, workdir=tmp_path)
+    frame = run.frame()
+    assert list(frame.index) == ["before clustering"] + [label for label, _, _ in clustering.LAYOUTS]
+    assert list(frame["files"]) == [24, 4, 4, 4, 4]
+    assert frame.loc["linear: ts"].tolist()[1:] == [4, 1, 1]
+    for label in ("linear: drone_id, ts", "z-order: drone_id, ts", "hilbert: drone_id, ts"):
+        assert frame.loc[label].tolist()[1:] == [2, 2, 1], label
+    assert frame.loc["before clustering", "drone_id filter"] == 24
+    assert run.rows_returned("drone and hour") == {60} and run.rows_returned("one-hour window") == {120}

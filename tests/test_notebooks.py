@@ -39,6 +39,8 @@ REQUIRED_CHARTS = {
     # Issue 18's: write cost against read cost per day, copy-on-write beside merge-on-read, compactions marked.
     "copy-on-write vs merge-on-read": "cow-vs-mor",
     "compaction frequency": "compaction-sweep",
+    # Issue 34's: files read per query on linear, Z-order and Hilbert clustering layouts.
+    "clustering layouts": "clustering-layouts",
 }
 
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 import labformat as lf
-from labformat.model.enums import Operation, StatsSource
+from labformat.model.enums import LayoutStrategy, Operation, StatsSource
+from labformat.schema import RECORD_KEY
 from labformat import config as C
 from labformat.errors import CleanedInstantError, ConfigError, InstantNotFoundError, WriteConflictError
 from labformat.model.instant import Action
@@ -236,6 +239,59 @@ def test_clustering_a_merge_on_read_table_leaves_slices_with_logs_alone(spark, t
     assert_agrees_with_hudi(t, path, {**expected, other: 8.0})
 
 
+def grid(spark, side: int = 16):
+    """side x side rows, one per cell (a, b), keys in row-major order, written by 8 tasks (with the
+    columns `telemetry` has, so that hudi-rs's read compares)."""
+    return spark.range(side * side, numPartitions=8).select(
+        F.format_string("k%04d", "id").alias("record_key"), F.format_string("drone%04d", F.col("id") % side)
+        .alias("drone_id"), F.lit("2024-01-15").alias("day"), F.col("id").cast("int").alias("signal_dbm"),
+        (F.col("id") % side).cast("int").alias("a"),
+        (F.col("id") / side).cast("int").alias("b"), F.col("id").cast("double").alias("battery_pct"),
+        F.timestamp_seconds(F.lit(1705300000) + F.col("id")).alias("updated_at"))
+
+
+@pytest.mark.parametrize("strategy, files_read", [
+    ("linear", {"a = 5": 1, "b = 5": 4, "a = 5 AND b = 5": 1, "a < 8 AND b < 8": 2}),
+    ("z-order", {"a = 5": 2, "b = 5": 2, "a = 5 AND b = 5": 1, "a < 8 AND b < 8": 1}),
+    ("hilbert", {"a = 5": 2, "b = 5": 2, "a = 5 AND b = 5": 1, "a < 8 AND b < 8": 1}),
+])
+def test_clustering_layout_strategies_decide_which_column_filters_prune(spark, tmp_path, strategy, files_read):
+    """A 16 x 16 grid of (a, b) in 8 small files, clustered on a,b into 4 files: linear puts a's values
+    in order (a filter on b reads every file), z-order and Hilbert each file a quadrant (a filter on either
+    column reads half the files, a quadrant's filter one). Same rows, which hudi-rs reads too."""
+    path = tmp_path / strategy
+    t = lf.Table.create(spark, path)
+    t.bulk_insert(grid(spark))
+    expected = values(snapshot(t.read()))
+    size = sum(s.size_bytes for s in t.file_slices())
+    report = t.cluster({"clustering_small_file_limit": size, "clustering_target_file_max_bytes": size // 4 + 1,
+                        "clustering_sort_columns": "a,b", "hoodie.layout.optimize.strategy": strategy})
+    assert report.details.files_out == 4 and report.details.layout == strategy
+    requested = json.loads((path / f".hoodie/{report.instant}.replacecommit.requested").read_text())
+    assert requested["clusteringPlan"]["strategy"]["strategyParams"]["hoodie.layout.optimize.strategy"] == strategy
+    for condition, files in files_read.items():
+        _, scan = t.query(condition)
+        assert (scan.funnel.files_in_snapshot, scan.funnel.files_read) == (4, files), condition
+    assert_agrees_with_hudi(t, path, expected)
+
+
+def test_layout_order_walks_each_curve():
+    """On an 8 x 8 grid: linear runs down the first column; z-order fills 2 x 2 then 4 x 4 blocks; each
+    Hilbert step moves to a neighbouring cell; ties and nulls keep every row."""
+    rows = pa.table({RECORD_KEY: [f"k{i:02d}" for i in range(64)], "a": [i % 8 for i in range(64)],
+                     "b": [i // 8 for i in range(64)]})
+    cells = {s: [(rows["a"][i].as_py(), rows["b"][i].as_py()) for i in _clustering.layout_order(rows, ["a", "b"], s)
+                 .to_pylist()] for s in LayoutStrategy}
+    assert cells[LayoutStrategy.LINEAR][:8] == [(0, b) for b in range(8)]
+    assert sorted(cells[LayoutStrategy.ZORDER][:4]) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert {max(cell) for cell in cells[LayoutStrategy.ZORDER][:16]} == {0, 1, 2, 3}
+    walk = cells[LayoutStrategy.HILBERT]
+    assert all(abs(x1 - x0) + abs(y1 - y0) == 1 for (x0, y0), (x1, y1) in zip(walk, walk[1:]))
+    assert all(sorted(c) == sorted(cells[LayoutStrategy.LINEAR]) for c in cells.values())
+    with_nulls = pa.table({RECORD_KEY: ["x", "y", "z"], "a": [2, None, 2], "b": ["p", "q", None]})
+    assert sorted(_clustering.layout_order(with_nulls, ["a", "b"], LayoutStrategy.ZORDER).to_pylist()) == [0, 1, 2]
+
+
 def test_clustering_refuses_bucket_tables_and_unknown_sort_columns_leaving_the_table_as_it_was(spark, tmp_path):
     bucket = lf.Table.create(spark, tmp_path / "bucket", partition_field="day", options={"index_type": "BUCKET"})
     bucket.bulk_insert(telemetry(spark, 10))
@@ -248,6 +304,11 @@ def test_clustering_refuses_bucket_tables_and_unknown_sort_columns_leaving_the_t
     before = tree(tmp_path / "cow")
     with pytest.raises(ConfigError, match="'nope'"):
         t.cluster({**CLUSTER_ALL, "clustering_sort_columns": "signal_dbm,nope"})
+    with pytest.raises(ConfigError, match="z-order.*at most 16"):
+        t.cluster({**CLUSTER_ALL, "clustering_sort_columns": ",".join(["signal_dbm"] * 17),
+                   "layout_optimize_strategy": "Z-ORDER"})
+    with pytest.raises(ConfigError, match="layout.optimize.strategy"):
+        t.cluster({**CLUSTER_ALL, "hoodie.layout.optimize.strategy": "spiral"})
     with pytest.raises(ConfigError, match="target.file.max.bytes"):
         t.cluster({"hoodie.clustering.plan.strategy.target.file.max.bytes": "1.5"})
     assert tree(tmp_path / "cow") == before

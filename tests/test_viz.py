@@ -447,3 +447,15 @@ def test_index_runs_repeat_only_the_timed_workloads_and_the_chart_says_how_often
     assert [t.get_text() for t in keys.get_xticklabels()] == ["random keys", "time-ordered"]
     assert [round(b.get_height(), 2) for b in seconds.patches] == [2.5, 2.5]  # medians of the timed runs only
     plt.close("all")
+
+
+def test_plot_layouts_groups_bars_by_query_and_leaves_the_unclustered_table_to_the_title():
+    frame = pd.DataFrame({"files": [96, 16, 16], "drone_id filter": [96, 16, 4], "one-hour window": [4, 2, 4],
+                          "drone and hour": [4, 2, 1]},
+                         index=pd.Index(["before clustering", "linear: ts", "z-order: drone_id, ts"], name="layout"))
+    ax = viz.plot_layouts(frame)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["drone_id filter", "one-hour window", "drone and hour"]
+    assert [p.get_height() for p in ax.patches] == [16, 2, 2, 4, 4, 1]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["linear: ts", "z-order: drone_id, ts"]
+    assert "96 small files" in ax.get_title() and ax.get_ylim()[1] > 16
+    plt.close("all")

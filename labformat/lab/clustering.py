@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 import labformat as lf
 from labformat import datasets
+from labformat.lab import sweeps, workshop
 from labformat.model.enums import SortMode
 
 # A quarter of an hour of readings per base file: what frequent small commits (a stream writing every
@@ -119,3 +120,68 @@ def retention(table: lf.Table, instant: str, condition: str, retained=(2, 1)) ->
         except lf.CleanedInstantError:
             cleans.append(Clean(n, report, False, None))
     return Retention(instant, len(writes) - writes.index(instant), tuple(cleans))
+
+
+# The layouts `layouts` compares: (label, sort columns, hoodie.layout.optimize.strategy).
+LAYOUTS = (("linear: ts", "ts", "linear"), ("linear: drone_id, ts", "drone_id,ts", "linear"),
+           ("z-order: drone_id, ts", "drone_id,ts", "z-order"), ("hilbert: drone_id, ts", "drone_id,ts", "hilbert"))
+
+
+@dataclass(frozen=True)
+class Layouts:
+    """Copies of one small-file table clustered with each layout, and each query's scan on each."""
+
+    queries: dict[str, str]
+    scans: dict[str, dict[str, object]]  # layout label -> query name -> ScanReport; "before clustering" first
+    files: dict[str, int]  # layout label -> base files in its snapshot
+
+    def frame(self) -> pd.DataFrame:
+        """Files read per query (columns) for each layout (rows), beside the files in the snapshot."""
+        rows = [{"layout": label, "files": self.files[label],
+                 **{q: scans[q].funnel.files_read for q in self.queries}} for label, scans in self.scans.items()]
+        return pd.DataFrame(rows).set_index("layout")
+
+    def bounds_every_filter(self, curve: str, single: list[str], both: str) -> tuple[bool, str]:
+        """Does layout `curve` read, for its worst `single`-column query, no more files than each
+        other clustered layout's worst, and for the `both`-columns query no more than any, all
+        layouts returning the same rows? With the counts, for a claim."""
+        frame = self.frame().drop(index="before clustering")
+        others = frame.drop(index=curve)
+        held = (frame.loc[curve, single].max() <= others[single].max(axis=1).min()
+                and frame.loc[curve, both] <= others[both].min()
+                and all(len(self.rows_returned(q)) == 1 for q in self.queries))
+        counts = "; ".join(f"{label}: {' / '.join(str(row[q]) for q in [*single, both])}"
+                           for label, row in frame.iterrows())
+        return bool(held), f"files read ({' / '.join([*single, both])}) of {frame['files'].max()}: {counts}"
+
+    def rows_returned(self, query: str) -> set[int]:
+        """The rows `query` returned on each layout: one value when every layout returned the same rows."""
+        return {scans[query].rows_returned for scans in self.scans.values()}
+
+
+def drone_and_window(cached: datasets.CachedDataset, drone: str = "drone0001") -> dict[str, str]:
+    """The drone filter, the one-hour window, and both at once (the two-column filter)."""
+    window = window_of(cached)
+    return {"drone_id filter": f"drone_id = '{drone}'", "one-hour window": window,
+            "drone and hour": f"drone_id = '{drone}' AND {window}"}
+
+
+def layouts(spark, cached: datasets.CachedDataset, name: str, queries: dict[str, str], files_out: int = 16,
+            layouts=LAYOUTS, files_per_day: int = SMALL_FILES_PER_DAY, workdir=None) -> Layouts:
+    """The last history day as small files (`small_file_table`), copied once per layout, each copy
+    clustered into `files_out` files in that layout (the target size is the day's bytes over
+    `files_out`; bloom filters sized for a file's keys); every query on the table before clustering
+    and on each copy."""
+    source = small_file_table(spark, cached, workshop.scratch(name, workdir), files_per_day)
+    scans = {"before clustering": {q: source.query(c)[1] for q, c in queries.items()}}
+    day_bytes = sum(s.size_bytes for s in source.file_slices())
+    files = {"before clustering": len(source.file_slices())}
+    for label, columns, strategy in layouts:
+        table = sweeps.copy_table(source, f"{name}-{strategy}-{columns.replace(',', '-')}", workdir)
+        report = table.cluster({"clustering_small_file_limit": day_bytes + 1,
+                                "clustering_target_file_max_bytes": day_bytes // files_out + 1,
+                                "clustering_sort_columns": columns, "layout_optimize_strategy": strategy,
+                                "bloom_num_entries": max(1, cached.spec.rows_per_day // files_out)})
+        files[label] = report.details.files_out
+        scans[label] = {q: table.query(c)[1] for q, c in queries.items()}
+    return Layouts(dict(queries), scans, files)

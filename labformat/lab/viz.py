@@ -996,3 +996,32 @@ def plot_bucket_growth(steps: pd.DataFrame, max_file_size: int, split_threshold:
     handles, names = axes[0].get_legend_handles_labels()
     axes[0].figure.legend(handles, names, loc="outside lower center", ncols=len(names), fontsize="small")
     return axes
+
+
+def plot_layouts(frame: pd.DataFrame, ax=None):
+    """Files each query reads (groups) on each clustering layout (bars), from `Layouts.frame()`; the
+    table before clustering is left out (its many small files would flatten the rest) and named in
+    the title."""
+    ax = _new_ax(ax)
+    clustered = frame.drop(index="before clustering", errors="ignore")
+    queries = [c for c in frame.columns if c != "files"]
+    x = np.arange(len(queries))
+    width = 0.8 / max(len(clustered), 1)
+    for k, (label, row) in enumerate(clustered.iterrows()):
+        bars = ax.bar(x + (k - (len(clustered) - 1) / 2) * width, [row[q] for q in queries], width,
+                      label=label, color=_colors(len(clustered))[k])
+        ax.bar_label(bars, fontsize="small")
+    files = int(clustered["files"].max()) if len(clustered) else 0
+    ax.axhline(files, color="gray", linestyle=":", linewidth=1)
+    ax.annotate(f"{files} files per layout", (x[-1] + 0.4, files), xytext=(0, 3), textcoords="offset points",
+                ha="right", va="bottom", fontsize="small", color="gray")
+    ax.set_xticks(x)
+    ax.set_xticklabels(queries)
+    ax.set_ylim(0, files * 1.15 if files else 1)
+    ax.yaxis.set_major_locator(_integer_locator())
+    ax.set_ylabel("base files read")
+    before = f" (before clustering: {int(frame.loc['before clustering', 'files'])} small files)" \
+        if "before clustering" in frame.index else ""
+    ax.set_title("Files read per query, by clustering layout" + before)
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=len(clustered))
+    return ax

@@ -101,6 +101,14 @@ class SortMode(enum.StrEnum):
     PARTITION_PATH_REPARTITION = "PARTITION_PATH_REPARTITION"
 
 
+class LayoutStrategy(enum.StrEnum):
+    """`hoodie.layout.optimize.strategy`: the order clustering writes a group's rows in, over its sort columns."""
+
+    LINEAR = "linear"  # by the first column, ties by the next: serves filters on the first column
+    ZORDER = "z-order"  # along a Z-order (Morton) curve: every column's filter prunes some
+    HILBERT = "hilbert"  # along a Hilbert curve: as z-order, with no jumps between neighbouring cells
+
+
 class ParallelismMode(enum.StrEnum):
     """How the upsert's deduplication shuffle is sized: as Hudi >= 0.13 does, or as before (LEGACY)."""
 

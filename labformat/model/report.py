@@ -133,6 +133,7 @@ class ClusteringDetails(Details):
     files_out: int = 0
     bytes_out: int = 0
     bytes_read: int | None = None
+    layout: str = "linear"  # hoodie.layout.optimize.strategy
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,14 @@ group needs two files at least, since rewriting one file alone makes nothing few
 is written as ceil(bytes / `...target.file.max.bytes`) new file groups. The plan goes into
 `<instant>.replacecommit.requested` (Hudi's HoodieRequestedReplaceMetadata fields), one Spark
 task per clustering group reads its base files, sorts the rows by `...sort.columns` (the record
-key when none are given) and splits them evenly into its new base files; the instant completes
+key when none are given) and splits them evenly into its new base files. The order over several
+sort columns is `hoodie.layout.optimize.strategy`'s: `linear` sorts by the first column, ties by
+the next; `z-order` and `hilbert` sort by a space-filling curve's position over the columns, each
+column's value replaced by its rank among the group's distinct values scaled to 16 bits (Hudi's
+`curve.build.method=sample`, with exact ranks for sampled range bounds: raw bytes, Hudi's `direct`
+method, would order strings sharing a prefix such as `drone0042` by that prefix alone). A file of
+a curve-ordered group holds a block of the columns' space, so a filter on any one column, or on
+both, prunes files where a linear order serves only its first column; the instant completes
 as `<instant>.replacecommit` whose `partitionToReplaceFileIds` names the old file groups. The
 file-system view (labformat's and hudi-rs's) hides them from then on; cleaning deletes them once
 no retained instant reads them. Records keep their commit time and seqno (Hudi's
@@ -54,7 +61,7 @@ from labformat.read.merge_on_read import merge_file_slice
 from labformat.model.base_file import new_file_id
 from labformat.model.commit import NULL_COMMIT
 from labformat.index import consistent_bucket as ch
-from labformat.model.enums import BucketEngine, IndexType, Operation
+from labformat.model.enums import BucketEngine, IndexType, LayoutStrategy, Operation
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Action, Instant
 from labformat.model.report import ClusteringDetails, WriteReport
@@ -111,6 +118,9 @@ def check_clusterable(ctx: TableContext, options: WriteOptions) -> list[str]:
     if unknown:
         raise ConfigError(f"hoodie.clustering.plan.strategy.sort.columns: no column {', '.join(map(repr, unknown))} "
                           f"in the table (columns: {', '.join(known)})")
+    if options.layout_optimize_strategy is not LayoutStrategy.LINEAR and len(columns) > MAX_CURVE_COLUMNS:
+        raise ConfigError(f"hoodie.layout.optimize.strategy={options.layout_optimize_strategy} orders rows along a "
+                          f"curve over at most {MAX_CURVE_COLUMNS} sort columns, got {len(columns)}")
     return columns
 
 
@@ -143,8 +153,48 @@ def plan_clustering(slices: list[FileSlice], options: WriteOptions) -> list[Clus
     return groups
 
 
+CURVE_BITS = 64  # bits of a curve position (a uint64), shared among the columns, 16 at most each
+MAX_CURVE_COLUMNS = 16  # 4 bits each: 16 ranges per column
+
+
+def column_ranks(column: pa.ChunkedArray | pa.Array, bits: int) -> np.ndarray:
+    """Each value's rank among the column's distinct values (nulls last), spread over 0 .. 2**bits - 1."""
+    ranks = pc.rank(column, sort_keys="ascending", tiebreaker="dense").to_numpy()
+    distinct = int(ranks.max()) if len(ranks) else 1
+    return (ranks.astype(np.uint64) - np.uint64(1)) * np.uint64(1 << bits) // np.uint64(distinct)
+
+
+def z_order_positions(ranks: list[np.ndarray], bits: int) -> np.ndarray:
+    """Morton codes: the columns' rank bits interleaved, the highest bit of the first column first."""
+    z = np.zeros(len(ranks[0]), np.uint64)
+    for bit in range(bits - 1, -1, -1):
+        for r in ranks:
+            z = (z << np.uint64(1)) | ((r >> np.uint64(bit)) & np.uint64(1))
+    return z
+
+
+def hilbert_positions(ranks: list[np.ndarray], bits: int) -> np.ndarray:
+    """Distances along a Hilbert curve through the columns' ranks (the hilbertcurve package)."""
+    from hilbertcurve.hilbertcurve import HilbertCurve
+
+    points = np.column_stack(ranks).tolist()
+    return np.array(HilbertCurve(bits, len(ranks), n_procs=0).distances_from_points(points), np.uint64)
+
+
+def layout_order(rows: pa.Table, sort_columns: list[str], strategy: LayoutStrategy) -> pa.Array:
+    """The row order of `hoodie.layout.optimize.strategy` over `sort_columns`, ties by the record key."""
+    columns = [c for c in sort_columns if c != RECORD_KEY]
+    if strategy is LayoutStrategy.LINEAR or len(columns) < 2:
+        return pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in columns] + [(RECORD_KEY, "ascending")])
+    bits = min(16, CURVE_BITS // len(columns))
+    ranks = [column_ranks(rows.column(c), bits) for c in columns]
+    curve = z_order_positions if strategy is LayoutStrategy.ZORDER else hilbert_positions
+    keyed = pa.table({"position": curve(ranks, bits), "key": rows.column(RECORD_KEY)})
+    return pc.sort_indices(keyed, sort_keys=[("position", "ascending"), ("key", "ascending")])
+
+
 def cluster_group_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, sort_columns: list[str],
-                       schema) -> Iterator[pa.RecordBatch]:
+                       schema, strategy: LayoutStrategy = LayoutStrategy.LINEAR) -> Iterator[pa.RecordBatch]:
     """A Spark task per clustering group: read its base files, sort the rows, write them as new file groups."""
     storage = Storage(spec.base_uri)
     task = this_task()
@@ -157,8 +207,7 @@ def cluster_group_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, sort_
                 table = conform_to_spark(read_base_file(storage, path), schema)
                 tables.append(table.cast(pa.schema([f.with_nullable(True) for f in table.schema]).remove_metadata()))
             rows = pa.concat_tables(tables, promote_options="default")
-            keys = [(c, "ascending") for c in sort_columns if c != RECORD_KEY] + [(RECORD_KEY, "ascending")]
-            rows = rows.take(pc.sort_indices(rows, sort_keys=keys))
+            rows = rows.take(layout_order(rows, sort_columns, strategy))
             outputs = row["outputs"]
             per_file = math.ceil(rows.num_rows / outputs) if rows.num_rows else 0
             bytes_in = sum(info.size for info in storage.list(row["partition_path"]) if info.path in paths)
@@ -292,11 +341,12 @@ class Clustering(WriteOperation):
                 "strategy": {"strategyClassName": CONSISTENT_STRATEGY if resizing else STRATEGY, "version": 1,
                              "strategyParams": {
                     "hoodie.clustering.plan.strategy.sort.columns": ",".join(sort_columns),
+                    "hoodie.layout.optimize.strategy": str(options.layout_optimize_strategy),
                     "hoodie.clustering.plan.strategy.target.file.max.bytes": str(options.clustering_target_file_max_bytes)}},
                 "extraMetadata": {}, "version": 1, "preserveHoodieMetadata": True}
         details = ClusteringDetails(tuple(sort_columns or [ctx.config.record_key]), len(groups),
                                     sum(len(g.slices) for g in groups), sum(g.bytes_in for g in groups),
-                                    tuple(plan["inputGroups"]))
+                                    tuple(plan["inputGroups"]), layout=str(options.layout_optimize_strategy))
         return ClusteringPlan(nothing_to_do=not groups, groups=groups, sort_columns=sort_columns, details=details,
                               requested={"clusteringPlan": plan, "extraMetadata": {}, "version": 1})
 
@@ -309,9 +359,10 @@ class Clustering(WriteOperation):
                           max_file_size=run.options.clustering_target_file_max_bytes)
         rows = [(g.partition_path, json.dumps([s.path for s in g.slices]), g.output_file_groups) for g in plan.groups]
         file_schema, sort_columns = with_meta_columns(data_schema), plan.sort_columns
+        strategy = run.options.layout_optimize_strategy
         tasks = ctx.spark.createDataFrame(ctx.spark.sparkContext.parallelize(rows, len(rows)), _GROUP_DDL)
         with describe(ctx.spark, "sort clustering groups, write base files"):
-            collected = tasks.mapInArrow(lambda b: cluster_group_task(b, spec, sort_columns, file_schema),
+            collected = tasks.mapInArrow(lambda b: cluster_group_task(b, spec, sort_columns, file_schema, strategy),
                                          BaseFileStat.spark_ddl()).collect()
         return [BaseFileStat.from_row(r) for r in collected]
 
