@@ -11,9 +11,9 @@ Every sub-command first makes sure `.venv/` (at the repository root) matches
 pyproject.toml: when it is missing, or its stamp file does not hold the sha256
 of pyproject.toml, the Python version and the extras the command needs, it runs
 `python -m venv .venv` and `.venv/bin/pip install -e .` (pip's output goes to
-.venv/pip.log). `run`, `lab` and `check` need the runtime dependencies only; `test`
-adds the test extra (which includes the benchmark's peers), `bench` the bench extra
-(deltalake, pyiceberg, psutil); extras installed once stay.
+.venv/pip.log). `run`, `lab` and `check` need the runtime dependencies only (with
+delta-rs and pyiceberg, which notebook 08 and the benchmark write with); `test` adds
+the test extra, `bench` the bench extra (psutil); extras installed once stay.
 When it is up to date this costs a file read and a hash, and prints nothing.
 Then the script runs itself again with .venv's interpreter, checks Java, and
 does the job.
@@ -42,7 +42,7 @@ LOCK = os.path.join(VENV, ".labformat-lock")
 PIP_LOG = os.path.join(VENV, "pip.log")
 PYPROJECT = os.path.join(ROOT, "pyproject.toml")
 NO_VENV_ENV = "LABFORMAT_NO_VENV"
-# Imported by the benchmark's engines; pyproject's bench extra (inside the test extra) installs them.
+# Imported by the benchmark's engines: the peers are runtime packages, psutil the bench extra's.
 BENCH_MODULES = ("deltalake", "pyiceberg", "psutil")
 
 USAGE = """usage: python3 scripts/lab.py {run,test,lab,bench,check} [ARGS...]

@@ -41,6 +41,7 @@ REQUIRED_CHARTS = {
     "compaction frequency": "compaction-sweep",
     # Issue 34's: files read per query on linear, Z-order and Hilbert clustering layouts.
     "clustering layouts": "clustering-layouts",
+    "three formats' metadata per commit": "three-formats",
 }
 
 
@@ -48,11 +49,11 @@ def read(path):
     return nbformat.read(path, as_version=4)
 
 
-def test_the_workshop_is_eight_staged_notebooks_with_solutions_beside_them():
+def test_the_workshop_is_nine_staged_notebooks_with_solutions_beside_them():
     names = [p.name for p in LEARNER]
     assert names == ["00-setup-and-dataset.ipynb", "01-bulk-insert.ipynb", "02-daily-upserts.ipynb",
                      "03-query-skipping.ipynb", "04-merge-on-read.ipynb", "05-concurrent-writers.ipynb",
-                     "06-choosing-an-index.ipynb", "07-incremental-pipelines.ipynb"]
+                     "06-choosing-an-index.ipynb", "07-incremental-pipelines.ipynb", "08-three-formats.ipynb"]
     assert [p.name for p in SOLUTIONS] == names
 
 

@@ -459,3 +459,13 @@ def test_plot_layouts_groups_bars_by_query_and_leaves_the_unclustered_table_to_t
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["linear: ts", "z-order: drone_id, ts"]
     assert "96 small files" in ax.get_title() and ax.get_ylim()[1] > 16
     plt.close("all")
+
+
+def test_plot_three_formats_shares_the_commit_axis_with_a_line_per_format():
+    commits = pd.DataFrame({"format": ["labformat"] * 3 + ["delta-rs"] * 3, "commit": [0, 1, 2] * 2,
+                            "metadata files": [7, 12, 17, 1, 2, 4], "planner files": [3, 3, 3, 1, 2, 1]})
+    kept, read = viz.plot_three_formats(commits)
+    assert kept.get_shared_x_axes().joined(kept, read)
+    assert [list(line.get_ydata()) for line in read.get_lines()] == [[3, 3, 3], [1, 2, 1]]
+    assert [t.get_text() for t in read.get_legend().get_texts()] == ["labformat", "delta-rs"]
+    plt.close("all")

@@ -182,7 +182,8 @@ class Labformat(Engine):
         self._report = None
         self._scans: dict[tuple[str, bool], Any] = {}  # (condition, skipping) -> the last ScanReport
 
-    def _table(self):
+    def table(self):
+        """The engine's labformat table, opened anew."""
         import labformat as lf
 
         return lf.Table.open(self.spark, self.table_path)
@@ -213,12 +214,12 @@ class Labformat(Engine):
 
     def before_day(self, day: int) -> None:
         # The latest slice of each file group now: the base files this day's upsert may rewrite.
-        table = self._table()
+        table = self.table()
         self._slices = {(s.partition_path, s.file_id): table.storage.full_path(s.path) for s in table.file_slices()}
 
     def upsert(self, day: int) -> None:
         batch = datasets.load_batch(self.spark, self.workload.cached, day)
-        self._report = self._table().upsert(batch, self.workload.write_options)
+        self._report = self.table().upsert(batch, self.workload.write_options)
 
     def after_day(self, day: int) -> dict[str, Any]:
         report = self._report
@@ -239,7 +240,7 @@ class Labformat(Engine):
         return {"kind": "labformat", "path": str(self.table_path)}
 
     def query(self, condition, terms, skipping=True) -> int:
-        _, scan = self._table().query(condition, options={"data_skipping": skipping})
+        _, scan = self.table().query(condition, options={"data_skipping": skipping})
         self._scans[(condition, skipping)] = scan
         return scan.rows_returned
 
@@ -265,11 +266,11 @@ class LabformatMor(Labformat):
 
     def upsert(self, day: int) -> None:
         batch = datasets.load_batch(self.spark, self.workload.cached, day)
-        self._report = self._table().upsert(batch, {**self.workload.write_options, "hoodie.compact.inline": False})
+        self._report = self.table().upsert(batch, {**self.workload.write_options, "hoodie.compact.inline": False})
 
     def compact(self):
         """Merge every file slice with log files into a new base file; the compaction's WriteReport."""
-        return self._table().compact(self.workload.write_options)
+        return self.table().compact(self.workload.write_options)
 
 
 class SparkRewrite(Engine):

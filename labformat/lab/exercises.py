@@ -356,3 +356,34 @@ def rows_kept_after_retry(exercise: str, answer, table: lf.Table, kept_value: fl
                  "the retry is a new write: which file slice does it read and merge its corrections into, the one "
                  "it read before the conflict or the latest?")
 
+
+
+# ------------------------------------------------------------------ 08: three formats
+
+def most_planner_files(exercise: str, answer, run) -> Check:
+    """Which format's planner reads the most files after the month (`lab.formats.three_formats`'s run):
+    "labformat", "delta-rs" or "pyiceberg"."""
+    last = run.planner().iloc[-1]
+    expected = str(last.idxmax())
+    counts = ", ".join(f"{fmt} {int(n)}" for fmt, n in last.items())
+    return check(exercise, answer, expected,
+                 f"after commit {int(run.planner().index[-1])} a planner reads: {counts}. pyiceberg adds manifests with "
+                 "every commit and merges none (commit.manifest-merge.enabled is off by default); Delta reads its last "
+                 "checkpoint and the commits after it; labformat the metadata table's latest snapshots.",
+                 "answer with one of " + ", ".join(repr(f) for f in last.index)
+                 + ". Which format's reader must open one more file for each commit, with no checkpoint or snapshot that "
+                 "replaces them?")
+
+
+def formats_rewriting_nothing(exercise: str, answer, run) -> Check:
+    """How many of the three formats rewrote no data file on day 1 at their merge-on-read setting
+    (`ThreeFormats.merge_on_read`), by each library's own report."""
+    mor = run.merge_on_read()
+    alone = [f for f, n in mor["data files rewritten"].items() if n == 0]
+    rewrote = ", ".join(f"{f} {int(n)}" for f, n in mor["data files rewritten"].items())
+    return count(exercise, answer, len(alone),
+                 f"data files rewritten on day 1: {rewrote}. {' and '.join(alone) or 'none'} left them alone; a "
+                 "library may write less than its format allows: delta-rs and pyiceberg read deletion vectors and "
+                 "delete files but wrote copy-on-write here.",
+                 "a format's design is not its library's writer: look at what each Python library writes for an "
+                 "update (pyiceberg warns when it cannot do what a table property asks).")

@@ -1025,3 +1025,30 @@ def plot_layouts(frame: pd.DataFrame, ax=None):
     ax.set_title("Files read per query, by clustering layout" + before)
     ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=len(clustered))
     return ax
+
+
+_FORMAT_COLORS = {"labformat": "tab:blue", "delta-rs": "tab:green", "pyiceberg": "tab:purple"}
+
+
+def plot_three_formats(commits: pd.DataFrame, axes=None):
+    """Two panels sharing the commit axis, one line per format (`ThreeFormats.commits`): the metadata
+    files each keeps on disk, and the files a query planner reads to find the data files."""
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        _, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True, layout="constrained")
+    ax_kept, ax_read = _new_axes(axes, 2)
+    for fmt, rows in commits.groupby("format", sort=False):
+        color = _FORMAT_COLORS.get(fmt)
+        ax_kept.plot(rows["commit"], rows["metadata files"], marker="o", markersize=3, color=color, label=fmt)
+        ax_read.plot(rows["commit"], rows["planner files"], marker="o", markersize=3, color=color, label=fmt)
+    for ax, title, label in ((ax_kept, "Metadata files kept", "files beside the data"),
+                             (ax_read, "Files a planner reads", "files read to plan a query")):
+        ax.set_title(title)
+        ax.set_xlabel("commit (0: the history's load, then one per day)")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_locator(_integer_locator())
+        ax.yaxis.set_major_locator(_integer_locator())
+    ax_read.legend(fontsize="small", loc="upper left")
+    return ax_kept, ax_read

@@ -1,0 +1,310 @@
+"""Seed 002 in the lab (notebook 08): one month written by labformat, delta-rs and pyiceberg, and what each keeps beside its data.
+
+Each format writes the same history and daily batches (the benchmark's engines, `labformat.bench.engines`)
+at its merge-on-read setting where the library has one: labformat a MERGE_ON_READ table compacted
+inline every few delta commits; pyiceberg a table whose updates, deletes and merges are set to
+`merge-on-read`; delta-rs a plain table checkpointed every few commits, and beside it, for day 1
+only, a table with deletion vectors enabled (delta-rs's own planner refuses to read such a table). After the load and after every day, the metadata each keeps
+is counted from its folder (`.hoodie/`, `_delta_log/`, `metadata/`), with the files a query planner
+must read to find the data files (each format's protocol applied to the table's state: labformat's
+latest metadata-table snapshots, Delta's last checkpoint and the commits after it, Iceberg's
+current metadata file, manifest list and manifests), and what the day's write did to data files, by
+each library's own report. Then the same queries on the three tables: data files planned, of all.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+from tqdm.auto import tqdm
+
+from labformat import datasets
+from labformat.bench import engines
+from labformat.bench.queries import arrow_filter, iceberg_filter, parse_condition
+from labformat.lab import workshop
+from labformat.metadata.table import COLUMN_STATS, FILES, MetadataReader
+from labformat.timeline import METADATA_DIR
+
+FORMATS = ("labformat", "delta-rs", "pyiceberg")
+# Hudi compacts every 5 delta commits (hoodie.compact.inline.max.delta.commits' default); Delta
+# checkpoints every 100 commits by default (delta.checkpointInterval), which a month never reaches.
+# Both run every `EVERY` commits here, fewer in a run too short to see one (`every`).
+EVERY = 5
+
+
+def every(days: int) -> int:
+    """Commits between compactions and between Delta checkpoints in a run of `days` days."""
+    return max(3, min(EVERY, days // 2))
+
+
+class _Labformat(engines.LabformatMor):
+    """labformat-mor with inline compaction every `every(days)` delta commits."""
+
+    def upsert(self, day: int) -> None:
+        batch = datasets.load_batch(self.spark, self.workload.cached, day)
+        self._report = self.table().upsert(batch, {**self.workload.write_options, "hoodie.compact.inline": True,
+                                                    "hoodie.compact.inline.max.delta.commits": every(self.workload.days)})
+
+    def after_day(self, day: int) -> dict:
+        report = self._report
+        compaction = getattr(report, "compaction", None)
+        return {"data files rewritten": report.files_rewritten, "data files added": report.files_created,
+                "log or delete files added": report.log_files_written,
+                "compacted": compaction is not None and compaction.instant is not None}
+
+
+class _Delta(engines.DeltaRs):
+    """delta-rs with a checkpoint every `every(days)` commits."""
+
+    configuration: dict[str, str] = {}
+
+    def load(self) -> None:
+        from deltalake import write_deltalake
+
+        history = engines.read_parquet_folder(self.workload.cached.history_path).sort_by(engines.KEY)
+        write_deltalake(str(self.table_path), history, mode="error", target_file_size=self.workload.max_file_size,
+                        configuration={"delta.targetFileSize": str(self.workload.max_file_size),
+                                       "delta.checkpointInterval": str(every(self.workload.days)),
+                                       **self.configuration})
+
+    def after_day(self, day: int) -> dict:
+        m = self._metrics
+        return {"data files rewritten": m["num_target_files_removed"], "data files added": m["num_target_files_added"],
+                "log or delete files added": m.get("num_deletion_vectors_added", 0) if isinstance(m, dict) else 0,
+                "rows copied": m["num_target_rows_copied"]}
+
+
+class _DeltaDeletionVectors(_Delta):
+    """delta-rs on a table with deletion vectors enabled (Delta's merge-on-read). Kept apart from the
+    month's table: delta-rs's pyarrow dataset, which plans its queries, refuses such tables."""
+
+    configuration = {"delta.enableDeletionVectors": "true"}
+
+
+class _Iceberg(engines.PyIceberg):
+    """pyiceberg with `write.{update,delete,merge}.mode=merge-on-read`; what it warns is kept."""
+
+    properties = {"write.update.mode": "merge-on-read", "write.delete.mode": "merge-on-read",
+                  "write.merge.mode": "merge-on-read"}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.warnings: list[str] = []
+
+    def load(self) -> None:
+        history = engines.read_parquet_folder(self.workload.cached.history_path).sort_by(engines.KEY)
+        catalog = self.catalog()
+        catalog.create_namespace("bench")
+        table = catalog.create_table(self.identifier, schema=history.schema, properties={
+            "write.target-file-size-bytes": str(self.workload.max_file_size), **self.properties})
+        table.append(history)
+
+    def upsert(self, day: int) -> None:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            super().upsert(day)
+        self.warnings += [str(w.message) for w in caught]
+
+    def after_day(self, day: int) -> dict:
+        snapshots = self.catalog().load_table(self.identifier).snapshots()
+        ids = [s.snapshot_id for s in snapshots]
+        new = [s.summary.additional_properties for s in snapshots[ids.index(self._before) + 1:]]
+        total = lambda key: sum(int(summary.get(key, 0)) for summary in new)  # noqa: E731
+        return {"data files rewritten": total("deleted-data-files"), "data files added": total("added-data-files"),
+                "log or delete files added": total("added-delete-files"), "snapshots": len(new)}
+
+
+# ---- what each format keeps beside its data ------------------------------------------------------
+
+def _files(folder: Path) -> list[tuple[Path, int]]:
+    return [(p, p.stat().st_size) for p in sorted(folder.rglob("*")) if p.is_file()]
+
+
+def labformat_metadata(engine: _Labformat) -> tuple[dict[str, tuple[int, int]], list[str]]:
+    """(kind -> (files, bytes)) under `.hoodie/`, and the files a planner reads: hoodie.properties and
+    the metadata table's latest `files` and `column_stats` snapshots (after listing the timeline)."""
+    hoodie = engine.table_path / ".hoodie"
+    kinds: dict[str, tuple[int, int]] = {}
+    for path, size in _files(hoodie):
+        rel = path.relative_to(hoodie).parts
+        kind = "metadata table" if rel[0] == Path(METADATA_DIR).name else "timeline" if len(rel) == 1 else "other"
+        n, b = kinds.get(kind, (0, 0))
+        kinds[kind] = (n + 1, b + size)
+    table = engine.table()
+    reader = MetadataReader(table.storage, table.active_timeline)
+    planner = ["hoodie.properties"] + [p for p in (reader.latest(FILES), reader.latest(COLUMN_STATS)) if p]
+    return kinds, planner
+
+
+def delta_metadata(engine: _Delta) -> tuple[dict[str, tuple[int, int]], list[str]]:
+    """(kind -> (files, bytes)) under `_delta_log/`, and the files a reader reads to build the snapshot:
+    `_last_checkpoint`, the checkpoint it names and every commit after it (every commit when none)."""
+    import json
+
+    log = engine.table_path / "_delta_log"
+    kinds: dict[str, tuple[int, int]] = {}
+    for path, size in _files(log):
+        kind = "checkpoint" if ".checkpoint" in path.name or path.name == "_last_checkpoint" else \
+            "commit" if path.suffix == ".json" else "other"
+        n, b = kinds.get(kind, (0, 0))
+        kinds[kind] = (n + 1, b + size)
+    pointer = log / "_last_checkpoint"
+    since = -1
+    planner = []
+    if pointer.exists():
+        since = json.loads(pointer.read_text())["version"]
+        planner = ["_last_checkpoint"] + sorted(p.name for p in log.glob(f"{since:020d}.checkpoint*.parquet"))
+    planner += sorted(p.name for p in log.glob("*.json") if int(p.stem) > since)
+    return kinds, planner
+
+
+def iceberg_metadata(engine: _Iceberg) -> tuple[dict[str, tuple[int, int]], list[str]]:
+    """(kind -> (files, bytes)) under the table's `metadata/`, and the files a planner reads: the
+    catalog's current metadata file, its snapshot's manifest list and every manifest it lists."""
+    table = engine.catalog().load_table(engine.identifier)
+    folder = Path(table.metadata_location.removeprefix("file://")).parent
+    kinds: dict[str, tuple[int, int]] = {}
+    for path, size in _files(folder):
+        kind = "table metadata" if path.name.endswith(".metadata.json") else \
+            "manifest list" if path.name.startswith("snap-") else "manifest" if path.suffix == ".avro" else "other"
+        n, b = kinds.get(kind, (0, 0))
+        kinds[kind] = (n + 1, b + size)
+    snapshot = table.current_snapshot()
+    planner = [Path(table.metadata_location).name, Path(snapshot.manifest_list).name] + \
+        [Path(m.manifest_path).name for m in snapshot.manifests(table.io)]
+    return kinds, planner
+
+
+_INVENTORY = {"labformat": labformat_metadata, "delta-rs": delta_metadata, "pyiceberg": iceberg_metadata}
+
+
+@dataclass(frozen=True)
+class ThreeFormats:
+    """One month in three formats: a row per (format, commit) and a row per (format, query)."""
+
+    commits: pd.DataFrame  # format, commit (0: the load), metadata kinds, planner files, the day's data files
+    queries: pd.DataFrame  # format, query, files planned, data files, rows, planning seconds (median)
+    notes: dict[str, list[str]]  # format -> what the library said (pyiceberg's warnings), deduplicated
+    deletion_vectors_day: dict  # day 1 on delta-rs with deletion vectors enabled: its MERGE's report
+
+    def metadata(self) -> pd.DataFrame:
+        """Metadata files and KB per commit, one column per format."""
+        frame = self.commits.pivot(index="commit", columns="format", values=["metadata files", "metadata KB"])
+        return frame.reindex(columns=list(FORMATS), level=1)
+
+    def planner(self) -> pd.DataFrame:
+        """Files a planner reads per commit, one column per format."""
+        return self.commits.pivot(index="commit", columns="format", values="planner files")[list(FORMATS)]
+
+    def merge_on_read(self) -> pd.DataFrame:
+        """Day 1's write in each format at its merge-on-read setting: data files rewritten and added,
+        log or delete files added (delta-rs: the deletion-vector table's MERGE)."""
+        columns = ["data files rewritten", "data files added", "log or delete files added"]
+        day1 = self.commits[self.commits["commit"] == 1].set_index("format")[columns]
+        day1.loc["delta-rs"] = [self.deletion_vectors_day[c] for c in columns]
+        settings = {"labformat": "hoodie.table.type=MERGE_ON_READ",
+                    "delta-rs": "delta.enableDeletionVectors=true",
+                    "pyiceberg": "write.update.mode=merge-on-read"}
+        return day1.reindex(list(FORMATS)).assign(setting=[settings[f] for f in FORMATS])[["setting", *columns]]
+
+    def last(self, fmt: str) -> pd.Series:
+        """`fmt`'s row after the last commit."""
+        rows = self.commits[self.commits["format"] == fmt]
+        return rows.loc[rows["commit"].idxmax()]
+
+    def same_rows(self) -> bool:
+        """Did every query return the same rows in every format?"""
+        return bool((self.queries.groupby("query")["rows"].nunique() == 1).all())
+
+    def day_writes(self) -> pd.DataFrame:
+        """What each day's write did to data files, per format, summed over the month's days."""
+        days = self.commits[self.commits["commit"] > 0]
+        columns = ["data files rewritten", "data files added", "log or delete files added"]
+        return days.groupby("format", sort=False)[columns].sum().reindex(list(FORMATS))
+
+
+def _engines(workload, root: Path, spark) -> dict[str, engines.Engine]:
+    return {"labformat": _Labformat(workload, root / "labformat", spark),
+            "delta-rs": _Delta(workload, root / "delta-rs"), "pyiceberg": _Iceberg(workload, root / "pyiceberg")}
+
+
+def plan_query(fmt: str, engine: engines.Engine, condition: str) -> tuple[int, int, float]:
+    """(data files planned for `condition`, data files in the snapshot, planning seconds) in one format:
+    labformat's own scan report (its planning time, metadata table and column stats); delta-rs's
+    table opened and its files' log statistics matched by pyarrow; pyiceberg's table loaded from its
+    catalog and scanned (`plan_files`: manifests and column metrics)."""
+    terms = parse_condition(condition)
+    if fmt == "labformat":
+        _, scan = engine.table().query(condition)
+        return scan.funnel.files_read, scan.funnel.files_in_snapshot, scan.planning_seconds
+    start = time.perf_counter()
+    if fmt == "delta-rs":
+        from deltalake import DeltaTable
+
+        dataset = DeltaTable(str(engine.table_path)).to_pyarrow_dataset()
+        planned = len(list(dataset.get_fragments(filter=arrow_filter(terms, dataset.schema))))
+        seconds = time.perf_counter() - start
+        return planned, len(list(dataset.get_fragments())), seconds
+    table = engine.catalog().load_table(engine.identifier)
+    planned = len(list(table.scan(row_filter=iceberg_filter(terms, table.schema().as_arrow())).plan_files()))
+    seconds = time.perf_counter() - start
+    return planned, len(list(table.scan().plan_files())), seconds
+
+
+def three_formats(spark, cached: datasets.CachedDataset, name: str, days: int, queries: dict[str, str],
+                  repeats: int = 3, progress: bool = False, workdir=None) -> ThreeFormats:
+    """Load the history and upsert `days` batch days in each format (labformat first: its load sets the
+    file size every format aims at, as in the benchmark); count the metadata after every commit; then
+    plan each of `queries` on each table `repeats` times after a warm-up, and run it once."""
+    root = workshop.scratch(name, workdir)
+    workload = engines.Workload(cached, days, None, None, engines.HISTORY_FILES.get(cached.spec.name, 32))
+    formats = _engines(workload, root, spark)
+    rows = []
+    bar = tqdm(total=len(formats) * (days + 1), desc="three formats", disable=not progress)
+    for fmt, engine in formats.items():
+        engine.load()
+        if engine.sizes:  # the reference's scaled sizes, for the formats after it
+            for other in formats.values():
+                other.workload = engine.workload
+        for day in range(days + 1):
+            if day:
+                engine.before_day(day)
+                engine.upsert(day)
+            kinds, planner = _INVENTORY[fmt](engine)
+            row = {"format": fmt, "commit": day, "metadata files": sum(n for n, _ in kinds.values()),
+                   "metadata KB": round(sum(b for _, b in kinds.values()) / 1024, 1), "planner files": len(planner),
+                   **{f"{kind} files": n for kind, (n, _) in kinds.items()}}
+            rows.append({**row, **(engine.after_day(day) if day else {})})
+            bar.update()
+    bar.close()
+    planned = []
+    for fmt, engine in formats.items():
+        for query, condition in queries.items():
+            runs = [plan_query(fmt, engine, condition) for _ in range(repeats + 1)][1:]  # the first: a warm-up
+            files, total, _ = runs[-1]
+            planned.append({"format": fmt, "query": query, "files planned": files, "data files": total,
+                            "rows": engine.query(condition, parse_condition(condition)),
+                            "planning s (median)": round(statistics.median(r[2] for r in runs), 4)})
+    dv = _DeltaDeletionVectors(formats["labformat"].workload, root / "delta-rs-deletion-vectors")
+    dv.load()
+    dv.before_day(1)
+    dv.upsert(1)
+    notes = {"pyiceberg": sorted(set(formats["pyiceberg"].warnings))}
+    return ThreeFormats(_counts(pd.DataFrame(rows)), pd.DataFrame(planned), notes, dv.after_day(1))
+
+
+def _counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every count a whole number, 0 where a format has no such file or fact (a delta-rs table before
+    its first checkpoint has no checkpoint files)."""
+    for column in frame.columns:
+        if column == "compacted":
+            frame[column] = frame[column].eq(True)  # NaN where the format never compacts
+        elif column not in ("format", "metadata KB"):
+            frame[column] = frame[column].fillna(0).astype(int)
+    return frame
