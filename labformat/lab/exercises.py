@@ -361,7 +361,7 @@ def rows_kept_after_retry(exercise: str, answer, table: lf.Table, kept_value: fl
 # ------------------------------------------------------------------ 08: three formats
 
 def most_planner_files(exercise: str, answer, run) -> Check:
-    """Which format's planner reads the most files after the month (`lab.formats.three_formats`'s run):
+    """Which format's planner reads the most files after the last day (`lab.formats.three_formats`'s run):
     "labformat", "delta-rs" or "pyiceberg"."""
     last = run.planner().iloc[-1]
     expected = str(last.idxmax())
