@@ -201,8 +201,10 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
             ranges, blooms, source = None, None, Source(StatsSource.FOOTERS, f"metadata table: {why}")
         else:
             source = Source(StatsSource.METADATA_TABLE)
-    if ranges is None:
+    footer_ranges = ranges is None
+    if footer_ranges:
         ranges = key_ranges(ctx.base_uri, [s.path for s in slices])
+    metadata_files = ctx.metadata.files_read if ctx.options.use_metadata and ctx.metadata is not None else 0
     by_partition: dict[str, list[tuple]] = {}
     for s in slices:
         info = ranges[s.path]
@@ -222,7 +224,8 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
     if not files:
         funnel = TagFunnel(files_in_snapshot, len(slices), after_range_pruning=0, after_bloom=0, matched=0,
                            false_positives=0, keys_after_range_pruning=0, keys_after_bloom=0, keys_matched=0,
-                           keys_false_positives=0, keys_read_by_exact_check=0, keys_read=0, log_files_read=0)
+                           keys_false_positives=0, keys_read_by_exact_check=0, keys_read=0, log_files_read=0,
+                           footers_read=len(slices) if footer_ranges else 0, metadata_files_read=metadata_files)
         counts = None
         if counted is not None:
             with describe(ctx.spark, *count_stages, "count per partition path"):
@@ -272,6 +275,9 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
         keys_read_by_exact_check=sum(r.keys_read for r in stats),
         keys_read=sum(r.keys_read for r in stats),  # only the exact check reads keys; ranges and filters are metadata
         log_files_read=sum(r.logs_read for r in stats),  # merge-on-read: logs that may hold inserts
+        # Each checked file's task opens its footer for the filter unless the metadata table shipped it.
+        footers_read=(len(slices) if footer_ranges else 0) + (len(stats) if blooms is None else 0),
+        metadata_files_read=metadata_files,
     )
     # Only (key, file group) pairs move to meet the incoming records: joined on the keys the
     # deduplicate step partitioned by, the records themselves stay where that shuffle put them.

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import statistics
 from datetime import datetime, time, timedelta
+
+from pathlib import Path
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -55,40 +59,34 @@ def compare_skipping(table: lf.Table, queries: dict[str, str], repeats: int = 3,
     return pd.DataFrame(rows)
 
 
-def compare_lookup_sources(spark, spec: datasets.DatasetSpec, path, repeats: int = 3,
-                           options: dict | None = None) -> pd.DataFrame:
-    """The BLOOM index's tag step with ranges and filters from footers vs the metadata table.
+def compare_lookup_sources(table: lf.Table, batch, options: Mapping[str, Any] | None = None, repeats: int = 3,
+                           workdir=None) -> pd.DataFrame:
+    """The BLOOM index's tag step with key ranges and bloom filters from the base files' footers
+    (Hudi's default, `hoodie.bloom.index.use.metadata=false`) against the metadata table.
 
-    One table (bloom filters kept in its metadata too); the same day-1 batch is upserted on a
-    fresh copy of the bulk insert each time, alternating sources, so both see identical files.
+    `table` must keep bloom filters in its metadata table (`bloom_filter_enable`). The same `batch`
+    is upserted into a fresh copy of it each time, the two sources alternating, `repeats` times
+    each: both see identical files. One row per source: the files the tag step opened (footers,
+    metadata-table files) and kept (the index's own counts), the tag step's seconds (median, min,
+    max) and the whole upsert's median.
     """
-    import shutil
-    from pathlib import Path
+    from labformat.lab.sweeps import copy_table
 
-    cached = datasets.generate(spark, spec)
-    base = Path(path)
-    seed = base / "seed"
-    shutil.rmtree(base, ignore_errors=True)
-    table = lf.Table.create(spark, seed, record_key=datasets.RECORD_KEY, precombine_field=datasets.PRECOMBINE_FIELD,
-                            options={"bloom_filter_enable": True})
-    write_options = dict(options or {"max_file_size": "16MB", "small_file_limit": 0})
-    table.bulk_insert(datasets.load_history(spark, cached),
-                      {"bulk_insert_sort_mode": SortMode.GLOBAL_SORT, "max_file_size": write_options["max_file_size"]})
-    batch = datasets.load_batch(spark, cached, 1)
     rows = []
     for i in range(repeats):
         for use in (False, True):
-            copy = base / f"run-{i}-{use}"
-            shutil.copytree(seed, copy)
-            report = lf.Table.open(spark, copy).upsert(batch, {**write_options, "bloom_use_metadata": use})
-            funnel = {k: v for k, v in report.funnel.as_dict().items()
-                      if k in ("files_in_snapshot", "after_range_pruning", "after_bloom", "matched")}
-            rows.append({"source": str(report.details.lookup_source), "tag_s": report.step("tag").seconds,
-                         "upsert_s": report.seconds, **funnel})
-            shutil.rmtree(copy, ignore_errors=True)
+            copy = copy_table(table, f"{Path(table.path).name}-lookup-{'metadata' if use else 'footers'}-{i}", workdir)
+            report = copy.upsert(batch, {**(options or {}), "bloom_use_metadata": use})
+            funnel = report.funnel
+            rows.append({"source": str(report.details.lookup_source.kind), "tag_s": report.step("tag").seconds,
+                         "upsert_s": report.seconds, "footers_read": funnel.footers_read,
+                         "metadata_files_read": funnel.metadata_files_read,
+                         "files_in_snapshot": funnel.files_in_snapshot,
+                         "after_range_pruning": funnel.after_range_pruning, "after_bloom": funnel.after_bloom})
+            shutil.rmtree(copy.path, ignore_errors=True)
     frame = pd.DataFrame(rows)
-    return frame.groupby("source").agg(tag_median_s=("tag_s", "median"), tag_min_s=("tag_s", "min"),
-                                       tag_max_s=("tag_s", "max"), upsert_median_s=("upsert_s", "median"),
-                                       files_in_snapshot=("files_in_snapshot", "first"),
-                                       after_range_pruning=("after_range_pruning", "first"),
-                                       after_bloom=("after_bloom", "first")).reset_index()
+    return frame.groupby("source", sort=False).agg(
+        footers_read=("footers_read", "first"), metadata_files_read=("metadata_files_read", "first"),
+        files_in_snapshot=("files_in_snapshot", "first"), after_range_pruning=("after_range_pruning", "first"),
+        after_bloom=("after_bloom", "first"), tag_median_s=("tag_s", "median"), tag_min_s=("tag_s", "min"),
+        tag_max_s=("tag_s", "max"), upsert_median_s=("upsert_s", "median"))

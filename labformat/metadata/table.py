@@ -141,6 +141,7 @@ class MetadataReader:
         self.completed = set(order)
         self._rank = {time: n for n, time in enumerate(order)}
         self.latest_instant = order[-1] if order else None
+        self.files_read = 0  # metadata-table files this reader opened, for the reports that count them
 
     def _instants(self, partition: str) -> list[str]:
         """The completed instants with an entry in `partition`, in the order they completed."""
@@ -164,6 +165,7 @@ class MetadataReader:
         if instants[-1] != self.latest_instant:
             return None, f"column stats are stale (newest {instants[-1]}, table at {self.latest_instant})"
         try:
+            self.files_read += 1
             rows = _read_table(self.storage, _path(COLUMN_STATS, instants[-1])).to_pylist()
         except Exception as exc:  # noqa: BLE001 - any unreadable file means: do not trust it
             return None, f"column stats unreadable ({type(exc).__name__}: {exc})"
@@ -188,6 +190,7 @@ class MetadataReader:
             for instant in reversed(self._instants(BLOOM_FILTERS)):  # candidates are mostly new files
                 if not wanted - set(found):
                     break
+                self.files_read += 1
                 table = _read_table(self.storage, _path(BLOOM_FILTERS, instant))
                 types = (table.column("type").to_pylist() if "type" in table.column_names
                          else [LEGACY_TYPE] * table.num_rows)

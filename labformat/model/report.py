@@ -63,6 +63,8 @@ class TagFunnel(Record):
     keys_read: int | None = None  # record keys the index read from storage (SIMPLE: every key it scanned)
     index_entries_read: int | None = None  # RECORD_INDEX: entries of the record index its lookup read
     log_files_read: int | None = None  # merge-on-read: logs that may hold inserts, read by the exact check
+    footers_read: int | None = None  # BLOOM: base-file footers opened for key ranges and bloom filters
+    metadata_files_read: int | None = None  # BLOOM with hoodie.bloom.index.use.metadata: metadata-table files read
     note: str | None = None
 
 
