@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         print(f"queries on {args.preset} after {args.days} upsert days ({args.repeats} runs each, medians):")
         print(skipping.to_string(index=False))
         print("\nBLOOM index tag step, day-1 upsert, footers vs metadata table:")
-        print(lookups.to_string(index=False))
+        print(lookups.to_string())
     if args.csv:
         skipping.to_csv(args.csv, index=False)
     return 0

@@ -124,3 +124,20 @@ def test_charts_draw_write_and_read_cost_and_mark_compactions():
     assert [p.get_height() for p in written.patches] == [3.0, 1.0] and [p.get_height() for p in logs.patches] == [0, 5]
     assert len(trade.figure.axes) == 3
     plt.close("all")
+
+
+def test_when_to_compact_is_the_rarest_setting_within_the_read_budget():
+    """A made-up sweep of three settings over 5 days: the budget is the middle setting's worst query."""
+    logs = {"every 2": [0, 8, 0, 8, 0], "every 5": [8, 16, 24, 0, 8], "never": [8, 16, 24, 32, 40]}
+    compacted = {"every 2": [1, 0, 1, 0, 1], "every 5": [0, 0, 0, 1, 0], "never": [0] * 5}
+    sweep = pd.DataFrame([{"setting": s, "day": d + 1, "logs_read": logs[s][d], "compacted": compacted[s][d]}
+                          for s in logs for d in range(5)])
+    budget = mor.log_budget(sweep)
+    assert budget == 24
+    assert ex.rarest_compaction_within("4.4", "every 5", sweep, budget).right
+    assert ex.rarest_compaction_within("4.4", 5, sweep, budget).right
+    wrong = ex.rarest_compaction_within("4.4", "never", sweep, budget)
+    assert wrong.right is False and "log file" in wrong.hint
+    assert ex.rarest_compaction_within("4.4", "every 2", sweep, budget).right is False
+    assert ex.rarest_compaction_within("4.4", None, sweep, budget).right is None
+    assert ex.rarest_compaction_within("4.4", "never", sweep, 40).right  # a loose budget: never compact

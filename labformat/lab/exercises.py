@@ -387,3 +387,21 @@ def formats_rewriting_nothing(exercise: str, answer, run) -> Check:
                  "delete files but wrote copy-on-write here.",
                  "a format's design is not its library's writer: look at what each Python library writes for an "
                  "update (pyiceberg warns when it cannot do what a table property asks).")
+
+
+def rarest_compaction_within(exercise: str, answer, sweep: pd.DataFrame, budget: int) -> Check:
+    """When to compact: of the compaction sweep's settings (`lab.merge_on_read.compaction_sweep`), the one
+    that compacted the fewest times while no day's query merged more than `budget` log files; a label
+    such as "every 2" or "never" (a bare number N means "every N")."""
+    per = sweep.groupby("setting", sort=False).agg(compactions=("compacted", "sum"), most_logs=("logs_read", "max"))
+    within = per[per["most_logs"] <= budget]
+    expected = str(within["compactions"].idxmin()) if len(within) else "none"
+    given = f"every {int(answer)}" if _number(answer) is not None and float(answer).is_integer() else answer
+    seen = "; ".join(f"{name}: {int(r.compactions)} compactions, at most {int(r.most_logs)} log files a query"
+                     for name, r in per.iterrows())
+    return check(exercise, given, expected,
+                 f"{seen}. Compacting less often lets log files pile up between compactions; {expected} is the "
+                 f"rarest that keeps every query within {budget}.",
+                 "answer with one of " + ", ".join(repr(n) for n in per.index) + ". Between two compactions each "
+                 "day's upsert adds about one log file per corrected file group (the counts above), and a query "
+                 "merges every log file since the last compaction.")

@@ -276,3 +276,11 @@ def sweep_totals(sweep: pd.DataFrame) -> pd.DataFrame:
         "files_rewritten": grouped["files_rewritten"].sum() + grouped["slices_compacted"].sum(),
         "logs_read": grouped["logs_read"].sum(), "write_s": grouped["write_s"].sum(),
         "mean_query_s": grouped["query_s"].mean()})
+
+
+def log_budget(sweep: pd.DataFrame) -> int:
+    """Exercise 4.4's read budget: the most log files one query of the sweep merged at its middle setting
+    (the log files a query may merge, say for a dashboard's latency)."""
+    settings = list(dict.fromkeys(sweep["setting"]))
+    return int(sweep[sweep["setting"] == settings[len(settings) // 2]]["logs_read"].max())
+
