@@ -73,3 +73,20 @@ def test_day_again_repeats_a_day_on_fresh_copies_and_leaves_the_table_alone(spar
     assert again["updated"].iloc[0] > 0 and (again["seconds"] > 0).all()
     assert [i.time for i in table.timeline()] == instants
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base"]  # the copies are gone
+
+
+@pytest.mark.spark
+def test_a_tables_first_upsert_sizes_by_the_default_then_the_next_fills_its_small_files(spark, tmp_path):
+    """An empty table, days 1 and 2 of `tiny`: day 1 has no commit history, so step 5 takes 1 KB a record
+    and step 6 plans max_file_size // 1024 records per new file; day 2 estimates from day 1's commit and
+    packs its inserts into day 1's files, all small."""
+    from labformat.lab import sweeps
+
+    options = {"max_file_size": 16 * 1024, "small_file_limit": 12 * 1024, "bloom_num_entries": 200}
+    first = sweeps.first_upserts(spark, datasets.spec("tiny"), "first", options, workdir=tmp_path).set_index("day")
+    day1, day2 = first.loc[1], first.loc[2]
+    assert day1.estimate_from == "hoodie.copyonwrite.record.size.estimate" and day1.record_size_estimate == 1024
+    assert day1.records_per_new_file_planned == 16 and day1.mean_records_per_new_file <= 16
+    assert day1.files_created == -(-day1.inserts // 16) and day1.small_file_inserts == 0
+    assert day2.estimate_from == "commit history" and day2.record_size_estimate < 1024
+    assert day2.small_files == day1.files_created and day2.small_file_inserts > 0

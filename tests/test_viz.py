@@ -469,3 +469,16 @@ def test_plot_three_formats_shares_the_commit_axis_with_a_line_per_format():
     assert [list(line.get_ydata()) for line in read.get_lines()] == [[3, 3, 3], [1, 2, 1]]
     assert [t.get_text() for t in read.get_legend().get_texts()] == ["labformat", "delta-rs"]
     plt.close("all")
+
+
+def test_plot_first_upserts_labels_the_estimate_and_stacks_where_inserts_went():
+    first = pd.DataFrame({"day": [1, 2], "record_size_estimate": [1024, 63],
+                          "estimate_from": ["hoodie.copyonwrite.record.size.estimate", "commit history"],
+                          "records_per_new_file_planned": [692, 11255], "files_created": [55, 0],
+                          "inserts": [37907, 34560], "small_files": [0, 55], "small_file_inserts": [0, 34560]})
+    ax = viz.plot_first_upserts(first)
+    texts = [t.get_text() for t in ax.texts]
+    assert "692\n(1024 B a record, default)" in texts and "11,255\n(63 B a record, history)" in texts
+    assert "55 new files" in texts and "55 small files" in texts and ax.get_yscale() == "log"
+    assert [p.get_height() for p in ax.patches] == [692, 11255, 37907, 0, 0, 34560]
+    plt.close("all")

@@ -344,3 +344,28 @@ def bulk_insert_parallelism(spark, spec: datasets.DatasetSpec, parallelisms: Ite
                      "cores_busy_projected": int(projected["lane"].nunique()),
                      "projected_write_stage_s": frames.span_seconds(projected)})
     return pd.DataFrame(rows)
+
+
+def first_upserts(spark, spec: datasets.DatasetSpec, name: str, options: Mapping[str, Any], days=(1, 2),
+                  workdir: Path | None = None) -> pd.DataFrame:
+    """A table that starts empty, then upserts `days`: per day, step 5's estimate and its source, the
+    records each new file group was planned for (`max_file_size // estimate`), the new files' mean
+    records and KB, and the small files step 6 filled. With no commit history the estimate is
+    `hoodie.copyonwrite.record.size.estimate` (1 KB), whatever the records really take."""
+    from labformat.config import parse_size
+
+    table = lf.Table.create(spark, workshop.scratch(name, workdir), record_key=datasets.RECORD_KEY,
+                            precombine_field=datasets.PRECOMBINE_FIELD)
+    max_file_size = parse_size(options["max_file_size"])
+    rows = []
+    for day, report in zip(days, run_days(table, spec, days, options).days):
+        new = [f for f in report.files if f.created]
+        d = report.details
+        rows.append({"day": day, "record_size_estimate": d.record_size, "estimate_from": d.record_size_source,
+                     "records_per_new_file_planned": max_file_size // d.record_size,
+                     "files_created": len(new), "inserts": report.rows_inserted,
+                     "mean_records_per_new_file": round(sum(f.rows for f in new) / len(new)) if new else 0,
+                     "mean_kb_per_new_file": round(sum(f.size_bytes for f in new) / len(new) / 1024, 1) if new else 0.0,
+                     "small_files": d.small_files,
+                     "small_file_inserts": sum(f.inserts for f in report.files if not f.created)})
+    return pd.DataFrame(rows)

@@ -1052,3 +1052,34 @@ def plot_three_formats(commits: pd.DataFrame, axes=None):
         ax.yaxis.set_major_locator(_integer_locator())
     ax_read.legend(fontsize="small", loc="upper left")
     return ax_kept, ax_read
+
+
+def plot_first_upserts(first: pd.DataFrame, ax=None):
+    """Per day of `sweeps.first_upserts`: the records step 6 planned per new file group from step 5's
+    estimate (labelled with the estimate's source) beside the inserts the day packed into new file
+    groups and into small files."""
+    ax = _new_ax(ax)
+    x = np.arange(len(first))
+    width = 0.4
+    planned = ax.bar(x - width / 2, first["records_per_new_file_planned"], width, color="tab:gray",
+                     label="records planned per new file (max_file_size / estimate)")
+    ax.bar_label(planned, labels=[f"{int(p):,}\n({int(e)} B a record, {'default' if 'estimate' in s else 'history'})"
+                                  for p, e, s in zip(first["records_per_new_file_planned"],
+                                                     first["record_size_estimate"], first["estimate_from"])],
+                 fontsize="small")
+    new = first["inserts"] - first["small_file_inserts"]
+    into_new = ax.bar(x + width / 2, new, width, color="tab:orange", label="inserts into new file groups")
+    into_small = ax.bar(x + width / 2, first["small_file_inserts"], width, bottom=new, color="tab:blue",
+                        label="inserts packed into small files")
+    ax.bar_label(into_new, labels=[f"{int(n)} new files" if n else "" for n in first["files_created"]],
+                 label_type="center", fontsize="small")
+    ax.bar_label(into_small, labels=[f"{int(n)} small files" if i else "" for n, i in
+                                     zip(first["small_files"], first["small_file_inserts"])],
+                 label_type="center", fontsize="small", color="white")
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"day {d}" for d in first["day"]])
+    ax.set_yscale("log")
+    ax.set_ylabel("records (log scale)")
+    ax.set_title("A table's first upserts: step 5's estimate and where step 6 put the inserts")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.08), ncols=3)
+    return ax
