@@ -13,6 +13,7 @@ import pandas as pd
 
 import labformat as lf
 from labformat import datasets
+from labformat.lab import workshop
 from labformat.lab.frames import key_ranges_frame
 from labformat.model.enums import SortMode
 
@@ -70,12 +71,12 @@ def compare_lookup_sources(table: lf.Table, batch, options: Mapping[str, Any] | 
     metadata-table files) and kept (the index's own counts), the tag step's seconds (median, min,
     max) and the whole upsert's median.
     """
-    from labformat.lab.sweeps import copy_table
-
     rows = []
     for i in range(repeats):
         for use in (False, True):
-            copy = copy_table(table, f"{Path(table.path).name}-lookup-{'metadata' if use else 'footers'}-{i}", workdir)
+            target = workshop.scratch(f"{Path(table.path).name}-lookup-{'metadata' if use else 'footers'}-{i}", workdir)
+            shutil.copytree(table.path, target)
+            copy = lf.Table.open(table.spark, target)
             report = copy.upsert(batch, {**(options or {}), "bloom_use_metadata": use})
             funnel = report.funnel
             rows.append({"source": str(report.details.lookup_source.kind), "tag_s": report.step("tag").seconds,
