@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import uuid
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -129,7 +130,12 @@ def test_bloom_index_tags_the_same_from_footers_and_metadata(spark, tmp_path):
     (footer, t_footer), (meta, t_meta) = reports[False], reports[True]
     assert footer.details.lookup_source.kind is StatsSource.FOOTERS
     assert meta.details.lookup_source.kind is StatsSource.METADATA_TABLE
-    assert footer.funnel == meta.funnel  # every count the same, whichever source
+    # Every count the same, whichever source, but what the lookup opened: footers or metadata-table files.
+    opened = {"footers_read": None, "metadata_files_read": None}
+    assert replace(footer.funnel, **opened) == replace(meta.funnel, **opened)
+    assert footer.funnel.footers_read == len(t_footer.file_slices(as_of=footer.instant)) - footer.files_created \
+        + footer.funnel.after_range_pruning and footer.funnel.metadata_files_read == 0
+    assert meta.funnel.footers_read == 0 and meta.funnel.metadata_files_read == 2
     assert (footer.rows_updated, footer.rows_inserted) == (meta.rows_updated, meta.rows_inserted)
     cols = ["record_key", "battery_pct", "updated_at"]
     assert t_footer.read().select(cols).exceptAll(t_meta.read().select(cols)).count() == 0
