@@ -331,7 +331,12 @@ class DeltaRs(Engine):
         history = read_parquet_folder(self.workload.cached.history_path).sort_by(KEY)
         # As a table property, so that each MERGE writes files of this size too, not its 100 MB default.
         write_deltalake(str(self.table_path), history, mode="error", target_file_size=self.workload.max_file_size,
-                        configuration={"delta.targetFileSize": str(self.workload.max_file_size)})
+                        configuration={"delta.targetFileSize": str(self.workload.max_file_size),
+                                       **self.table_configuration()})
+
+    def table_configuration(self) -> dict[str, str]:
+        """More table properties for the load (notebook 08's checkpoints and deletion vectors); none here."""
+        return {}
 
     def upsert(self, day: int) -> None:
         from deltalake import DeltaTable
@@ -397,6 +402,7 @@ class PyIceberg(Engine):
 
     name = "pyiceberg"
     identifier = "bench.drones"
+    table_properties: dict[str, str] = {}  # more for the table's creation (notebook 08's merge-on-read modes)
 
     def __init__(self, workload: Workload, root, spark=None):
         super().__init__(workload, root, spark)
@@ -417,7 +423,8 @@ class PyIceberg(Engine):
         catalog = self.catalog()
         catalog.create_namespace("bench")
         table = catalog.create_table(self.identifier, schema=history.schema,
-                                     properties={"write.target-file-size-bytes": str(self.workload.max_file_size)})
+                                     properties={"write.target-file-size-bytes": str(self.workload.max_file_size),
+                                                 **self.table_properties})
         table.append(history)
 
     def upsert(self, day: int) -> None:

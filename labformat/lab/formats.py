@@ -62,21 +62,13 @@ class _Labformat(engines.LabformatMor):
 class _Delta(engines.DeltaRs):
     """delta-rs with a checkpoint every `every(days)` commits."""
 
-    configuration: dict[str, str] = {}
-
-    def load(self) -> None:
-        from deltalake import write_deltalake
-
-        history = engines.read_parquet_folder(self.workload.cached.history_path).sort_by(engines.KEY)
-        write_deltalake(str(self.table_path), history, mode="error", target_file_size=self.workload.max_file_size,
-                        configuration={"delta.targetFileSize": str(self.workload.max_file_size),
-                                       "delta.checkpointInterval": str(every(self.workload.days)),
-                                       **self.configuration})
+    def table_configuration(self) -> dict[str, str]:
+        return {"delta.checkpointInterval": str(every(self.workload.days))}
 
     def after_day(self, day: int) -> dict:
         m = self._metrics
         return {"data files rewritten": m["num_target_files_removed"], "data files added": m["num_target_files_added"],
-                "log or delete files added": m.get("num_deletion_vectors_added", 0) if isinstance(m, dict) else 0,
+                "log or delete files added": m.get("num_deletion_vectors_added", 0),
                 "rows copied": m["num_target_rows_copied"]}
 
 
@@ -84,26 +76,19 @@ class _DeltaDeletionVectors(_Delta):
     """delta-rs on a table with deletion vectors enabled (Delta's merge-on-read). Kept apart from the
     days' table: delta-rs's pyarrow dataset, which plans its queries, refuses such tables."""
 
-    configuration = {"delta.enableDeletionVectors": "true"}
+    def table_configuration(self) -> dict[str, str]:
+        return {**super().table_configuration(), "delta.enableDeletionVectors": "true"}
 
 
 class _Iceberg(engines.PyIceberg):
     """pyiceberg with `write.{update,delete,merge}.mode=merge-on-read`; what it warns is kept."""
 
-    properties = {"write.update.mode": "merge-on-read", "write.delete.mode": "merge-on-read",
-                  "write.merge.mode": "merge-on-read"}
+    table_properties = {"write.update.mode": "merge-on-read", "write.delete.mode": "merge-on-read",
+                        "write.merge.mode": "merge-on-read"}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.warnings: list[str] = []
-
-    def load(self) -> None:
-        history = engines.read_parquet_folder(self.workload.cached.history_path).sort_by(engines.KEY)
-        catalog = self.catalog()
-        catalog.create_namespace("bench")
-        table = catalog.create_table(self.identifier, schema=history.schema, properties={
-            "write.target-file-size-bytes": str(self.workload.max_file_size), **self.properties})
-        table.append(history)
 
     def upsert(self, day: int) -> None:
         """The day's rows replace those with the same keys: a delete of the keys and an append in one
@@ -130,20 +115,26 @@ class _Iceberg(engines.PyIceberg):
 
 # ---- what each format keeps beside its data ------------------------------------------------------
 
-def _files(folder: Path) -> list[tuple[Path, int]]:
-    return [(p, p.stat().st_size) for p in sorted(folder.rglob("*")) if p.is_file()]
+def _tally(folder: Path, kind_of) -> dict[str, tuple[int, int]]:
+    """kind -> (files, bytes) of every file under `folder`, each file's kind from `kind_of(path)`."""
+    kinds: dict[str, tuple[int, int]] = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            n, b = kinds.get(kind_of(path), (0, 0))
+            kinds[kind_of(path)] = (n + 1, b + path.stat().st_size)
+    return kinds
 
 
 def labformat_metadata(engine: _Labformat) -> tuple[dict[str, tuple[int, int]], list[str]]:
     """(kind -> (files, bytes)) under `.hoodie/`, and the files a planner reads: hoodie.properties and
     the metadata table's latest `files` and `column_stats` snapshots (after listing the timeline)."""
     hoodie = engine.table_path / ".hoodie"
-    kinds: dict[str, tuple[int, int]] = {}
-    for path, size in _files(hoodie):
+
+    def kind_of(path: Path) -> str:
         rel = path.relative_to(hoodie).parts
-        kind = "metadata table" if rel[0] == Path(METADATA_DIR).name else "timeline" if len(rel) == 1 else "other"
-        n, b = kinds.get(kind, (0, 0))
-        kinds[kind] = (n + 1, b + size)
+        return "metadata table" if rel[0] == Path(METADATA_DIR).name else "timeline" if len(rel) == 1 else "other"
+
+    kinds = _tally(hoodie, kind_of)
     table = engine.table()
     reader = MetadataReader(table.storage, table.active_timeline)
     planner = ["hoodie.properties"] + [p for p in (reader.latest(FILES), reader.latest(COLUMN_STATS)) if p]
@@ -156,12 +147,8 @@ def delta_metadata(engine: _Delta) -> tuple[dict[str, tuple[int, int]], list[str
     import json
 
     log = engine.table_path / "_delta_log"
-    kinds: dict[str, tuple[int, int]] = {}
-    for path, size in _files(log):
-        kind = "checkpoint" if ".checkpoint" in path.name or path.name == "_last_checkpoint" else \
-            "commit" if path.suffix == ".json" else "other"
-        n, b = kinds.get(kind, (0, 0))
-        kinds[kind] = (n + 1, b + size)
+    kinds = _tally(log, lambda path: "checkpoint" if ".checkpoint" in path.name or path.name == "_last_checkpoint"
+                   else "commit" if path.suffix == ".json" else "other")
     pointer = log / "_last_checkpoint"
     since = -1
     planner = []
@@ -177,12 +164,9 @@ def iceberg_metadata(engine: _Iceberg) -> tuple[dict[str, tuple[int, int]], list
     catalog's current metadata file, its snapshot's manifest list and every manifest it lists."""
     table = engine.catalog().load_table(engine.identifier)
     folder = Path(table.metadata_location.removeprefix("file://")).parent
-    kinds: dict[str, tuple[int, int]] = {}
-    for path, size in _files(folder):
-        kind = "table metadata" if path.name.endswith(".metadata.json") else \
-            "manifest list" if path.name.startswith("snap-") else "manifest" if path.suffix == ".avro" else "other"
-        n, b = kinds.get(kind, (0, 0))
-        kinds[kind] = (n + 1, b + size)
+    kinds = _tally(folder, lambda path: "table metadata" if path.name.endswith(".metadata.json") else
+                   "manifest list" if path.name.startswith("snap-") else
+                   "manifest" if path.suffix == ".avro" else "other")
     snapshot = table.current_snapshot()
     planner = [Path(table.metadata_location).name, Path(snapshot.manifest_list).name] + \
         [Path(m.manifest_path).name for m in snapshot.manifests(table.io)]
