@@ -95,8 +95,13 @@ class TableLock:
             raw, modified = held
             holder = LockOwner.parse(raw)
             if self._expired(holder, modified):
-                if self._break(raw):
+                # Broken and taken in one step: the expired lock is replaced by ours only if it is
+                # still the one judged expired (a second waiter that found it expired loses).
+                if self.storage.take_over(LOCK_PATH, raw, me.to_bytes()):
                     self.broken.append(holder)
+                    self.owner, self._lost = me, False
+                    self._start_refresher()
+                    return self
                 continue
             if time.monotonic() >= deadline:
                 raise LockTimeoutError(self._timeout_message(holder, modified))
@@ -151,29 +156,6 @@ class TableLock:
         # A file labformat did not write (no owner to ask) expires by the waiter's own setting.
         expire_s = holder.expire_s if holder is not None else self.expire_s
         return expire_s > 0 and time.time() - modified > expire_s
-
-    def _break(self, observed: bytes) -> bool:
-        """Remove the expired lock whose bytes we read, and only that one; whether we did.
-
-        Two waiters may both find the same lock expired; the first breaks it and takes a new lock,
-        which the second must not delete. So the lock is moved aside (a rename: only one waiter
-        can move a given file) and, if what was moved is not what we judged expired, put back.
-        """
-        aside = f"{LOCK_PATH}.{uuid.uuid4().hex}.broken"
-        try:
-            self.storage.fs.move(self.storage.full_path(LOCK_PATH), self.storage.full_path(aside))
-        except FileNotFoundError:
-            return False  # someone else broke or released it first
-        try:
-            moved = self.storage.read_bytes(aside)
-            if moved != observed:
-                # A fresh lock taken after the expired one was broken: give it back. If a third writer
-                # took the lock meanwhile, the fresh lock's holder finds out in `verify`.
-                self.storage.create_exclusive(LOCK_PATH, moved)
-                return False
-            return True
-        finally:
-            self.storage.delete(aside)
 
     def _start_refresher(self) -> None:
         if self.expire_s <= 0:

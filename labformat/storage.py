@@ -1,20 +1,35 @@
-"""File I/O for one table over pyarrow.fs: local paths now, any pyarrow filesystem URI later."""
+"""File I/O for one table, on a local disk or on S3: pyarrow.fs for the data, conditional writes for the commit protocol.
+
+Two backends, chosen by the table path's scheme:
+
+- **local** (a plain path): pyarrow's LocalFileSystem; an instant file is published by a rename,
+  created exclusively by a hard link (which never replaces a file).
+- **S3** (`s3://bucket/prefix`, `s3a://` accepted as a spelling): pyarrow's S3FileSystem for the
+  data, and obstore (the Python face of the `object_store` crate delta-rs commits through) for the
+  writes that must be conditional: an instant file is a PUT with `If-None-Match: *` (S3 has no
+  rename, and a check then a write lets two writers both win), a lock taken over or refreshed is
+  a PUT with `If-Match` on the ETag read (Hudi 1.1's storage-based lock, RFC-91).
+
+Credentials and the endpoint come from `storage_options` (the keys delta-rs and hudi-rs take:
+`aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`, `aws_region`,
+`aws_endpoint_url`, `aws_allow_http`; case-insensitive), else the standard `AWS_*` environment
+variables. They travel with the table's URI (`TableUri`) into Spark tasks, which open files
+through this module: Spark itself never opens a table path, so no Hadoop S3 connector is needed.
+"""
 
 from __future__ import annotations
 
 import os
 import posixpath
-import re
 import uuid
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Mapping
+from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from labformat.errors import InvalidInputError, LabformatError
-
-# The characters Hadoop's glob syntax (what Spark's file sources expand in every path) gives a meaning.
-_GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
-
+from labformat.errors import ConfigError, InvalidInputError, LabformatError
 
 @dataclass(frozen=True)
 class FileInfo:
@@ -32,17 +47,125 @@ def within_table(rel: str) -> str:
     return rel
 
 
+# storage_options key -> the environment variables read when it is not given (first set wins).
+S3_OPTIONS = {
+    "aws_access_key_id": ("AWS_ACCESS_KEY_ID",),
+    "aws_secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
+    "aws_session_token": ("AWS_SESSION_TOKEN",),
+    "aws_region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+    "aws_endpoint_url": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+    "aws_allow_http": ("AWS_ALLOW_HTTP",),
+}
+# Other spellings the object_store crate (delta-rs, hudi-rs) accepts for the same settings.
+_ALIASES = {"aws_endpoint": "aws_endpoint_url", "endpoint_url": "aws_endpoint_url", "endpoint": "aws_endpoint_url",
+            "region": "aws_region", "access_key_id": "aws_access_key_id",
+            "secret_access_key": "aws_secret_access_key", "session_token": "aws_session_token",
+            "allow_http": "aws_allow_http"}
+S3_SCHEMES = ("s3", "s3a")
+
+
+class TableUri(str):
+    """A table's base URI that carries the storage options it was opened with.
+
+    Every Spark task that reads or writes the table builds its `Storage` from the base URI it was
+    given; this is how the credentials and the endpoint reach it (a cluster's executors have no
+    environment of the driver's). Formatting it into a new string drops them: pass it on as it is.
+    """
+
+    storage_options: dict[str, str]
+
+    def __new__(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> "TableUri":
+        made = super().__new__(cls, uri)
+        made.storage_options = dict(storage_options or {})
+        return made
+
+    def __reduce__(self):
+        return TableUri, (str(self), self.storage_options)
+
+
+def s3_options(given: Mapping[str, object] | None, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The S3 settings of a table: `given` (any key case, the aliases object_store accepts) over the
+    environment's AWS_* variables. ConfigError naming an unknown key."""
+    if given is not None and not isinstance(given, Mapping):
+        raise ConfigError(f"storage_options must be a mapping of option name to value, got {type(given).__name__}")
+    out: dict[str, str] = {}
+    for key, value in (given or {}).items():
+        name = str(key).strip().lower()
+        name = _ALIASES.get(name, name)
+        if name not in S3_OPTIONS:
+            raise ConfigError(f"unknown storage option {key!r}; S3 tables take {', '.join(S3_OPTIONS)}")
+        if value is not None:
+            out[name] = str(value)
+    for name, variables in S3_OPTIONS.items():
+        if name not in out:
+            found = next((environ[v] for v in variables if environ.get(v)), None)
+            if found is not None:
+                out[name] = found
+    return out
+
+
+def _truthy(value: str | None) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+@lru_cache(maxsize=16)
+def _s3_file_system(options: tuple[tuple[str, str], ...]) -> pafs.S3FileSystem:
+    """One pyarrow S3FileSystem per set of options and process (a task reuses its worker's)."""
+    o = dict(options)
+    kwargs: dict = {"region": o.get("aws_region") or "us-east-1"}
+    if "aws_access_key_id" in o:
+        kwargs.update(access_key=o["aws_access_key_id"], secret_key=o.get("aws_secret_access_key"),
+                      session_token=o.get("aws_session_token"))
+    endpoint = o.get("aws_endpoint_url")
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        if parts.scheme == "http" and not _truthy(o.get("aws_allow_http")):
+            raise ConfigError(f"the endpoint {endpoint} is plain http: set aws_allow_http=true to use it")
+        kwargs.update(endpoint_override=parts.netloc, scheme=parts.scheme)
+    return pafs.S3FileSystem(**kwargs)
+
+
+def _object_store(bucket: str, prefix: str, options: tuple[tuple[str, str], ...]):
+    """An obstore S3Store rooted at the table's prefix: the conditional writes pyarrow.fs lacks."""
+    from obstore.store import S3Store  # only S3 tables need it
+
+    o = dict(options)
+    config = {"region": o.get("aws_region") or "us-east-1", "virtual_hosted_style_request": False}
+    for ours, theirs in (("aws_access_key_id", "access_key_id"), ("aws_secret_access_key", "secret_access_key"),
+                         ("aws_session_token", "token"), ("aws_endpoint_url", "endpoint")):
+        if ours in o:
+            config[theirs] = o[ours]
+    client = {"allow_http": True} if _truthy(o.get("aws_allow_http")) else {}
+    return S3Store(bucket, prefix=prefix or None, config=config, client_options=client)
+
+
 class Storage:
     """The table's base path and the few operations the format needs.
 
     Paths given to and returned by these methods are relative to the base path.
     """
 
-    def __init__(self, base_uri: str | os.PathLike):
+    def __init__(self, base_uri: str | os.PathLike, storage_options: Mapping[str, object] | None = None):
         if not isinstance(base_uri, (str, os.PathLike)) or not os.fspath(base_uri):
             raise InvalidInputError(f"a table path must be a non-empty str or os.PathLike, got {base_uri!r}")
         uri = os.fspath(base_uri)
-        if "://" in uri:
+        if storage_options is None and isinstance(base_uri, TableUri):
+            storage_options = base_uri.storage_options
+        scheme = uri.partition("://")[0].lower() if "://" in uri else ""
+        self._store = None
+        if scheme in S3_SCHEMES:
+            options = s3_options(storage_options)
+            self._options = tuple(sorted(options.items()))
+            bucket, _, prefix = uri.partition("://")[2].strip("/").partition("/")
+            if not bucket:
+                raise InvalidInputError(f"{uri}: an S3 table path names a bucket: s3://bucket/prefix")
+            self.fs = _s3_file_system(self._options)
+            self.bucket, self.prefix = bucket, prefix
+            root = f"{bucket}/{prefix}" if prefix else bucket
+            self.base_uri = TableUri(f"s3://{root}", options)
+        elif storage_options:
+            raise ConfigError(f"storage_options apply to s3:// tables; {uri} is not one")
+        elif scheme:
             self.fs, root = pafs.FileSystem.from_uri(uri)
             self.base_uri = uri.rstrip("/")
         else:
@@ -51,21 +174,32 @@ class Storage:
             self.base_uri = root
         self.root = root.rstrip("/")
 
+    @property
+    def is_object_store(self) -> bool:
+        """True on S3: no rename, no hard link; conditional PUTs instead."""
+        return isinstance(self.fs, pafs.S3FileSystem)
+
+    @property
+    def store(self):
+        """The obstore client of an S3 table (made on first use)."""
+        if self._store is None:
+            self._store = _object_store(self.bucket, self.prefix, self._options)
+        return self._store
+
+    def __getstate__(self):
+        return {**self.__dict__, "_store": None}  # the client is rebuilt where the Storage lands
+
+    def storage_options(self) -> dict[str, str]:
+        """The options other readers (hudi-rs, delta-rs) take to open this table: empty for a local one."""
+        return dict(getattr(self.base_uri, "storage_options", {}))
+
     def full_path(self, rel: str) -> str:
         """The path `self.fs` knows a table-relative path by (what pyarrow readers and writers take)."""
         return f"{self.root}/{within_table(rel)}" if rel else self.root
 
     def uri(self, rel: str) -> str:
-        """A location other readers understand (a plain path for local tables); Spark takes `spark_path`."""
+        """A location other readers understand (a plain path for local tables, `s3://...` on S3)."""
         return f"{self.base_uri}/{within_table(rel)}" if rel else self.base_uri
-
-    def spark_path(self, rel: str) -> str:
-        """The location as Spark's file sources take it: `uri(rel)` with Hadoop's glob characters escaped.
-
-        Spark expands globs in every path it reads (`{a,b}`, `[x`, `*`, `?`); a partition value or a
-        table folder holding one would otherwise be read as a pattern, and match nothing.
-        """
-        return _GLOB_CHARS.sub(r"\\\1", self.uri(rel))
 
     def exists(self, rel: str) -> bool:
         return self.fs.get_file_info(self.full_path(rel)).type != pafs.FileType.NotFound
@@ -93,10 +227,64 @@ class Storage:
         return self.read_bytes(rel).decode("utf-8")
 
     def write_bytes(self, rel: str, data: bytes) -> None:
-        """Plain write (not atomic): for files whose partial state is harmless (requested/inflight markers)."""
+        """Plain write (not atomic on a local disk; a PUT on S3 is): for files whose partial state is
+        harmless (requested/inflight markers)."""
+        if self.is_object_store:
+            self._put(rel, data)
+            return
         self.makedirs(rel.rpartition("/")[0])
         with self.fs.open_output_stream(self.full_path(rel)) as out:
             out.write(data)
+
+    # ---- S3: conditional PUTs ---------------------------------------------------------------
+
+    def _put(self, rel: str, data: bytes, mode=None) -> str | None:
+        """PUT `rel` (mode: None overwrites, "create" is If-None-Match: *, {"e_tag": t} is If-Match: t);
+        its new ETag. FileExistsError / InterruptedError when the condition fails, OSError otherwise."""
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
+
+        try:
+            result = obstore.put(self.store, within_table(rel), data, mode=mode or "overwrite")
+        except AlreadyExistsError:
+            raise FileExistsError(rel) from None
+        except PreconditionError:
+            raise InterruptedError(f"{rel} changed since it was read") from None
+        except BaseError as exc:
+            raise OSError(f"{self.uri(rel)}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
+        return result["e_tag"]
+
+    def _get(self, rel: str) -> tuple[bytes, str] | None:
+        """`rel`'s bytes and ETag, or None when it does not exist."""
+        import obstore
+        from obstore.exceptions import BaseError, NotFoundError
+
+        try:
+            got = obstore.get(self.store, within_table(rel))
+            return bytes(got.bytes()), got.meta["e_tag"]
+        except (NotFoundError, FileNotFoundError):  # obstore raises the builtin for a 404
+            return None
+        except BaseError as exc:
+            raise OSError(f"{self.uri(rel)}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
+
+    def honours_conditional_writes(self) -> bool:
+        """Whether the store refuses a second create-if-absent PUT of the same object: always on a
+        local disk; on S3 probed with a scratch object under `.hoodie/` (some S3 gateways ignore
+        If-None-Match, and optimistic concurrency control is unsafe there)."""
+        if not self.is_object_store:
+            return True
+        if getattr(self, "_conditional", None) is None:  # probed once per Storage
+            probe = f".hoodie/.conditional-write-probe.{uuid.uuid4().hex}"
+            try:
+                self._put(probe, b"1", mode="create")
+                try:
+                    self._put(probe, b"2", mode="create")
+                    self._conditional = False
+                except FileExistsError:
+                    self._conditional = True
+            finally:
+                self._quietly_delete(probe)
+        return self._conditional
 
     def _temp_beside(self, rel: str, data: bytes) -> str:
         """A temp file holding `data` in `rel`'s folder (hidden, named after it); never left behind
@@ -122,6 +310,12 @@ class Storage:
         A reader sees the whole file or no file, which is what makes a completed instant
         all-or-nothing.
         """
+        if self.is_object_store:
+            try:
+                self._put(rel, data, mode="create")  # the PUT is atomic; If-None-Match makes it never overwrite
+            except FileExistsError:
+                raise LabformatError(f"refusing to overwrite {rel}: completed files are immutable") from None
+            return
         if self.exists(rel):
             raise LabformatError(f"refusing to overwrite {rel}: completed files are immutable")
         tmp = self._temp_beside(rel, data)
@@ -135,13 +329,19 @@ class Storage:
         """Create `rel` holding `data` unless it exists, atomically: False when it already existed.
 
         What a lock and a requested instant need: of two writers creating the same file, exactly
-        one succeeds, and nobody ever sees it half-written. Local files only for now: the data
-        goes to a temp file that is then hard-linked to `rel` (link never replaces a file);
-        object stores need a conditional put, which pyarrow.fs does not offer.
+        one succeeds, and nobody ever sees it half-written. On a local disk the data goes to a temp
+        file that is then hard-linked to `rel` (link never replaces a file); on S3 it is a PUT with
+        If-None-Match: *.
         """
+        if self.is_object_store:
+            try:
+                self._put(rel, data, mode="create")
+                return True
+            except FileExistsError:
+                return False
         if not isinstance(self.fs, pafs.LocalFileSystem):
             raise LabformatError(f"{self.base_uri}: creating a file exclusively (the table lock, a new instant) "
-                                 "is implemented for local tables only")
+                                 "needs a local disk or S3")
         self.makedirs(rel.rpartition("/")[0])
         tmp = self._temp_beside(rel, data)
         try:
@@ -154,7 +354,10 @@ class Storage:
 
     def replace(self, rel: str, data: bytes) -> None:
         """Write `rel` atomically, replacing any file there (a temp file, then a rename over it): for
-        small files a writer rewrites while others may read them (heartbeats)."""
+        small files a writer rewrites while others may read them (heartbeats). A PUT on S3."""
+        if self.is_object_store:
+            self._put(rel, data)
+            return
         tmp = self._temp_beside(rel, data)
         try:
             self.fs.move(self.full_path(tmp), self.full_path(rel))
@@ -163,7 +366,18 @@ class Storage:
             raise
 
     def touch(self, rel: str) -> bool:
-        """Set `rel`'s modification time to now without rewriting it; False when it is gone (local files)."""
+        """Set `rel`'s modification time to now; False when it is gone. On a local disk without
+        rewriting it; on S3 (no such call) by PUTting its bytes back with If-Match on the ETag just
+        read, so a file deleted or replaced meanwhile is never brought back."""
+        if self.is_object_store:
+            held = self._get(rel)
+            if held is None:
+                return False
+            try:
+                self._put(rel, held[0], mode={"e_tag": held[1]})
+                return True
+            except InterruptedError:
+                return self.exists(rel)
         try:
             os.utime(self.full_path(rel))
             return True
@@ -175,6 +389,10 @@ class Storage:
         info = self.fs.get_file_info(self.full_path(rel))
         if info.type == pafs.FileType.NotFound or info.mtime_ns is None:
             return None
+        if self.is_object_store:
+            # S3's Last-Modified has whole seconds, cut down: the write happened in the second after
+            # it. The later end, so that a live writer's heartbeat or lock never looks older than it is.
+            return info.mtime_ns / 1e9 + 1.0
         return info.mtime_ns / 1e9
 
     def delete(self, rel: str) -> bool:
@@ -192,7 +410,43 @@ class Storage:
         except FileNotFoundError:
             return False
 
+    def take_over(self, rel: str, observed: bytes, data: bytes) -> bool:
+        """Replace `rel` with `data` if it still holds `observed`, atomically; whether it did. What
+        breaking an expired lock needs: of two writers that found the same lock expired, one wins,
+        and a fresh lock taken meanwhile is never replaced.
+
+        On S3 a PUT with If-Match on the ETag of the bytes compared. On a local disk the file is
+        moved aside (only one writer can move a given file), compared, and the new one created
+        exclusively; a fresh file moved aside by mistake is put back.
+        """
+        if self.is_object_store:
+            held = self._get(rel)
+            if held is None or held[0] != observed:
+                return False
+            try:
+                self._put(rel, data, mode={"e_tag": held[1]})
+                return True
+            except InterruptedError:
+                return False
+        aside = f"{rel}.{uuid.uuid4().hex}.broken"
+        try:
+            self.fs.move(self.full_path(rel), self.full_path(aside))
+        except FileNotFoundError:
+            return False  # someone else broke or released it first
+        try:
+            moved = self.read_bytes(aside)
+            if moved != observed:
+                # A fresh file written after the expired one was broken: give it back. If a third writer
+                # took its place meanwhile, the fresh file's owner finds out when it next reads it.
+                self.create_exclusive(rel, moved)
+                return False
+            return self.create_exclusive(rel, data)
+        finally:
+            self.delete(aside)
+
     def makedirs(self, rel: str) -> None:
+        if self.is_object_store:
+            return  # S3 has no folders: a key's prefix is one
         self.fs.create_dir(self.full_path(rel), recursive=True)
 
     def list(self, rel: str = "", recursive: bool = False) -> list[FileInfo]:

@@ -65,13 +65,15 @@ class Table:
     @classmethod
     def create(cls, spark: SparkSession, path: str | os.PathLike, record_key: str = "record_key",
                precombine_field: str = "updated_at", partition_field: str | None = None,
-               options: Mapping[str, Any] | None = None, table_type: TableType | str | None = None) -> "Table":
+               options: Mapping[str, Any] | None = None, table_type: TableType | str | None = None,
+               storage_options: Mapping[str, str] | None = None) -> "Table":
         """Create an empty table: writes `.hoodie/hoodie.properties`. Fails if one exists.
 
         `table_type`: "COPY_ON_WRITE" (the default) or "MERGE_ON_READ"; the same as the
-        `table_type` option (`hoodie.table.type`).
+        `table_type` option (`hoodie.table.type`). `path` is a local folder or `s3://bucket/prefix`;
+        `storage_options` hold an S3 table's credentials and endpoint (`labformat.storage`).
         """
-        storage = Storage(path)
+        storage = Storage(path, storage_options)
         if table_type is not None:
             given = C.table_options(options)  # ConfigError naming what `options` is, when no mapping
             typed = C.option("table_type").coerce(table_type, "table_type")
@@ -102,8 +104,9 @@ class Table:
         return cls(spark, storage, P.parse_properties(text.decode("utf-8")))
 
     @classmethod
-    def open(cls, spark: SparkSession, path: str | os.PathLike) -> "Table":
-        storage = Storage(path)
+    def open(cls, spark: SparkSession, path: str | os.PathLike,
+             storage_options: Mapping[str, str] | None = None) -> "Table":
+        storage = Storage(path, storage_options)
         return cls(spark, storage, read_table_properties(storage))
 
     def context(self) -> TableContext:

@@ -30,3 +30,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()) and item.get_closest_marker("spark") is None:
             item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A local S3 server (SeaweedFS), started once for the session on free ports of 127.0.0.1."""
+    from labformat.s3_server import S3Server
+
+    with S3Server.start(tmp_path_factory.mktemp("seaweedfs")) as server:
+        yield server

@@ -55,7 +55,8 @@ def test_bytes_written_counts_new_and_changed_files_only():
 
 @pytest.mark.spark
 def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
-    """Every engine, one repetition, in this process: all tables equal labformat-bloom's; records and docs render."""
+    """Every engine, one repetition, in this process (the S3 ones on a local S3 server the run starts): all
+    tables equal labformat-bloom's; records and docs render."""
     from labformat import datasets
 
     spec = datasets.spec("tiny")
@@ -135,7 +136,7 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     summary = summarize(result)
     assert set(summary) == set(ENGINES)
     names, split = step_split(result)
-    assert set(split) == {"labformat-bloom", "labformat-simple", "labformat-bucket", "labformat-mor"}
+    assert set(split) == {"labformat-bloom", "labformat-simple", "labformat-bucket", "labformat-mor", "labformat-bloom-s3"}
     assert {"deduplicate", "tag", "write", "commit"} <= set(names)
     # Each step's median is at most the whole upsert's, which holds them all.
     assert all(split[e][n] <= split[e]["(whole upsert)"] for e in split for n in names)
@@ -144,7 +145,7 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     docs = refresh_docs(tmp_path / "results", tmp_path / "docs" / "benchmarks.md", presets=("tiny",))
     text = docs.read_text()
     assert all(engine in text for engine in ENGINES)
-    assert "All 7 finished tables equal labformat-bloom's" in text
+    assert "All 9 finished tables equal labformat-bloom's" in text  # the S3 engines' tables too
     assert "labformat-mor against issue 18's goals" in text and "after compaction ÷" in text
     assert "The I/O floor alone takes" in text and "can be at most" in text
     assert "## Workload `seed`, preset `tiny`" in text and "Files rewritten per day" in text

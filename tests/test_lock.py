@@ -100,13 +100,14 @@ def test_a_live_holder_refreshes_its_lock_so_it_never_expires(storage, tmp_path)
             TableLock(storage, wait_s=0.3, expire_s=0.8).acquire()
 
 
-def test_breaking_moves_aside_only_the_lock_judged_expired(storage, tmp_path):
+def test_breaking_replaces_only_the_lock_judged_expired(storage, tmp_path):
     """Two waiters find the same lock expired; the first breaks it and takes the lock; the second,
-    acting on what it read earlier, must not remove the first one's fresh lock."""
+    acting on what it read earlier, must not replace the first one's fresh lock."""
     expired = plant_lock(storage, tmp_path, age_s=5, expire_s=1)
     first = TableLock(storage, wait_s=0, expire_s=60).acquire()
-    late = TableLock(storage, wait_s=0, expire_s=60)
-    late._break(expired.to_bytes())  # what the second waiter read before the first one broke it
+    assert first.broken and first.broken[0].owner_id == expired.owner_id
+    # What the second waiter read before the first one broke it:
+    assert not storage.take_over(LOCK_PATH, expired.to_bytes(), b"late")
     assert json.loads((tmp_path / LOCK_PATH).read_text())["owner_id"] == first.owner.owner_id
     first.verify()
     first.release()
@@ -144,12 +145,12 @@ def test_threads_take_the_lock_one_at_a_time(storage):
     assert len(done) == 4 and overlaps == []
 
 
-def test_exclusive_create_refuses_a_table_that_is_not_local(tmp_path):
+def test_exclusive_create_refuses_a_file_system_with_no_exclusive_create(tmp_path):
     from labformat.errors import LabformatError
 
     storage = Storage(tmp_path)
     storage.fs = __import__("pyarrow.fs", fromlist=["_"]).SubTreeFileSystem(str(tmp_path), storage.fs)
-    with pytest.raises(LabformatError, match="local tables only"):
+    with pytest.raises(LabformatError, match="needs a local disk or S3"):
         storage.create_exclusive("x", b"")
 
 

@@ -21,7 +21,7 @@ def table_frame(spark: SparkSession, source: dict[str, str]) -> DataFrame:
     if source["kind"] == "labformat":
         import labformat as lf
 
-        frame = lf.Table.open(spark, source["path"]).read()
+        frame = lf.Table.open(spark, source["path"], storage_options=source.get("storage_options")).read()
     elif source["kind"] == "parquet":
         frame = spark.read.parquet(source["path"])
     else:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
-from labformat.bench.engines import ENGINES, WORKLOADS
-from labformat.bench.render import DOCS_PATH, RESULTS_DIR, record, refresh_docs
+from labformat.bench.engines import DEFAULT_ENGINES, ENGINES, S3_ENGINES, WORKLOADS
+from labformat.bench.render import DOCS_PATH, RESULTS_DIR, S3_DIR, record, refresh_docs
 from labformat.bench.runner import DEFAULT_WORK_DIR, BenchmarkError, run_benchmark
 
 DESCRIPTION = """\
@@ -18,6 +19,8 @@ Records bench/results/<date>-<preset>-<workload>.{json,png,md} and rewrites docs
     python -m labformat.bench --preset small --repeat 3
     python -m labformat.bench --preset small --repeat 3 --workload late
     python -m labformat.bench --preset tiny --repeat 1          # a smoke run
+    python -m labformat.bench --preset small --repeat 3 --engines labformat-bloom delta-rs \\
+        labformat-bloom-s3 delta-rs-s3                          # on a local S3 server (recorded under s3/)
     python -m labformat.bench --docs-only                       # re-render the docs from bench/results
 """
 
@@ -27,8 +30,9 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="small", help="dataset preset: tiny, small, medium, large (default small)")
     parser.add_argument("--repeat", type=int, default=3, help="repetitions of every engine's workload (default 3)")
-    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES, metavar="ENGINE",
-                        help=f"a subset of {', '.join(ENGINES)} (default: all)")
+    parser.add_argument("--engines", nargs="+", default=list(DEFAULT_ENGINES), choices=ENGINES, metavar="ENGINE",
+                        help=f"a subset of {', '.join(ENGINES)} (default: all but {' and '.join(S3_ENGINES)}, "
+                             "whose tables are on a local S3 server the run starts)")
     parser.add_argument("--days", type=int, default=None, help="only the first N upsert days (default: all)")
     parser.add_argument("--workload", default="seed", choices=WORKLOADS,
                         help="seed: the new day and corrections of the previous one (default); "
@@ -64,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmark finished in {(time.perf_counter() - started) / 60:.1f} minutes", flush=True)
         if args.no_record:
             return 0
-        for path in record(result, args.results_dir):
+        on_s3 = any(e in S3_ENGINES for e in result["engines"])
+        for path in record(result, Path(args.results_dir) / S3_DIR if on_s3 else args.results_dir):
             print(f"recorded {path}")
     docs = refresh_docs(args.results_dir, args.docs)
     print(f"rewrote {docs}" if docs else f"no results in {args.results_dir}: docs left alone")

@@ -47,7 +47,10 @@ HISTORY_FILES = {"tiny": 4, "small": 32, "medium": 320, "large": 1000}
 WORKLOADS = ("seed", "late")
 
 ENGINES = ("labformat-bloom", "labformat-simple", "labformat-bucket", "labformat-mor", "spark-rewrite", "delta-rs",
-           "pyiceberg", "io-floor")
+           "pyiceberg", "io-floor", "labformat-bloom-s3", "delta-rs-s3")
+# Tables on a local S3 server the runner starts (SeaweedFS; `--engines` names them): not run by default.
+S3_ENGINES = ("labformat-bloom-s3", "delta-rs-s3")
+DEFAULT_ENGINES = tuple(e for e in ENGINES if e not in S3_ENGINES)
 # The engine every other table is checked against, and whose rewritten files the I/O floor rewrites.
 REFERENCE = "labformat-bloom"
 MOR = "labformat-mor"
@@ -140,6 +143,21 @@ class Engine:
         self.spark = spark
         # File sizes this engine chose on load, for the workload of every later engine (the reference only).
         self.sizes: dict[str, int] | None = None
+        # An S3 engine's server (labformat's storage_options keys); the runner sets it.
+        self.storage_options: dict[str, str] | None = None
+
+    def file_state(self) -> dict[str, tuple[int, int]]:
+        """Every file the engine wrote: path -> (size, mtime in ns); the runner counts bytes written by it."""
+        state = {}
+        for folder, _, files in os.walk(self.root):
+            for name in files:
+                path = os.path.join(folder, name)
+                try:
+                    info = os.stat(path)
+                except FileNotFoundError:
+                    continue
+                state[path] = (info.st_size, info.st_mtime_ns)
+        return state
 
     def load(self) -> None:
         raise NotImplementedError
@@ -177,16 +195,20 @@ class Labformat(Engine):
         super().__init__(workload, root, spark)
         self.index_type = IndexType(index_type)
         self.name = f"labformat-{index_type.lower()}"
-        self.table_path = self.root / "table"
+        self.table_path = self.location()
         self._slices: dict[tuple[str, str], str] = {}
         self._report = None
         self._scans: dict[tuple[str, bool], Any] = {}  # (condition, skipping) -> the last ScanReport
+
+    def location(self) -> Path | str:
+        """Where the engine's table is."""
+        return self.root / "table"
 
     def table(self):
         """The engine's labformat table, opened anew."""
         import labformat as lf
 
-        return lf.Table.open(self.spark, self.table_path)
+        return lf.Table.open(self.spark, self.table_path, storage_options=self.storage_options)
 
     def load(self) -> None:
         import labformat as lf
@@ -201,7 +223,7 @@ class Labformat(Engine):
             # Hudi's default of 4 gave `medium` 150 MB buckets, each merged whole in one task.
             options["bucket_num"] = w.history_files
         table = lf.Table.create(self.spark, self.table_path, record_key=KEY, precombine_field=PRECOMBINE,
-                                options=options, table_type=self.table_type)
+                                options=options, table_type=self.table_type, storage_options=self.storage_options)
         # One base file per write task (no max_file_size: Hudi's 120 MB is far above a task's share),
         # as the workshop loads its history.
         table.bulk_insert(datasets.load_history(self.spark, w.cached),
@@ -215,7 +237,8 @@ class Labformat(Engine):
     def before_day(self, day: int) -> None:
         # The latest slice of each file group now: the base files this day's upsert may rewrite.
         table = self.table()
-        self._slices = {(s.partition_path, s.file_id): table.storage.full_path(s.path) for s in table.file_slices()}
+        self._slices = {(s.partition_path, s.file_id): (table.storage.full_path(s.path), s.size_bytes)
+                        for s in table.file_slices()}
 
     def upsert(self, day: int) -> None:
         batch = datasets.load_batch(self.spark, self.workload.cached, day)
@@ -231,13 +254,14 @@ class Labformat(Engine):
             "files_rewritten": report.files_rewritten,
             "files_created": report.files_created,
             "log_files_written": report.log_files_written,
-            "bytes_rewritten": sum(os.path.getsize(self._slices[(f.partition_path, f.file_id)]) for f in rewritten),
+            "bytes_rewritten": sum(self._slices[(f.partition_path, f.file_id)][1] for f in rewritten),
             # The previous slice of every file group that got a new one: what the I/O floor rewrites.
-            "rewritten_base_files": sorted(self._slices[(f.partition_path, f.file_id)] for f in rewritten),
+            "rewritten_base_files": sorted(self._slices[(f.partition_path, f.file_id)][0] for f in rewritten),
         }
 
     def check_source(self) -> dict[str, str]:
         return {"kind": "labformat", "path": str(self.table_path)}
+
 
     def query(self, condition, terms, skipping=True) -> int:
         _, scan = self.table().query(condition, options={"data_skipping": skipping})
@@ -251,6 +275,23 @@ class Labformat(Engine):
             self.query(condition, terms, skipping)
             scan = self._scans[(condition, skipping)]
         return scan.funnel.files_read, scan.funnel.files_in_snapshot
+
+
+class LabformatS3(Labformat):
+    """labformat-bloom with its table on the runner's local S3 server: the same workload, every byte over HTTP."""
+
+    def __init__(self, workload: Workload, root, spark=None):
+        super().__init__(workload, root, spark, IndexType.BLOOM)
+        self.name = "labformat-bloom-s3"
+
+    def location(self) -> str:
+        return s3_table_uri(self.root)
+
+    def file_state(self) -> dict[str, tuple[int, int]]:
+        return s3_file_state(self.table_path, self.storage_options)
+
+    def check_source(self) -> dict[str, Any]:
+        return {"kind": "labformat", "path": self.table_path, "storage_options": self.storage_options}
 
 
 class LabformatMor(Labformat):
@@ -325,12 +366,22 @@ class DeltaRs(Engine):
         super().__init__(workload, root, spark)
         self.table_path = self.root / "table"
 
+    def delta_table(self):
+        from deltalake import DeltaTable
+
+        return DeltaTable(str(self.table_path), storage_options=self.delta_options())
+
+    def delta_options(self) -> dict[str, str] | None:
+        """delta-rs' storage_options (None on a local disk)."""
+        return None
+
     def load(self) -> None:
         from deltalake import write_deltalake
 
         history = read_parquet_folder(self.workload.cached.history_path).sort_by(KEY)
         # As a table property, so that each MERGE writes files of this size too, not its 100 MB default.
         write_deltalake(str(self.table_path), history, mode="error", target_file_size=self.workload.max_file_size,
+                        storage_options=self.delta_options(),
                         configuration={"delta.targetFileSize": str(self.workload.max_file_size),
                                        **self.table_configuration()})
 
@@ -339,19 +390,15 @@ class DeltaRs(Engine):
         return {}
 
     def upsert(self, day: int) -> None:
-        from deltalake import DeltaTable
-
         batch = deduplicate_arrow(read_parquet_folder(self.workload.cached.batch_path(day)))
-        self._metrics = (DeltaTable(str(self.table_path))
+        self._metrics = (self.delta_table()
                          .merge(source=batch, predicate=f"t.{KEY} = s.{KEY}", source_alias="s", target_alias="t")
                          .when_matched_update_all()
                          .when_not_matched_insert_all()
                          .execute())
 
     def _data_files(self) -> dict[str, int]:
-        from deltalake import DeltaTable
-
-        actions = pa.table(DeltaTable(str(self.table_path)).get_add_actions(flatten=True))
+        actions = pa.table(self.delta_table().get_add_actions(flatten=True))
         return dict(zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist()))
 
     def before_day(self, day: int) -> None:
@@ -369,10 +416,8 @@ class DeltaRs(Engine):
 
     def check_source(self) -> dict[str, str]:
         """The table as delta-rs' own reader returns it, written to one parquet file for the check."""
-        from deltalake import DeltaTable
-
         path = self.root / "snapshot.parquet"
-        pq.write_table(DeltaTable(str(self.table_path)).to_pyarrow_table(), path)
+        pq.write_table(self.delta_table().to_pyarrow_table(), path)
         return {"kind": "parquet", "path": str(path)}
 
     def query(self, condition, terms, skipping=True) -> int:
@@ -380,20 +425,54 @@ class DeltaRs(Engine):
 
         (pyarrow's dataset scanner cannot filter the string_view columns delta-rs writes.)
         """
-        from deltalake import DeltaTable, QueryBuilder
+        from deltalake import QueryBuilder
 
-        table = DeltaTable(str(self.table_path))
+        table = self.delta_table()
         where = sql_condition(terms, pa.schema(table.schema().to_arrow()))
         reader = QueryBuilder().register("drones", table).execute(f"SELECT * FROM drones WHERE {where}")
         return pa.RecordBatchReader.from_stream(reader).read_all().num_rows
 
     def files_read(self, condition, terms, skipping=True) -> tuple[int, int]:
         """Files whose min/max statistics in the delta log may match (as delta-rs hands them to pyarrow), of all files."""
-        from deltalake import DeltaTable
-
-        dataset = DeltaTable(str(self.table_path)).to_pyarrow_dataset()
+        dataset = self.delta_table().to_pyarrow_dataset()
         matching = list(dataset.get_fragments(filter=arrow_filter(terms, dataset.schema)))
         return len(matching), len(list(dataset.get_fragments()))
+
+
+class DeltaRsS3(DeltaRs):
+    """delta-rs with its table on the runner's local S3 server (the same server as labformat-bloom-s3)."""
+
+    name = "delta-rs-s3"
+
+    def __init__(self, workload: Workload, root, spark=None):
+        super().__init__(workload, root, spark)
+        self.table_path = s3_table_uri(self.root)
+
+    def delta_options(self) -> dict[str, str]:
+        o = self.storage_options or {}
+        # delta-rs takes the same keys (object_store's); its S3 commits are conditional PUTs too.
+        return {k: v for k, v in o.items()}
+
+    def file_state(self) -> dict[str, tuple[int, int]]:
+        return s3_file_state(self.table_path, self.storage_options)
+
+
+def s3_table_uri(root: Path) -> str:
+    """The S3 location of an engine's table: the runner's bucket, under the engine's local root's last parts."""
+    from labformat.s3_server import BUCKET
+
+    return f"s3://{BUCKET}/{'/'.join(root.parts[-4:])}/table"
+
+
+def s3_file_state(uri: str, storage_options: dict[str, str] | None) -> dict[str, tuple[int, int]]:
+    """`Engine.file_state` of a table on S3, from one listing (mtime: S3's Last-Modified)."""
+    import pyarrow.fs as pafs
+
+    from labformat.storage import Storage
+
+    storage = Storage(uri, storage_options)
+    infos = storage.fs.get_file_info(pafs.FileSelector(storage.root, recursive=True, allow_not_found=True))
+    return {i.path: (i.size, i.mtime_ns or 0) for i in infos if i.type == pafs.FileType.File}
 
 
 class PyIceberg(Engine):
@@ -513,6 +592,8 @@ def make_engine(name: str, workload: Workload, root, spark=None, rewritten: dict
     """The engine called `name` (one of ENGINES), writing under `root`."""
     if name == MOR:
         return LabformatMor(workload, root, spark)
+    if name in S3_ENGINES:
+        return {"labformat-bloom-s3": LabformatS3, "delta-rs-s3": DeltaRsS3}[name](workload, root, spark)
     if name.startswith("labformat-"):
         index = name.removeprefix("labformat-").upper()
         if index not in IndexType.__members__:

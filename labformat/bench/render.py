@@ -530,11 +530,40 @@ def refresh_docs(results_dir: str | Path = RESULTS_DIR, docs_path: str | Path = 
             charts[workload] = f"{link}/{png.name}"
     docs_path.parent.mkdir(parents=True, exist_ok=True)
     docs_path.write_text(docs_markdown(latest, link, charts, presets)
+                         + s3_markdown(results_dir / S3_DIR, link)
                          + fixed_cost_markdown(results_dir / FIXED_COST_DIR, link))
     return docs_path
 
 
 FIXED_COST_DIR = "fixed-cost"
+# Runs with tables on a local S3 server (`--engines ... labformat-bloom-s3 delta-rs-s3`): recorded apart,
+# so that a run of a few engines never stands in for a preset's full run.
+S3_DIR = "s3"
+
+
+def s3_markdown(folder: Path, results_link: str) -> str:
+    """The latest run with S3 engines, as a section of docs/benchmarks.md ('' when none): each S3
+    engine beside its local twin, measured in the same run, alternating."""
+    runs = sorted(Path(folder).glob("*.json"))
+    if not runs:
+        return ""
+    r = json.loads(runs[-1].read_text())
+    summary = summarize(r)
+    rows = []
+    for local, remote in (("labformat-bloom", "labformat-bloom-s3"), ("delta-rs", "delta-rs-s3")):
+        if local in summary and remote in summary:
+            a, b = summary[local], summary[remote]
+            rows.append([f"{remote} ÷ {local}", f"{b['daily_median'] / a['daily_median']:.2f}",
+                         f"{b['load']['median'] / a['load']['median']:.2f}" if a["load"] and b["load"] else "–"])
+    return "\n".join([
+        "", "## On S3: the same workload against a local S3 server", "",
+        f"`python3 scripts/lab.py bench --engines {' '.join(r['engines'])} --preset {r['preset']} "
+        f"--repeat {r['repeat']}` ([JSON]({results_link}/{S3_DIR}/{runs[-1].name})): the `-s3` engines keep "
+        "their tables on a SeaweedFS server (`weed mini`) the run starts on 127.0.0.1, every byte over HTTP; "
+        "labformat commits there with conditional PUTs, and Spark's tasks read base files through pyarrow's "
+        "S3 file system. A local server measures the protocol's round trips, not a cloud's latency.", "",
+        run_facts(r), "", upsert_table(r, summary), "", check_line(r), "",
+        _table(["median day, S3 ÷ local disk", "daily upsert", "bulk load"], rows), ""])
 
 
 def fixed_cost_markdown(folder: Path, results_link: str) -> str:

@@ -19,6 +19,7 @@ queried with its log files, then compacted (timed) and queried again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from labformat import datasets
-from labformat.bench.engines import (COW_BESIDE, ENGINES, HISTORY_FILES, MOR, MOR_AFTER, MOR_BEFORE, PEERS, REFERENCE,
+from labformat.bench.engines import (COW_BESIDE, DEFAULT_ENGINES, ENGINES, S3_ENGINES, HISTORY_FILES, MOR, MOR_AFTER, MOR_BEFORE, PEERS, REFERENCE,
                                      WORKLOADS, Engine, Workload, make_engine)
 from labformat.bench.memory import PeakRss
 from labformat.bench.queries import parse_condition
@@ -50,20 +51,6 @@ class BenchmarkError(LabformatError):
 
 # ---- one engine's workload ------------------------------------------------------------------------
 
-def folder_state(root: Path) -> dict[str, tuple[int, int]]:
-    """Every file under `root`: path -> (size, mtime in ns)."""
-    state = {}
-    for folder, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(folder, name)
-            try:
-                info = os.stat(path)
-            except FileNotFoundError:
-                continue
-            state[path] = (info.st_size, info.st_mtime_ns)
-    return state
-
-
 def bytes_written(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> int:
     """Bytes of the files that are new, or changed, in `after`."""
     return sum(size for path, (size, mtime) in after.items() if before.get(path) != (size, mtime))
@@ -76,18 +63,18 @@ def run_workload(engine: Engine, workload: Workload) -> dict[str, Any]:
     load_seconds = load_bytes = None
     with PeakRss() as memory:
         if engine.has_load:
-            before = folder_state(engine.root)
+            before = engine.file_state()
             started = time.perf_counter()
             engine.load()
             load_seconds = time.perf_counter() - started
-            load_bytes = bytes_written(before, folder_state(engine.root))
+            load_bytes = bytes_written(before, engine.file_state())
         for day in range(1, workload.days + 1):
             engine.before_day(day)
-            before = folder_state(engine.root)
+            before = engine.file_state()
             started = time.perf_counter()
             engine.upsert(day)
             seconds = time.perf_counter() - started
-            written = bytes_written(before, folder_state(engine.root))
+            written = bytes_written(before, engine.file_state())
             days.append({"day": day, "seconds": round(seconds, 4), "bytes_written": written, **engine.after_day(day)})
     return {
         "engine": engine.name,
@@ -106,6 +93,7 @@ def run_job(job: dict[str, Any], spark=None) -> dict[str, Any]:
     workload = Workload.from_json(job["workload"])
     rewritten = {int(day): files for day, files in (job.get("rewritten") or {}).items()} or None
     engine = make_engine(job["engine"], workload, job["root"], None, rewritten)
+    engine.storage_options = job.get("storage_options")
     if engine.uses_spark:
         if spark is None:
             import labformat as lf
@@ -320,7 +308,33 @@ def estimated_sizes(workload: Workload) -> dict[str, int]:
     return {"max_file_size": max_size, "small_file_limit": max_size * HUDI_SMALL_FILE_LIMIT // HUDI_MAX_FILE_SIZE}
 
 
-def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ...] = ENGINES, days: int | None = None,
+def _run_engines(spark, engines: tuple[str, ...], workload: Workload, repeat: int, work: Path, isolate: bool,
+                 driver_memory: str | None, storage_options: dict[str, str] | None,
+                 log: Callable[[str], None]) -> tuple[list[dict[str, Any]], Workload]:
+    """Every repetition of every engine's workload, engines alternating; the runs, and the workload
+    with the file sizes the reference chose on its first load."""
+    runs: list[dict[str, Any]] = []
+    for repetition in range(repeat):
+        rewritten = None
+        for name in run_order(engines):
+            job = {"engine": name, "repetition": repetition, "root": str(work / f"rep{repetition + 1}" / name),
+                   "workload": workload.to_json(), "rewritten": rewritten, "driver_memory": driver_memory,
+                   "storage_options": storage_options if name in S3_ENGINES else None}
+            run = run_isolated(job) if isolate else run_job(job, spark)
+            runs.append(run)
+            if run.get("sizes") and workload.max_file_size is None:
+                workload = dataclasses.replace(workload, **run["sizes"])
+            if name == REFERENCE:
+                rewritten = {d["day"]: d["rewritten_base_files"] for d in run["days"]}
+            log(f"repetition {repetition + 1}/{repeat} {name:18s} "
+                + (f"load {run['load_seconds']:6.2f} s  " if run["load_seconds"] is not None else " " * 15)
+                + "days " + " ".join(f"{d['seconds']:.2f}" for d in run["days"])
+                + f"  total {sum(d['seconds'] for d in run['days']):.2f} s"
+                + f"  peak RSS {run['peak_rss_bytes'] / 2**30:.2f} GiB")
+    return runs, workload
+
+
+def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ...] = DEFAULT_ENGINES, days: int | None = None,
                   max_file_size: str | int | None = None, small_file_limit: str | int | None = None,
                   work_dir: str | os.PathLike = DEFAULT_WORK_DIR, spark=None, isolate: bool = True,
                   log: Callable[[str], None] = print, scenario: str = "seed",
@@ -372,28 +386,21 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
             sizes_from = "estimated from the cached history's bytes per file"
     work = Path(work_dir) / preset / workload.scenario
     shutil.rmtree(work, ignore_errors=True)
+    with contextlib.ExitStack() as stack:
+        storage_options = None
+        if any(e in S3_ENGINES for e in engines):
+            from labformat.s3_server import S3Server
 
-    runs: list[dict[str, Any]] = []
-    for repetition in range(repeat):
-        rewritten = None
-        for name in run_order(engines):
-            job = {"engine": name, "repetition": repetition, "root": str(work / f"rep{repetition + 1}" / name),
-                   "workload": workload.to_json(), "rewritten": rewritten, "driver_memory": driver_memory}
-            run = run_isolated(job) if isolate else run_job(job, spark)
-            runs.append(run)
-            if run.get("sizes") and workload.max_file_size is None:
-                workload = dataclasses.replace(workload, **run["sizes"])
-            if name == REFERENCE:
-                rewritten = {d["day"]: d["rewritten_base_files"] for d in run["days"]}
-            log(f"repetition {repetition + 1}/{repeat} {name:17s} "
-                + (f"load {run['load_seconds']:6.2f} s  " if run["load_seconds"] is not None else " " * 15)
-                + "days " + " ".join(f"{d['seconds']:.2f}" for d in run["days"])
-                + f"  total {sum(d['seconds'] for d in run['days']):.2f} s"
-                + f"  peak RSS {run['peak_rss_bytes'] / 2**30:.2f} GiB")
-
-    log("checking that every table equals the reference ...")
-    check = check_tables(spark, runs)
-    log(f"  all {len(check['tables'])} tables agree: {check.get('rows', 0):,} rows, hash {check.get('hash')}")
+            server = stack.enter_context(S3Server.start(work / "s3-server"))
+            storage_options = server.storage_options
+            log(f"a local S3 server (SeaweedFS) at {server.endpoint} for "
+                + ", ".join(e for e in engines if e in S3_ENGINES))
+        runs, workload = _run_engines(spark, engines, workload, repeat, work, isolate, driver_memory,
+                                      storage_options, log)
+        log("checking that every table equals the reference ...")
+        check = check_tables(spark, runs)
+        log(f"  all {len(check['tables'])} tables agree: {check.get('rows', 0):,} rows, hash {check.get('hash')}")
+    shutil.rmtree(work / "s3-server", ignore_errors=True)
     log("queries ...")
     last = [run for run in runs if run["repetition"] == repeat - 1]
     queries = run_queries(spark, workload, last, repeat, log)

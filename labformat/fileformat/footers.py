@@ -139,6 +139,28 @@ def _footer_column_stats(base_uri: str, path: str) -> tuple:
     return tuple((name, *values) for name, values in out.items())
 
 
+def row_group_column_stats(meta: pq.FileMetaData, g: int) -> dict[str, object]:
+    """Per column, ColumnStats of row group `g` alone (what a reader skips a row group by)."""
+    from labformat.model.column_stats import ColumnStats
+
+    group, out = meta.row_group(g), {}
+    for c in range(group.num_columns):
+        chunk = group.column(c)
+        stats = chunk.statistics
+        if stats is None:
+            continue
+        low = high = None
+        if stats.has_min_max:
+            low, high = stats.min, stats.max
+            if isinstance(low, datetime) and low.tzinfo is None:
+                low, high = low.replace(tzinfo=timezone.utc), high.replace(tzinfo=timezone.utc)
+        elif stats.null_count != group.num_rows:
+            continue  # no bounds for some non-null values: unknown
+        out[chunk.path_in_schema] = ColumnStats(low, high, stats.null_count, group.num_rows,
+                                                None if isinstance(low, float) else 0)
+    return out
+
+
 def footer_column_stats(base_uri: str, paths: list[str]) -> dict[str, dict[str, object]]:
     """Per base file, per column: ColumnStats from the parquet footer (the fallback when the
     metadata table has none). Floating columns get no NaN count: parquet does not keep one."""

@@ -2,23 +2,19 @@
 
 Base files carry a CRC32 per data page (`write_page_checksum`, parquet's own page checksum):
 a bit flipped on disk is then a failed check, never a different value read back. Readers verify
-them: pyarrow here, Spark's parquet reader with `SPARK_READ_OPTIONS`. Files without checksums (older
+them (every read of a base file, in a Spark task or not, comes through here). Files without checksums (older
 ones, Hudi's) are read as they are.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labformat.errors import CorruptTableError
 from labformat.storage import Storage
-
-# parquet-mr's switch for page checksum verification, passed to Spark's reader as a data source option
-# (Spark hands file source options to the Hadoop configuration of the scan).
-SPARK_READ_OPTIONS = {"parquet.page.verify-checksum.enabled": "true"}
 
 
 def unreadable(path: str, exc: BaseException, what: str = "base file") -> CorruptTableError:
@@ -31,12 +27,33 @@ def unreadable(path: str, exc: BaseException, what: str = "base file") -> Corrup
 
 
 def read_base_file(storage: Storage, path: str, columns: Sequence[str] | None = None) -> pa.Table:
-    """A base file's rows (all columns, or `columns`), single-threaded as a Spark task has one core."""
+    """A base file's rows (all columns, or those of `columns` it has), single-threaded as a Spark
+    task has one core."""
     try:
         with storage.fs.open_input_file(storage.full_path(path)) as source:
-            return pq.read_table(source, columns=list(columns) if columns is not None else None, use_threads=False,
-                                 page_checksum_verification=True)
+            parquet = pq.ParquetFile(source, page_checksum_verification=True)
+            if columns is not None:
+                present = set(parquet.schema_arrow.names)
+                columns = [c for c in columns if c in present]
+            return parquet.read(columns=columns, use_threads=False)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise unreadable(path, exc) from None
+
+
+def read_base_file_row_groups(storage: Storage, path: str, columns: Sequence[str],
+                              keep: Callable[[pq.FileMetaData, int], bool]) -> tuple[pa.Table, int]:
+    """The rows of the row groups of a base file that `keep(footer, g)` keeps (those of `columns` it
+    has), and how many row groups it kept: a reader's row-group skipping."""
+    try:
+        with storage.fs.open_input_file(storage.full_path(path)) as source:
+            parquet = pq.ParquetFile(source, page_checksum_verification=True)
+            present = set(parquet.schema_arrow.names)
+            columns = [c for c in columns if c in present]
+            groups = [g for g in range(parquet.metadata.num_row_groups) if keep(parquet.metadata, g)]
+            if not groups:
+                return parquet.schema_arrow.empty_table().select(columns), 0
+            return parquet.read_row_groups(groups, columns=columns, use_threads=False), len(groups)
+    except (OSError, ValueError) as exc:
         raise unreadable(path, exc) from None
 
 

@@ -16,7 +16,7 @@ from labformat.fileformat.bloom_filter import decode
 from labformat.fileformat.footers import FooterInfo, bloom_filter, key_ranges
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.fileformat.log_file import LogFormatError, block_keys, live_blocks, read_blocks
-from labformat.fileformat.parquet_io import SPARK_READ_OPTIONS, read_base_file, unreadable
+from labformat.fileformat.parquet_io import read_base_file, unreadable
 from labformat.index import simple
 from labformat.index.base import FILE_ID, KEY, PART, Lookup, TagResult
 from labformat.model.enums import StatsSource

@@ -4,37 +4,43 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from labformat.fileformat.parquet_io import SPARK_READ_OPTIONS
 from labformat.index.base import FILE_ID, KEY, OLD_PART, PART, Lookup, TagResult
 from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
+from labformat.read.files import read_files
 from labformat.storage import Storage
+
+_FILE_NAME = "_lf_file_name"
 
 
 def existing_keys(ctx: Lookup, slices: list[FileSlice]) -> DataFrame:
     """(partition path, record key, file id) of every record in these base files, read by Spark tasks."""
     storage = Storage(ctx.base_uri)
-    uris = [storage.spark_path(s.path) for s in slices]
+    paths, sizes = [s.path for s in slices], [s.size_bytes for s in slices]
     if not ctx.meta_fields:
-        return _computed_keys(ctx, slices, uris)
-    # The file id comes from the file's own name (Spark's hidden _metadata column), not from
-    # the _hoodie_file_name meta column, so the lookup trusts only the file system view.
-    return ctx.spark.read.options(**SPARK_READ_OPTIONS).parquet(*uris).select(
+        return _computed_keys(ctx, storage, slices, paths, sizes)
+    # The file id comes from the file's own name, not from the _hoodie_file_name meta column, so
+    # the lookup trusts only the file system view.
+    meta = T.StructType([T.StructField("_hoodie_partition_path", T.StringType()),
+                         T.StructField("_hoodie_record_key", T.StringType())])
+    return read_files(ctx.spark, storage.base_uri, paths, meta, sizes, _FILE_NAME).select(
         F.col("_hoodie_partition_path").alias(PART),
         F.col("_hoodie_record_key").alias(KEY),
-        F.regexp_extract(F.col("_metadata.file_name"), r"^([^_]+)_", 1).alias(FILE_ID),
+        F.regexp_extract(F.col(_FILE_NAME), r"^([^_]+)_", 1).alias(FILE_ID),
     )
 
 
-def _computed_keys(ctx: Lookup, slices: list[FileSlice], uris: list[str]) -> DataFrame:
+def _computed_keys(ctx: Lookup, storage: Storage, slices: list[FileSlice], paths: list[str],
+                   sizes: list[int]) -> DataFrame:
     """(partition path, record key, file id) of a table without meta fields: the key computed from
     the key fields by the table's key generator, the partition path that of the file's folder."""
     names = [s.path.rsplit("/", 1)[-1] for s in slices]
     entries = [F.lit(v) for name, s in zip(names, slices) for v in (name, s.partition_path)]
-    file_name = F.col("_metadata.file_name")
-    return ctx.spark.read.options(**SPARK_READ_OPTIONS).parquet(*uris).select(
+    file_name = F.col(_FILE_NAME)
+    return read_files(ctx.spark, storage.base_uri, paths, ctx.schema, sizes, _FILE_NAME).select(
         F.element_at(F.create_map(*entries), file_name).alias(PART),
         ctx.keygen.record_key_column(ctx.schema).alias(KEY),
         F.regexp_extract(file_name, r"^([^_]+)_", 1).alias(FILE_ID),

@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pyspark.sql import types as T
 
 import labformat as lf
 from labformat import datasets
+from labformat.read.files import read_files
 from labformat.model.instant import Instant, State
 from labformat.timeline import METADATA_DIR, TIMELINE_DIR
 
@@ -143,7 +145,9 @@ def files_in_key_order(table: lf.Table) -> dict[str, bool]:
     slices = table.file_slices()
     if not slices:
         return {}
-    rows = table.spark.read.parquet(*[table.storage.spark_path(s.path) for s in slices]).select(
+    meta = T.StructType([T.StructField(c, T.StringType()) for c in
+                         ("_hoodie_file_name", "_hoodie_record_key", "_hoodie_commit_seqno")])
+    rows = read_files(table.spark, table.storage.base_uri, [s.path for s in slices], meta).select(
         "_hoodie_file_name", "_hoodie_record_key",
         F.element_at(F.split("_hoodie_commit_seqno", "_"), -1).cast("long").alias("_row"))
     previous = F.lag("_hoodie_record_key").over(Window.partitionBy("_hoodie_file_name").orderBy("_row"))

@@ -27,6 +27,7 @@ from labformat.errors import CleanedInstantError, ConfigError
 from labformat.fs_view import check_base_files
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
+from labformat.read.files import read_files
 from labformat.read.merge_on_read import read_file_slices
 from labformat.model.enums import IncrementalFormat
 from labformat.schema import COMMIT_TIME, PARTITION_PATH, RECORD_KEY
@@ -92,7 +93,7 @@ class IncrementalPlan:
         files = change_files(ctx.storage, set(self.commits))
         if not files:
             return ctx.spark.createDataFrame([], CDC_SCHEMA)
-        return ctx.spark.read.schema(CDC_SCHEMA).parquet(*[ctx.storage.spark_path(p) for p in files])
+        return read_files(ctx.spark, ctx.storage.base_uri, files, CDC_SCHEMA)
 
 
 def plan_incremental(ctx: TableContext, begin: str | None, end: str | None = None,

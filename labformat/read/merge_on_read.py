@@ -43,8 +43,10 @@ from labformat.fileformat.log_file import (
     live_blocks,
     read_blocks,
 )
-from labformat.fileformat.parquet_io import SPARK_READ_OPTIONS, read_base_file, unreadable
+from labformat.fileformat.parquet_io import read_base_file, unreadable
 from labformat.model.base_file import BaseFile
+from labformat.read.files import read_files
+from labformat.read.predicates import Predicate
 from labformat.model.enums import MergeMode
 from labformat.model.file_group import FileSlice
 from labformat.schema import COMMIT_SEQNO, RECORD_KEY, with_meta_columns
@@ -54,18 +56,19 @@ _SLICE_DDL = "base string, logs string"
 
 
 def read_file_slices(spark: SparkSession, storage: Storage, slices: Iterable[FileSlice], data_schema: T.StructType,
-                     precombine_field: str, mode: MergeMode) -> DataFrame:
+                     precombine_field: str, mode: MergeMode, predicate: Predicate | None = None) -> DataFrame:
     """The rows of `slices` (meta columns first) as a lazy DataFrame: base files through Spark's
-    parquet reader, slices with log files merged in a Spark task each (a read-optimized read passes
-    slices without their logs: `FileSlice.base_only`)."""
+    parquet reader (tasks reading through `Storage` on S3: `read.files`), slices with log files merged in a Spark task each (a read-optimized read passes
+    slices without their logs: `FileSlice.base_only`). `predicate`, the filter the caller applies
+    next, lets the tasks reading base files on S3 skip row groups."""
     schema = with_meta_columns(data_schema)
     slices = list(slices)
     plain = [s for s in slices if not s.has_logs]
     merged = [s for s in slices if s.has_logs]
     parts = []
     if plain:
-        parts.append(spark.read.options(**SPARK_READ_OPTIONS).schema(schema)
-                     .parquet(*[storage.spark_path(s.path) for s in plain]))
+        parts.append(read_files(spark, storage.base_uri, [s.path for s in plain], schema, [s.size_bytes for s in plain],
+                                predicate=predicate))
     if merged:
         parts.append(merged_slices(spark, storage.base_uri, merged, schema, precombine_field, mode))
     if not parts:

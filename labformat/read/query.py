@@ -357,7 +357,7 @@ class ScanPlan:
     @cached_property
     def _dataframe(self) -> DataFrame:
         source = read_file_slices(self.spark, self.storage, self.file_slices, self.schema, self.precombine_field,
-                                  self.merge_mode)
+                                  self.merge_mode, self.predicate)
         return source.filter(self.condition)
 
     def failure(self, exc: BaseException) -> LabformatError | None:

@@ -103,6 +103,7 @@ class WriteTransaction:
         """Under the table lock: roll back the instants dead writers left, take an instant time,
         start this writer's heartbeat, request the instant (holding `plan`, if any, beside the
         operation type) and mark it inflight."""
+        self._check_store_supports_concurrency()
         with self._lock():
             self.ctx.check_same_table()  # a table deleted and created again is not the one planned for
             timeline = self.timeline = self.ctx.timeline.fresh()
@@ -317,6 +318,18 @@ class WriteTransaction:
     def _lock(self) -> TableLock:
         return TableLock(self.ctx.storage, wait_s=self.options.lock_wait_time_ms / 1000,
                          expire_s=self.options.lock_expire_minutes * 60)
+
+    def _check_store_supports_concurrency(self) -> None:
+        """ConfigError when this write asks for optimistic concurrency control on a store that
+        ignores conditional writes: two writers could both take the lock and both commit."""
+        if self.options.concurrency_mode is not ConcurrencyMode.OPTIMISTIC_CONCURRENCY_CONTROL:
+            return
+        if not self.ctx.storage.honours_conditional_writes():
+            raise ConfigError(
+                f"{self.ctx.storage.base_uri}: this store ignores conditional writes (a second PUT with "
+                "If-None-Match: * replaced the first), so writers cannot exclude each other; "
+                "hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL is refused here: "
+                "use SINGLE_WRITER with one writer at a time, or a store that honours If-None-Match")
 
     def _stop_heartbeat(self) -> None:
         if self._heartbeat is not None:

@@ -1,0 +1,90 @@
+"""Parquet files of a table read by Spark tasks through `labformat.storage`: Spark itself never opens a table path.
+
+Spark's own parquet reader opens paths through Hadoop's file systems, which for `s3://` needs the
+S3A connector (not in the pip `pyspark`, and not on every cluster). Here the driver ships only
+the file list; each task opens its files with pyarrow through the table's `Storage` (a local disk
+or S3 alike), skips the row groups whose statistics rule out the query's filter (as Spark's
+reader does, by `read.data_skipping`'s rules), and hands Spark Arrow batches (`mapInArrow`).
+Files are packed into tasks by size, as Spark's file source packs them (about
+`spark.sql.files.maxPartitionBytes` a task, at least as many tasks as cores when there are that
+many files). Page checksums are verified (`read_base_file`).
+
+Measured against Spark's vectorised reader on one local table (2M rows, 6 files, 2 cores, the
+median of 4 after a warm-up, twice each, alternating): a full scan took 1.1-1.16x as long, a
+filter keeping 667 rows 0.71-0.82x (the row groups skipped here, before any row reaches Spark).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from labformat.fileformat.arrow_columns import conform_to_spark
+from labformat.fileformat.footers import row_group_column_stats
+from labformat.fileformat.parquet_io import read_base_file, read_base_file_row_groups
+from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
+from labformat.read.predicates import Predicate
+from labformat.storage import Storage
+
+_TASK_BYTES = 128 * 1024 * 1024  # spark.sql.files.maxPartitionBytes' default
+_BATCH_ROWS = 10_000  # spark.sql.execution.arrow.maxRecordsPerBatch's default
+
+
+def pack(paths: Sequence[str], sizes: Sequence[int] | None, tasks: int) -> list[list[str]]:
+    """`paths` in at most `tasks` groups of similar total size (largest first, each to the lightest
+    group), every group non-empty; the order inside a group is the input order."""
+    if not paths:
+        return []
+    sizes = list(sizes) if sizes is not None else [1] * len(paths)
+    total = sum(sizes)
+    tasks = max(1, min(len(paths), max(tasks, -(-total // _TASK_BYTES))))
+    groups: list[list[int]] = [[] for _ in range(tasks)]
+    loads = [0] * tasks
+    for i in sorted(range(len(paths)), key=lambda i: -sizes[i]):
+        lightest = loads.index(min(loads))
+        groups[lightest].append(i)
+        loads[lightest] += sizes[i]
+    return [[paths[i] for i in sorted(g)] for g in groups if g]
+
+
+def read_files(spark: SparkSession, base_uri: str, paths: Sequence[str], schema: T.StructType,
+               sizes: Sequence[int] | None = None, file_name_column: str | None = None,
+               predicate: Predicate | None = None) -> DataFrame:
+    """The rows of the parquet files `paths` (relative to the table at `base_uri`) in `schema`: a
+    column a file lacks reads as null, one it has in a narrower type is widened
+    (`conform_to_spark`). With `file_name_column`, a last string column holding each row's file
+    name (what Spark's `_metadata.file_name` gives). With `predicate` (the query's filter), row
+    groups whose statistics prove no row matches are not read, as Spark's reader skips them; the
+    caller still filters the rows. A lazy DataFrame; the driver reads no file."""
+    out_schema = schema if file_name_column is None else T.StructType(
+        list(schema.fields) + [T.StructField(file_name_column, T.StringType(), False)])
+    if not paths:
+        return spark.createDataFrame([], out_schema)
+    groups = pack(list(paths), sizes, spark.sparkContext.defaultParallelism)
+    descriptors = spark.createDataFrame(
+        spark.sparkContext.parallelize([(json.dumps(g),) for g in groups], len(groups)), "paths string")
+    columns = [f.name for f in schema.fields]
+
+    def might_hold(footer, g: int) -> bool:
+        return might_match(predicate, row_group_column_stats(footer, g)) is not ROWS_CANNOT_MATCH
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = Storage(base_uri)
+        for batch in batches:
+            for group in batch.column(0).to_pylist():
+                for path in json.loads(group):
+                    if predicate is None:
+                        table = read_base_file(storage, path, columns)
+                    else:
+                        table, _ = read_base_file_row_groups(storage, path, columns, might_hold)
+                    table = conform_to_spark(table, schema).select(columns)
+                    if file_name_column is not None:
+                        name = path.rsplit("/", 1)[-1]
+                        table = table.append_column(file_name_column, pa.array([name] * table.num_rows, pa.string()))
+                    yield from table.to_batches(max_chunksize=_BATCH_ROWS)
+
+    return descriptors.mapInArrow(read, out_schema)

@@ -1,0 +1,230 @@
+"""Tables on S3 (a local SeaweedFS server): every operation, commits by conditional PUTs, hudi-rs reading the result."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from pyspark.sql import functions as F
+
+import labformat as lf
+from labformat.errors import ConfigError, ConcurrentWriteError, LabformatError
+from labformat.lock import LOCK_PATH, LockOwner, TableLock
+from labformat.storage import Storage, TableUri, s3_options
+from tests.helpers import assert_same_rows, snapshot, telemetry
+
+COLUMNS = ["record_key", "drone_id", "day", "battery_pct", "signal_dbm"]
+
+
+@pytest.fixture
+def uri(s3_server):
+    return s3_server.uri(f"t-{uuid.uuid4().hex[:8]}")
+
+
+def hudi_rows(uri: str, options: dict, as_of: str | None = None):
+    import hudi
+    import pandas as pd
+    import pyarrow as pa
+
+    table = hudi.HudiTableBuilder.from_base_uri(uri).with_storage_options(options).build()
+    read = hudi.HudiReadOptions()
+    if as_of is not None:
+        read = read.with_as_of_timestamp(as_of)
+    batches = table.read(read)
+    return (pa.Table.from_batches(batches).to_pandas().sort_values("record_key").reset_index(drop=True)
+            if batches else pd.DataFrame())
+
+
+# ---- options ------------------------------------------------------------------------------------
+
+
+def test_storage_options_take_delta_rs_keys_any_case_over_the_environment():
+    env = {"AWS_ACCESS_KEY_ID": "env-key", "AWS_SECRET_ACCESS_KEY": "env-secret", "AWS_DEFAULT_REGION": "eu-west-1"}
+    got = s3_options({"AWS_ACCESS_KEY_ID": "given", "aws_endpoint": "http://127.0.0.1:1", "Aws_Allow_Http": True},
+                     environ=env)
+    assert got == {"aws_access_key_id": "given", "aws_endpoint_url": "http://127.0.0.1:1", "aws_allow_http": "True",
+                   "aws_secret_access_key": "env-secret", "aws_region": "eu-west-1"}
+    with pytest.raises(ConfigError, match="unknown storage option 'aws_bucket_typo'"):
+        s3_options({"aws_bucket_typo": "x"}, environ={})
+    with pytest.raises(ConfigError, match="storage_options apply to s3:// tables"):
+        Storage("/tmp/somewhere", {"aws_region": "x"})
+    with pytest.raises(ConfigError, match="aws_allow_http"):
+        Storage("s3://b/t", {"aws_endpoint_url": "http://127.0.0.1:1"})
+
+
+def test_s3a_is_a_spelling_of_s3_and_the_uri_carries_its_options_into_tasks(s3_server):
+    storage = Storage("s3a://lab/x/", s3_server.storage_options)
+    assert storage.base_uri == "s3://lab/x" and isinstance(storage.base_uri, TableUri)
+    import pickle
+
+    shipped = pickle.loads(pickle.dumps(storage.base_uri))  # what a Spark task receives
+    assert Storage(shipped).storage_options() == storage.storage_options() != {}
+
+
+# ---- the commit protocol's primitives ----------------------------------------------------------------
+
+
+def test_conditional_puts_create_once_and_take_over_only_what_was_read(s3_server, uri):
+    storage = Storage(uri, s3_server.storage_options)
+    assert storage.honours_conditional_writes()
+    assert storage.create_exclusive(".hoodie/x", b"one") and not storage.create_exclusive(".hoodie/x", b"two")
+    assert storage.read_bytes(".hoodie/x") == b"one"
+    storage.publish(".hoodie/1.commit", b"{}")
+    with pytest.raises(LabformatError, match="refusing to overwrite"):
+        storage.publish(".hoodie/1.commit", b"{}")
+    assert not storage.take_over(".hoodie/x", b"not what is there", b"three")
+    assert storage.take_over(".hoodie/x", b"one", b"three") and storage.read_bytes(".hoodie/x") == b"three"
+    assert storage.touch(".hoodie/x") and storage.read_bytes(".hoodie/x") == b"three"
+    assert storage.delete(".hoodie/x") and not storage.touch(".hoodie/x") and not storage.exists(".hoodie/x")
+    assert [f.path for f in storage.list("", recursive=True)] == [".hoodie/1.commit"]  # the probe left nothing
+
+
+def test_the_table_lock_on_s3_excludes_a_second_writer_and_breaks_an_expired_lock(s3_server, uri):
+    storage = Storage(uri, s3_server.storage_options)
+    with TableLock(storage, wait_s=0, expire_s=60):
+        with pytest.raises(ConcurrentWriteError):
+            TableLock(Storage(uri, s3_server.storage_options), wait_s=0.5, expire_s=60).acquire()
+    dead = LockOwner("dead", 4242, "elsewhere", 0.0, 0.001)  # expired long ago
+    assert storage.create_exclusive(LOCK_PATH, dead.to_bytes())
+    with TableLock(storage, wait_s=5, expire_s=60) as lock:
+        assert [b.owner_id for b in lock.broken] == ["dead"]
+        lock.verify()
+    assert not storage.exists(LOCK_PATH)
+
+
+def test_optimistic_concurrency_is_refused_on_a_store_that_ignores_if_none_match(spark, s3_server, uri, monkeypatch):
+    table = lf.Table.create(spark, uri, storage_options=s3_server.storage_options)
+    real_put = Storage._put
+
+    def ignores_conditions(self, rel, data, mode=None):  # what some S3 gateways do
+        return real_put(self, rel, data, None)
+
+    monkeypatch.setattr(Storage, "_put", ignores_conditions)
+    before = [f.path for f in table.storage.list("", recursive=True)]
+    with pytest.raises(ConfigError, match="ignores conditional writes.*OPTIMISTIC_CONCURRENCY_CONTROL"):
+        table.upsert(telemetry(spark, 10), options={"hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL"})
+    monkeypatch.undo()
+    assert [f.path for f in table.storage.list("", recursive=True)] == before  # the table as it was
+
+
+# ---- every operation ----------------------------------------------------------------------------
+
+
+def test_copy_on_write_on_s3_every_operation_and_hudi_rs_reads_it(spark, s3_server, uri):
+    opts = s3_server.storage_options
+    table = lf.Table.create(spark, uri, partition_field="day", storage_options=opts)
+    table.bulk_insert(telemetry(spark, 300))
+    first = table.timeline()[-1].time
+    table.upsert(telemetry(spark, 100, start=250).withColumn("battery_pct", F.lit(1.0)),
+                 options={"hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL"})
+    table.delete(telemetry(spark, 10).select("record_key", "day"))
+    reopened = lf.Table.open(spark, uri, storage_options=opts)
+    ours = snapshot(reopened.read())
+    assert len(ours) == 340 and (ours.battery_pct == 1.0).sum() == 100
+    assert_same_rows(ours, hudi_rows(uri, opts), COLUMNS)
+    assert len(snapshot(reopened.read(as_of=first))) == 300  # time travel
+    rows, report = reopened.query(F.col("record_key") == ours.record_key[5])
+    assert rows.count() == report.rows_returned == 1
+    assert report.funnel.files_read < report.funnel.files_in_snapshot  # skipping works on S3 too
+    assert reopened.changes(first).count() == 100  # incremental: the upsert's records
+    reopened.cluster(options={"hoodie.clustering.plan.strategy.sort.columns": "drone_id"})
+    reopened.clean(options={"hoodie.cleaner.commits.retained": 1})
+    assert_same_rows(snapshot(reopened.read()), hudi_rows(uri, opts), COLUMNS)
+
+
+def test_merge_on_read_on_s3_logs_compaction_and_the_simple_index(spark, s3_server, uri):
+    opts = s3_server.storage_options
+    table = lf.Table.create(spark, uri, table_type="MERGE_ON_READ", storage_options=opts,
+                            options={"hoodie.index.type": "SIMPLE"})
+    table.bulk_insert(telemetry(spark, 200))
+    table.upsert(telemetry(spark, 50, start=100).withColumn("signal_dbm", F.lit(-1)))
+    assert any(s.has_logs for s in table.file_slices())
+    assert (snapshot(table.read()).signal_dbm == -1).sum() == 50
+    assert_same_rows(snapshot(table.read()), hudi_rows(uri, opts), COLUMNS)
+    table.compact()
+    assert not any(s.has_logs for s in table.file_slices())
+    assert_same_rows(snapshot(table.read()), hudi_rows(uri, opts), COLUMNS)
+    assert not [f for f in Storage(uri, opts).list("", recursive=True) if ".tmp" in f.path or "broken" in f.path]
+
+
+def test_tasks_reading_s3_skip_row_groups_the_filter_rules_out(spark, s3_server, uri):
+    """Four row groups of 100 keys each; `v >= 250` rules out the first two by their min/max."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import types as T
+
+    from labformat.read.files import read_files
+    from labformat.read.predicates import Comparison, Op
+
+    storage = Storage(uri, s3_server.storage_options)
+    with storage.fs.open_output_stream(storage.full_path("p/f.parquet")) as out:
+        pq.write_table(pa.table({"v": pa.array(range(400), pa.int64())}), out, row_group_size=100)
+    schema = T.StructType([T.StructField("v", T.LongType()), T.StructField("absent", T.StringType())])
+    every = read_files(spark, storage.base_uri, ["p/f.parquet"], schema)
+    kept = read_files(spark, storage.base_uri, ["p/f.parquet"], schema, predicate=Comparison("v", Op.GE, 250))
+    assert every.count() == 400 and kept.count() == 200  # row groups 3 and 4 only
+    assert kept.filter("v >= 250").count() == 150 and kept.filter("absent IS NULL").count() == 200
+    named = read_files(spark, storage.base_uri, ["p/f.parquet"], schema, file_name_column="file")
+    assert {r.file for r in named.select("file").distinct().collect()} == {"f.parquet"}
+
+
+def test_files_are_packed_into_tasks_by_size():
+    from labformat.read.files import pack
+
+    assert pack([], None, 4) == []
+    assert pack(["a", "b", "c"], [10, 10, 10], 8) == [["a"], ["b"], ["c"]]  # never an empty task
+    groups = pack(["a", "b", "c", "d"], [90, 10, 50, 50], 2)
+    assert sorted(groups) == [["a", "b"], ["c", "d"]]  # 100 bytes each, input order inside a task
+
+
+def server_in_environment(monkeypatch, s3_server) -> None:
+    """The standard AWS_* variables pointing at the server: how a writer in another process finds it."""
+    for key, variable in (("aws_access_key_id", "AWS_ACCESS_KEY_ID"), ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY"),
+                          ("aws_endpoint_url", "AWS_ENDPOINT_URL"), ("aws_allow_http", "AWS_ALLOW_HTTP")):
+        monkeypatch.setenv(variable, s3_server.storage_options[key])
+
+
+@pytest.mark.slow
+def test_a_writer_killed_before_publishing_on_s3_is_rolled_back_and_loses_nothing(spark, s3_server, uri,
+                                                                                   monkeypatch):
+    from tests.crash_writer import crash
+
+    server_in_environment(monkeypatch, s3_server)
+    table = lf.Table.create(spark, uri, partition_field="day")
+    first = table.bulk_insert(telemetry(spark, 200))
+    before = snapshot(table.read())
+    crash(uri, "before_publish")
+    reopened = lf.Table.open(spark, uri)
+    assert [i.time for i in reopened.timeline()] == [first.instant]
+    assert_same_rows(snapshot(reopened.read()), before, COLUMNS)
+    assert_same_rows(hudi_rows(uri, reopened.storage.storage_options()), before, COLUMNS)
+    report = reopened.bulk_insert(telemetry(spark, 50, start=5000, prefix="2024011513"))
+    assert len(report.rolled_back) == 1
+    after = snapshot(reopened.read())
+    assert len(after) == 250
+    assert_same_rows(hudi_rows(uri, reopened.storage.storage_options()), after, COLUMNS)
+    left = [f.path for f in reopened.storage.list("", recursive=True) if report.rolled_back[0] in f.path]
+    assert not left  # the dead instant's files, base and metadata alike, are gone
+
+
+@pytest.mark.slow
+def test_occ_writers_on_s3_on_the_same_file_group_exactly_one_commits(spark, s3_server, uri, monkeypatch, tmp_path):
+    """Writer A (another process) is held after writing its files; B commits an update of the same
+    file group; A then gets WriteConflictError and its instant is rolled back, on S3 as on a disk."""
+    from tests.test_concurrency import OCC, WriterProcess, updates
+
+    server_in_environment(monkeypatch, s3_server)
+    a = WriterProcess(tmp_path, uri, "upsert", {"n": 10, "battery": 1000.0, "options": OCC}, pause_at="after_write")
+    t = lf.Table.create(spark, uri)
+    t.bulk_insert(telemetry(spark, 20, partitions=1))
+    (group,) = t.file_slices()
+    a.begin()
+    a.wait_paused("after_write")
+    b = t.upsert(updates(spark, range(10, 20), 2000.0), OCC)
+    a.go("after_write")
+    a_report = a.outcome()
+    assert a_report["error"] == "WriteConflictError" and f"commit {b.instant}" in a_report["message"], a_report
+    rows = {r.signal_dbm: r.battery_pct for r in t.read().select("signal_dbm", "battery_pct").collect()}
+    assert rows == {i: i * 0.5 if i < 10 else 2000.0 for i in range(20)}
+    assert [i.action.value for i in t.timeline()] == ["commit", "commit", "rollback"]
+    assert t.active_timeline.pending() == [] and not t.storage.exists(LOCK_PATH)
