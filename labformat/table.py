@@ -212,7 +212,7 @@ class Table:
 
         With data skipping on (`hoodie.enable.data.skipping`, default true) whole base files are
         skipped by partition value, column stats and, for record-key lookups, bloom filters;
-        the condition still goes to Spark's parquet reader, which skips row groups inside files.
+        the tasks reading the files kept skip row groups by their statistics, and Spark filters the rows.
         """
         plan = self.scan(condition, as_of, options)
         return plan.to_dataframe(), plan.measure()

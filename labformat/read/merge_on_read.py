@@ -1,7 +1,7 @@
 """Reading file slices: base files alone, or (merge-on-read) base file + log files merged by record key in a Spark task per file slice.
 
-A file slice without log files is its base file, read by Spark's parquet reader as on a
-copy-on-write table. A file slice with log files is merged in one Spark task: its base file's
+A file slice without log files is its base file, read as on a copy-on-write table (by Spark
+tasks through `Storage`: `read.files`). A file slice with log files is merged in one Spark task: its base file's
 records, then each log block's, in the order of their instants (the order the writes committed).
 How a later record meets an earlier one is the table's record merge mode (`MergeMode`):
 
@@ -57,10 +57,10 @@ _SLICE_DDL = "base string, logs string"
 
 def read_file_slices(spark: SparkSession, storage: Storage, slices: Iterable[FileSlice], data_schema: T.StructType,
                      precombine_field: str, mode: MergeMode, predicate: Predicate | None = None) -> DataFrame:
-    """The rows of `slices` (meta columns first) as a lazy DataFrame: base files through Spark's
-    parquet reader (tasks reading through `Storage` on S3: `read.files`), slices with log files merged in a Spark task each (a read-optimized read passes
+    """The rows of `slices` (meta columns first) as a lazy DataFrame: base files read by Spark tasks
+    (`read.files`), slices with log files merged in a Spark task each (a read-optimized read passes
     slices without their logs: `FileSlice.base_only`). `predicate`, the filter the caller applies
-    next, lets the tasks reading base files on S3 skip row groups."""
+    next, lets the tasks reading base files skip row groups."""
     schema = with_meta_columns(data_schema)
     slices = list(slices)
     plain = [s for s in slices if not s.has_logs]

@@ -4,8 +4,8 @@
    then each stage of `PRUNING_STAGES` (partition pruning, column stats, bloom filters) keeps
    the file slices that might hold a matching row and says where its answer came from. The
    result is a `ScanPlan`, built on the driver without running a Spark job.
-2. `ScanPlan.to_dataframe` is the lazy DataFrame over the kept base files, filtered again by
-   Spark (which skips row groups inside them). `ScanPlan.measure` runs that scan once, every
+2. `ScanPlan.to_dataframe` is the lazy DataFrame over the kept base files (the tasks reading
+   them skip row groups by their statistics), filtered again by Spark. `ScanPlan.measure` runs that scan once, every
    column, and returns a `ScanReport` with the funnel, sources, rows and times.
 
 `Table.scan` returns the plan; `Table.query` is plan then measure.
@@ -56,8 +56,8 @@ class ScanDetails(Record):
     """What a scan read beside its base files, and how."""
 
     predicate: str
-    # Spark's parquet reader skips row groups inside the files read by their statistics, but does not
-    # report per query how many it skipped; this is how many there were to read.
+    # The tasks reading the files skip row groups by their statistics (`read.files`), and do not
+    # report per query how many they skipped; this is how many there were to read.
     row_groups_in_files_read: int
     log_files_read: int  # merge-on-read: log files read beside the base files
     file_slices_merged: int  # merge-on-read: slices merged in a task each
@@ -374,11 +374,11 @@ class ScanPlan:
         translated = from_task_failure(exc)
         if translated is not None:
             return translated
-        # Spark's own parquet reader names the file it failed on.
+        # Otherwise the error of the task that failed names the file, if a file it was.
         text = str(exc)
         for path in sorted(read):
             if path in text:
-                return CorruptTableError(f"base file {path} cannot be read by Spark's parquet reader (missing or "
+                return CorruptTableError(f"base file {path} cannot be read (missing or "
                                          f"damaged): {text.strip().splitlines()[0][:300]}")
         return None
 
