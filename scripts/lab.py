@@ -47,7 +47,7 @@ BENCH_MODULES = ("deltalake", "pyiceberg", "psutil")
 
 USAGE = """usage: python3 scripts/lab.py {run,test,lab,bench,check} [ARGS...]
 
-  run [--preset NAME] [ARGS...]  run the lab (python -m labformat.lab.main ARGS)
+  run [--preset NAME] [ARGS...]  run the lab (python -m labformat.lab.main ARGS; --storage s3: on a local S3 server)
   test [ARGS...]                 run the tests (python -m pytest -ra ARGS; default: the whole suite)
   lab [ARGS...]                  open JupyterLab on notebooks/ (127.0.0.1, no browser)
   bench [ARGS...]                benchmark against the peers (python -m labformat.bench ARGS)
@@ -78,6 +78,16 @@ def venv_python(venv=VENV):
 # The optional dependencies (pyproject.toml's extras) each command needs on top of the runtime ones:
 # the lab itself runs without the test and benchmark packages.
 EXTRAS = {"run": (), "lab": (), "check": (), "test": ("test",), "bench": ("bench",)}
+
+
+def extras_for(name, args):
+    """EXTRAS[name], and the `s3` extra (the local S3 server) when the job or benchmark asks for S3."""
+    on_s3 = False
+    if name == "run":
+        on_s3 = "--storage=s3" in args or any(a == "--storage" and b == "s3" for a, b in zip(args, args[1:]))
+    elif name == "bench":
+        on_s3 = any(a.endswith("-s3") for a in args)  # labformat-bloom-s3, delta-rs-s3
+    return EXTRAS[name] + (("s3",) if on_s3 else ())
 
 
 def expected_stamp(pyproject=PYPROJECT, extras=()):
@@ -311,7 +321,7 @@ def main(argv):
         sys.stderr.write("error: unknown command {!r}\n\n{}".format(name, USAGE))
         return 2
     if not os.environ.get(NO_VENV_ENV):
-        ensure_venv(EXTRAS[name])
+        ensure_venv(extras_for(name, args))
         if not running_in(VENV):
             python = venv_python()
             os.execv(python, [python, os.path.abspath(__file__)] + argv)

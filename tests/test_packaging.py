@@ -437,3 +437,11 @@ def test_bootstrap_installs_once_quietly_then_is_a_silent_no_op(tmp_path):
     assert "Traceback" not in third.stdout
     assert not (tmp_path / ".venv" / ".labformat-stamp").exists()
     assert run().returncode == 1, "a failed set-up must be retried, not stamped"
+
+
+def test_s3_runs_add_the_s3_extra_and_nothing_else_does():
+    lab = load_lab_module()
+    assert lab.extras_for("run", ["--storage", "s3"]) == lab.extras_for("run", ["--storage=s3"]) == ("s3",)
+    assert lab.extras_for("run", ["--preset", "tiny"]) == () and lab.extras_for("run", ["--storage", "local"]) == ()
+    assert lab.extras_for("bench", ["--engines", "labformat-bloom", "delta-rs-s3"]) == ("bench", "s3")
+    assert lab.extras_for("test", []) == ("test",)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -11,6 +10,7 @@ import pandas as pd
 
 import labformat as lf
 from labformat import datasets
+from labformat.lab import workshop
 from labformat.lab.viz import FUNNEL_COLUMNS, KEY_FUNNEL_COLUMNS
 from labformat.model.enums import IndexType, SortMode
 
@@ -72,8 +72,7 @@ def run_daily_upserts(spark, spec: datasets.DatasetSpec, table_path: str | Path,
     The table at `table_path` is replaced. `options` go to every write; `on_day` is called
     after each upsert (progress bars, printing).
     """
-    table_path = Path(table_path)
-    shutil.rmtree(table_path, ignore_errors=True)
+    workshop.drop(table_path)
     cached = datasets.generate(spark, spec)
     table = lf.Table.create(spark, table_path, record_key=datasets.RECORD_KEY,
                             precombine_field=datasets.PRECOMBINE_FIELD, partition_field=partition_field,

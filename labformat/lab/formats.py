@@ -254,7 +254,7 @@ def three_formats(spark, cached: datasets.CachedDataset, name: str, days: int, q
     """Load the history and upsert `days` batch days in each format (labformat first: its load sets the
     file size every format aims at, as in the benchmark); count the metadata after every commit; then
     plan each of `queries` on each table `repeats` times after a warm-up, and run it once."""
-    root = workshop.scratch(name, workdir)
+    root = workshop.scratch(name, workdir, local=True)  # delta-rs and pyiceberg write where their engines say
     workload = engines.Workload(cached, days, None, None, engines.HISTORY_FILES.get(cached.spec.name, 32))
     formats = _engines(workload, root, spark)
     rows = []

@@ -58,17 +58,16 @@ def commit_names_of(writes) -> dict[str, str]:
 
 def table_layout(table: lf.Table) -> pd.DataFrame:
     """Every file under the table's folder, relative to it, with its kind and size (a listing, no data)."""
-    root = Path(table.path)
     rows = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        relative = path.relative_to(root).as_posix()
+    for info in sorted(table.storage.list("", recursive=True), key=lambda i: i.path):
+        relative = info.path
         if relative.startswith(METADATA_DIR + "/"):
             kind = "metadata table"
         elif relative.startswith(TIMELINE_DIR + "/"):
             kind = "timeline / properties"
         else:
             kind = "base file"
-        rows.append({"file": relative, "kind": kind, "bytes": path.stat().st_size})
+        rows.append({"file": relative, "kind": kind, "bytes": info.size})
     return pd.DataFrame(rows, columns=["file", "kind", "bytes"])
 
 
@@ -98,10 +97,11 @@ def timeline_files(table: lf.Table) -> list[str]:
     each instant's requested -> inflight -> completed."""
     rank = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
     found = []
-    for path in (Path(table.path) / TIMELINE_DIR).iterdir():
-        instant = Instant.parse(path.name) if path.is_file() else None
+    for info in table.storage.list(TIMELINE_DIR):
+        name = info.path.rsplit("/", 1)[-1]
+        instant = Instant.parse(name)
         if instant is not None:
-            found.append((instant.time, rank[instant.state], path.name.split(".", 1)[1]))
+            found.append((instant.time, rank[instant.state], name.split(".", 1)[1]))
     return [suffix for _, _, suffix in sorted(found)]
 
 

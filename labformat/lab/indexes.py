@@ -12,7 +12,6 @@ warm-up per index; the runs alternate their order between repetitions.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -146,7 +145,7 @@ def compare(bases: dict, loads: dict[str, Workload], indexes: Iterable[IndexType
             report = copy.upsert(load.batch, {**options, "index_type": index})
             return report, (duplicate_keys(copy) if count_duplicates else None)
         finally:
-            shutil.rmtree(copy.path, ignore_errors=True)
+            workshop.drop(copy.path)
 
     if warm_up and timed >= set(loads):  # no untimed workload runs first
         for index in indexes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -101,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="NN",
                         help="run only the notebooks whose name starts with these prefixes (e.g. --only 04); "
                              "the summary then covers those")
+    parser.add_argument("--storage", default="local", choices=["local", "s3"],
+                        help="where the notebooks' tables live: out/work (default), or a local S3 server "
+                             "(SeaweedFS) the job starts and stops; every table operation then goes over S3")
     parser.add_argument("--bulk-insert-only", action="store_true",
                         help="only generate the dataset and bulk insert it into one table, and print what happened")
     parser.add_argument("--key-style", default="monotonic", choices=["monotonic", "random"],
@@ -114,7 +118,29 @@ def main(argv: list[str] | None = None) -> int:
     datasets.spec(args.preset)  # an unknown preset fails now, naming the presets
     if args.bulk_insert_only:
         return run_bulk_insert(args, out)
+    if args.storage == "s3":
+        return run_on_s3(args, out)
     return run_workshop(args, out)
+
+
+def run_on_s3(args, out: Path) -> int:
+    """`run_workshop` with the notebooks' tables on a local S3 server: started here, its address and
+    credentials handed to the notebooks' kernels in the standard AWS_* variables, stopped after."""
+    from labformat.lab.workshop import TABLES_ENV
+    from labformat.s3_server import S3Server
+
+    data = out / "s3-server"
+    shutil.rmtree(data, ignore_errors=True)
+    with S3Server.start(data) as server:
+        o = server.storage_options
+        os.environ.update({TABLES_ENV: server.uri("workshop"), "AWS_ACCESS_KEY_ID": o["aws_access_key_id"],
+                           "AWS_SECRET_ACCESS_KEY": o["aws_secret_access_key"], "AWS_REGION": o["aws_region"],
+                           "AWS_ENDPOINT_URL": o["aws_endpoint_url"], "AWS_ALLOW_HTTP": "true"})
+        print(f"The notebooks' tables go to {server.uri('workshop')} on a local S3 server (SeaweedFS, "
+              f"{server.endpoint}).", flush=True)
+        code = run_workshop(args, out)
+    shutil.rmtree(data, ignore_errors=True)
+    return code
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import statistics
 from datetime import datetime, time, timedelta
 
@@ -75,7 +74,7 @@ def compare_lookup_sources(table: lf.Table, batch, options: Mapping[str, Any] | 
     for i in range(repeats):
         for use in (False, True):
             target = workshop.scratch(f"{Path(table.path).name}-lookup-{'metadata' if use else 'footers'}-{i}", workdir)
-            shutil.copytree(table.path, target)
+            workshop.copy_table(table.path, target)
             copy = lf.Table.open(table.spark, target)
             report = copy.upsert(batch, {**(options or {}), "bloom_use_metadata": use})
             funnel = report.funnel
@@ -84,7 +83,7 @@ def compare_lookup_sources(table: lf.Table, batch, options: Mapping[str, Any] | 
                          "metadata_files_read": funnel.metadata_files_read,
                          "files_in_snapshot": funnel.files_in_snapshot,
                          "after_range_pruning": funnel.after_range_pruning, "after_bloom": funnel.after_bloom})
-            shutil.rmtree(copy.path, ignore_errors=True)
+            workshop.drop(copy.path)
     frame = pd.DataFrame(rows)
     return frame.groupby("source", sort=False).agg(
         footers_read=("footers_read", "first"), metadata_files_read=("metadata_files_read", "first"),

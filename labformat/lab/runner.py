@@ -202,13 +202,28 @@ def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
         done.append(Executed(source.stem, target, tuple(written), seconds))
         # Its scratch tables: no later notebook reads them (each makes its own from the cached data),
         # so the job's disk peak is one notebook's tables, not the sum of all of them.
-        scratch = out / "work" / preset
-        scratch_bytes = sum(f.stat().st_size for f in scratch.rglob("*") if f.is_file()) if scratch.exists() else 0
-        shutil.rmtree(scratch, ignore_errors=True)
+        scratch_bytes = _remove_scratch(out, preset)
         print(f"  {source.name}: {seconds:.0f} s, {len(written)} charts, "
               f"{scratch_bytes / 1024**2:,.0f} MB of scratch tables (removed)", flush=True)
     (out / "summary.md").write_text(summary_markdown(out, preset, done))
     return done
+
+
+def _remove_scratch(out: Path, preset: str) -> int:
+    """Delete the notebooks' scratch tables of `preset` (out/work, or $LABFORMAT_TABLES on S3); their bytes."""
+    from labformat.lab.workshop import TABLES_ENV
+    from labformat.storage import Storage
+
+    tables = os.environ.get(TABLES_ENV)
+    if tables and "://" in tables:
+        storage = Storage(f"{tables.rstrip('/')}/{preset}")
+        size = sum(f.size for f in storage.list("", recursive=True))
+        storage.delete_dir("")
+        return size
+    scratch = (Path(tables) if tables else out / "work") / preset
+    size = sum(f.stat().st_size for f in scratch.rglob("*") if f.is_file()) if scratch.exists() else 0
+    shutil.rmtree(scratch, ignore_errors=True)
+    return size
 
 
 def _fmt(value) -> str:

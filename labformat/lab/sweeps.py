@@ -54,10 +54,8 @@ def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[st
 
 def copy_table(table: lf.Table, name: str, workdir: Path | None = None) -> lf.Table:
     """A copy of `table` (its whole folder) at a scratch path: one bulk insert, many experiments."""
-    import shutil
-
     target = workshop.scratch(name, workdir)
-    shutil.copytree(table.path, target)
+    workshop.copy_table(table.path, target)
     return lf.Table.open(table.spark, target)
 
 
@@ -103,8 +101,6 @@ def day_again(table: lf.Table, spec: datasets.DatasetSpec, day: int = 1, options
 
     Run after a month of upserts, it tells the session's warm-up from the table's growth: the same
     write on the same table, only later in the session."""
-    import shutil
-
     cached = datasets.generate(table.spark, spec)
     frames = []
     for run in range(1, repeats + 1):
@@ -114,7 +110,7 @@ def day_again(table: lf.Table, spec: datasets.DatasetSpec, day: int = 1, options
             frames.append(DailyRun(copy.path, copy.index_type, spec.key_style, None, (report,), (day,))
                           .to_pandas().assign(run=run))
         finally:
-            shutil.rmtree(copy.path, ignore_errors=True)
+            workshop.drop(copy.path)
     return pd.concat(frames, ignore_index=True)
 
 
@@ -140,8 +136,6 @@ def compare_indexes_timed(base: lf.Table, spec: datasets.DatasetSpec, indexes: I
     counted them: SIMPLE every key its scan read, BLOOM those of the files the exact check opened,
     BUCKET none, since it opens no file), files_rewritten, files_created, file_groups_after.
     """
-    import shutil
-
     spark = base.spark
     cached = datasets.generate(spark, spec)
     batch = datasets.load_batch(spark, cached, day)
@@ -163,7 +157,7 @@ def compare_indexes_timed(base: lf.Table, spec: datasets.DatasetSpec, indexes: I
         try:
             return copy.upsert(batch, {**options, "index_type": index})
         finally:
-            shutil.rmtree(copy.path, ignore_errors=True)
+            workshop.drop(copy.path)
 
     names = list(origins)
     for index in names:

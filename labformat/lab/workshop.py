@@ -19,6 +19,9 @@ from labformat.datasets.spec import MINUTES_PER_DAY
 # The headless runner and the tests set these; a learner's JupyterLab leaves them unset.
 PRESET_ENV = "LABFORMAT_PRESET"
 OUT_ENV = "LABFORMAT_OUT"
+# Where the notebooks' tables live instead of out/work: a folder or `s3://bucket/prefix` (the main
+# job's `--storage s3` sets it, and the AWS_* variables its tables are opened with).
+TABLES_ENV = "LABFORMAT_TABLES"
 DEFAULT_PRESET = "small"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,15 +49,40 @@ def out_dir() -> Path:
     return Path(os.environ.get(OUT_ENV) or REPO_ROOT / "out")
 
 
-def scratch(name: str, workdir: str | os.PathLike | None = None) -> Path:
-    """An empty folder for a notebook's table `name`, under `workdir` (a test's) or else
-    out/work/<preset>/ (emptied first)."""
+def scratch(name: str, workdir: str | os.PathLike | None = None, local: bool = False) -> Path | str:
+    """An empty location for a notebook's table `name` (emptied first): under `workdir` (a test's),
+    else under $LABFORMAT_TABLES/<preset>/ (an `s3://` URI there gives a URI here), else under
+    out/work/<preset>/. `local`: always a folder on this disk (for other formats' tables)."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise lf.ConfigError(f"scratch table names are letters, digits, '_', '.', '-'; got {name!r}")
-    path = (Path(workdir) if workdir is not None else out_dir() / "work" / preset()) / name
+    tables = os.environ.get(TABLES_ENV)
+    if workdir is None and tables and "://" in tables and not local:
+        uri = f"{tables.rstrip('/')}/{preset()}/{name}"
+        drop(uri)
+        return uri
+    root = Path(workdir) if workdir is not None else Path(tables) if tables and "://" not in tables \
+        else out_dir() / "work"
+    path = (root if workdir is not None else root / preset()) / name
     shutil.rmtree(path, ignore_errors=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def drop(path: str | os.PathLike) -> None:
+    """Delete a scratch table and everything under it, on a local disk or S3."""
+    from labformat.storage import Storage
+
+    Storage(path).delete_dir("")
+
+
+def copy_table(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Copy every file of the table at `source` to `target` (an emptied scratch location)."""
+    import pyarrow.fs as pafs
+
+    from labformat.storage import Storage
+
+    src, dst = Storage(source), Storage(target)
+    pafs.copy_files(src.root, dst.root, source_filesystem=src.fs, destination_filesystem=dst.fs, use_threads=False)
 
 
 def new_table(spark, name: str, **options) -> lf.Table:
