@@ -150,6 +150,10 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     assert "The I/O floor alone takes" in text and "can be at most" in text
     assert "## Workload `seed`, preset `tiny`" in text and "Files rewritten per day" in text
     assert "`late` at `tiny`" in text  # not recorded: the page says how to add it
+    # A run with S3 engines recorded under s3/ (as the command line does) renders beside its local twins.
+    record(result, tmp_path / "results" / "s3")
+    text = refresh_docs(tmp_path / "results", tmp_path / "docs" / "benchmarks.md", presets=("tiny",)).read_text()
+    assert "## On S3" in text and "labformat-bloom-s3 ÷ labformat-bloom" in text and "delta-rs-s3 ÷ delta-rs" in text
     # In process, the record names the heap of the session the engines really ran on.
     heap = spark.sparkContext.getConf().get("spark.driver.memory", "1g")
     assert result["options"]["driver_memory"] == heap and f"`spark.driver.memory` {heap}" in text

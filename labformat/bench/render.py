@@ -558,7 +558,7 @@ def s3_markdown(folder: Path, results_link: str) -> str:
     return "\n".join([
         "", "## On S3: the same workload against a local S3 server", "",
         f"`python3 scripts/lab.py bench --engines {' '.join(r['engines'])} --preset {r['preset']} "
-        f"--repeat {r['repeat']}` ([JSON]({results_link}/{S3_DIR}/{runs[-1].name})): the `-s3` engines keep "
+        f"--repeat {r['repeat']} --days {r['options']['days']}` ([JSON]({results_link}/{S3_DIR}/{runs[-1].name})): the `-s3` engines keep "
         "their tables on a SeaweedFS server (`weed mini`) the run starts on 127.0.0.1, every byte over HTTP; "
         "labformat commits there with conditional PUTs, and Spark's tasks read base files through pyarrow's "
         "S3 file system. A local server measures the protocol's round trips, not a cloud's latency.", "",
