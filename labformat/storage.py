@@ -153,6 +153,7 @@ class Storage:
             storage_options = base_uri.storage_options
         scheme = uri.partition("://")[0].lower() if "://" in uri else ""
         self._store = None
+        self._conditional: bool | None = None  # whether the store honours conditional writes, once probed
         if scheme in S3_SCHEMES:
             options = s3_options(storage_options)
             self._options = tuple(sorted(options.items()))
@@ -273,7 +274,7 @@ class Storage:
         If-None-Match, and optimistic concurrency control is unsafe there)."""
         if not self.is_object_store:
             return True
-        if getattr(self, "_conditional", None) is None:  # probed once per Storage
+        if self._conditional is None:  # probed once per Storage
             probe = f".hoodie/.conditional-write-probe.{uuid.uuid4().hex}"
             try:
                 self._put(probe, b"1", mode="create")
