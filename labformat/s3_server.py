@@ -120,6 +120,13 @@ class S3Server:
                                          f"its log: {self.log_path}") from None
                 time.sleep(0.3)
 
+    def environment(self) -> dict[str, str]:
+        """The standard AWS_* variables pointing at this server: how a process that gets no
+        storage_options (a notebook's kernel, a writer process in a test) finds it."""
+        from labformat.storage import S3_OPTIONS
+
+        return {variable: value for key, value in self.storage_options.items() for variable in S3_OPTIONS[key]}
+
     def uri(self, prefix: str) -> str:
         """`s3://lab/<prefix>`: a table path on this server."""
         return f"s3://{self.bucket}/{prefix}".rstrip("/")

@@ -418,16 +418,13 @@ def test_occ_writers_on_disjoint_file_groups_both_commit_out_of_order(spark, tmp
     assert not list((path / ".hoodie" / ".heartbeat").iterdir()) and not (path / ".hoodie/.aux/lock").exists()
 
 
-@pytest.mark.spark
-@pytest.mark.slow
-def test_occ_writers_on_the_same_file_group_exactly_one_commits(spark, tmp_path):
-    """A (another process) and B (this process) update different rows of the one file group. B commits
-    first; A gets WriteConflictError naming B's commit, and its instant is rolled back: B's updates
-    are all there, A's none, and no file of A's instant is left."""
+def conflict_on_one_file_group(spark, workdir, path):
+    """Writer A (another process) updates rows 0-9 of a 20-row table's one file group under OCC and is
+    held after writing its files; B (this process) updates rows 10-19 and commits; then A goes on.
+    (the table, its file group, B's report, A's outcome)."""
     from tests.helpers import telemetry
 
-    path = tmp_path / "t"
-    a = WriterProcess(tmp_path, path, "upsert", {"n": 10, "battery": 1000.0, "options": OCC}, pause_at="after_write")
+    a = WriterProcess(workdir, path, "upsert", {"n": 10, "battery": 1000.0, "options": OCC}, pause_at="after_write")
     t = lf.Table.create(spark, path)
     t.bulk_insert(telemetry(spark, 20, partitions=1))
     (group,) = t.file_slices()
@@ -435,7 +432,17 @@ def test_occ_writers_on_the_same_file_group_exactly_one_commits(spark, tmp_path)
     a.wait_paused("after_write")
     b = t.upsert(updates(spark, range(10, 20), 2000.0), OCC)
     a.go("after_write")
-    a_report = a.outcome()
+    return t, group, b, a.outcome()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_occ_writers_on_the_same_file_group_exactly_one_commits(spark, tmp_path):
+    """A (another process) and B (this process) update different rows of the one file group. B commits
+    first; A gets WriteConflictError naming B's commit, and its instant is rolled back: B's updates
+    are all there, A's none, and no file of A's instant is left."""
+    path = tmp_path / "t"
+    t, group, b, a_report = conflict_on_one_file_group(spark, tmp_path, path)
 
     assert a_report["error"] == "WriteConflictError", a_report
     assert f"commit {b.instant}" in a_report["message"] and group.file_id in a_report["message"]

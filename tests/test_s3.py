@@ -179,9 +179,8 @@ def test_files_are_packed_into_tasks_by_size():
 
 def server_in_environment(monkeypatch, s3_server) -> None:
     """The standard AWS_* variables pointing at the server: how a writer in another process finds it."""
-    for key, variable in (("aws_access_key_id", "AWS_ACCESS_KEY_ID"), ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY"),
-                          ("aws_endpoint_url", "AWS_ENDPOINT_URL"), ("aws_allow_http", "AWS_ALLOW_HTTP")):
-        monkeypatch.setenv(variable, s3_server.storage_options[key])
+    for variable, value in s3_server.environment().items():
+        monkeypatch.setenv(variable, value)
 
 
 @pytest.mark.slow
@@ -211,20 +210,12 @@ def test_a_writer_killed_before_publishing_on_s3_is_rolled_back_and_loses_nothin
 def test_occ_writers_on_s3_on_the_same_file_group_exactly_one_commits(spark, s3_server, uri, monkeypatch, tmp_path):
     """Writer A (another process) is held after writing its files; B commits an update of the same
     file group; A then gets WriteConflictError and its instant is rolled back, on S3 as on a disk."""
-    from tests.test_concurrency import OCC, WriterProcess, updates
+    from tests.test_concurrency import batteries, conflict_on_one_file_group
 
     server_in_environment(monkeypatch, s3_server)
-    a = WriterProcess(tmp_path, uri, "upsert", {"n": 10, "battery": 1000.0, "options": OCC}, pause_at="after_write")
-    t = lf.Table.create(spark, uri)
-    t.bulk_insert(telemetry(spark, 20, partitions=1))
-    (group,) = t.file_slices()
-    a.begin()
-    a.wait_paused("after_write")
-    b = t.upsert(updates(spark, range(10, 20), 2000.0), OCC)
-    a.go("after_write")
-    a_report = a.outcome()
+    t, group, b, a_report = conflict_on_one_file_group(spark, tmp_path, uri)
     assert a_report["error"] == "WriteConflictError" and f"commit {b.instant}" in a_report["message"], a_report
-    rows = {r.signal_dbm: r.battery_pct for r in t.read().select("signal_dbm", "battery_pct").collect()}
-    assert rows == {i: i * 0.5 if i < 10 else 2000.0 for i in range(20)}
+    assert group.file_id in a_report["message"]
+    assert batteries(t) == {i: i * 0.5 if i < 10 else 2000.0 for i in range(20)}
     assert [i.action.value for i in t.timeline()] == ["commit", "commit", "rollback"]
     assert t.active_timeline.pending() == [] and not t.storage.exists(LOCK_PATH)
