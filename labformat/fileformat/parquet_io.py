@@ -26,34 +26,22 @@ def unreadable(path: str, exc: BaseException, what: str = "base file") -> Corrup
     return CorruptTableError(f"{what} {path} cannot be read ({type(exc).__name__}: {exc}); the file is damaged")
 
 
-def read_base_file(storage: Storage, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+def read_base_file(storage: Storage, path: str, columns: Sequence[str] | None = None,
+                   keep: Callable[[pq.FileMetaData, int], bool] | None = None) -> pa.Table:
     """A base file's rows (all columns, or those of `columns` it has), single-threaded as a Spark
-    task has one core."""
+    task has one core; with `keep`, only the row groups `keep(footer, g)` keeps (a reader's
+    row-group skipping)."""
     try:
         with storage.fs.open_input_file(storage.full_path(path)) as source:
             parquet = pq.ParquetFile(source, page_checksum_verification=True)
             if columns is not None:
                 present = set(parquet.schema_arrow.names)
                 columns = [c for c in columns if c in present]
-            return parquet.read(columns=columns, use_threads=False)
-    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-        raise unreadable(path, exc) from None
-
-
-def read_base_file_row_groups(storage: Storage, path: str, columns: Sequence[str],
-                              keep: Callable[[pq.FileMetaData, int], bool]) -> tuple[pa.Table, int]:
-    """The rows of the row groups of a base file that `keep(footer, g)` keeps (those of `columns` it
-    has), and how many row groups it kept: a reader's row-group skipping."""
-    try:
-        with storage.fs.open_input_file(storage.full_path(path)) as source:
-            parquet = pq.ParquetFile(source, page_checksum_verification=True)
-            present = set(parquet.schema_arrow.names)
-            columns = [c for c in columns if c in present]
+            if keep is None:
+                return parquet.read(columns=columns, use_threads=False)
             groups = [g for g in range(parquet.metadata.num_row_groups) if keep(parquet.metadata, g)]
-            if not groups:
-                return parquet.schema_arrow.empty_table().select(columns), 0
-            return parquet.read_row_groups(groups, columns=columns, use_threads=False), len(groups)
-    except (OSError, ValueError) as exc:
+            return parquet.read_row_groups(groups, columns=columns, use_threads=False)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise unreadable(path, exc) from None
 
 

@@ -23,9 +23,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from labformat.fileformat.arrow_columns import conform_to_spark
+from labformat.fileformat.arrow_columns import conform_to_spark, constant
 from labformat.fileformat.footers import row_group_column_stats
-from labformat.fileformat.parquet_io import read_base_file, read_base_file_row_groups
+from labformat.fileformat.parquet_io import read_base_file
 from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
 from labformat.read.predicates import Predicate
 from labformat.storage import Storage
@@ -77,14 +77,11 @@ def read_files(spark: SparkSession, base_uri: str, paths: Sequence[str], schema:
         for batch in batches:
             for group in batch.column(0).to_pylist():
                 for path in json.loads(group):
-                    if predicate is None:
-                        table = read_base_file(storage, path, columns)
-                    else:
-                        table, _ = read_base_file_row_groups(storage, path, columns, might_hold)
+                    table = read_base_file(storage, path, columns, None if predicate is None else might_hold)
                     table = conform_to_spark(table, schema).select(columns)
                     if file_name_column is not None:
-                        name = path.rsplit("/", 1)[-1]
-                        table = table.append_column(file_name_column, pa.array([name] * table.num_rows, pa.string()))
+                        table = table.append_column(file_name_column,
+                                                    constant(path.rsplit("/", 1)[-1], table.num_rows))
                     yield from table.to_batches(max_chunksize=_BATCH_ROWS)
 
     return descriptors.mapInArrow(read, out_schema)
