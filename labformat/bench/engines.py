@@ -449,9 +449,8 @@ class DeltaRsS3(DeltaRs):
         self.table_path = s3_table_uri(self.root)
 
     def delta_options(self) -> dict[str, str]:
-        o = self.storage_options or {}
         # delta-rs takes the same keys (object_store's); its S3 commits are conditional PUTs too.
-        return {k: v for k, v in o.items()}
+        return dict(self.storage_options or {})
 
     def file_state(self) -> dict[str, tuple[int, int]]:
         return s3_file_state(self.table_path, self.storage_options)

@@ -132,10 +132,7 @@ def run_on_s3(args, out: Path) -> int:
     data = out / "s3-server"
     shutil.rmtree(data, ignore_errors=True)
     with S3Server.start(data) as server:
-        o = server.storage_options
-        os.environ.update({TABLES_ENV: server.uri("workshop"), "AWS_ACCESS_KEY_ID": o["aws_access_key_id"],
-                           "AWS_SECRET_ACCESS_KEY": o["aws_secret_access_key"], "AWS_REGION": o["aws_region"],
-                           "AWS_ENDPOINT_URL": o["aws_endpoint_url"], "AWS_ALLOW_HTTP": "true"})
+        os.environ.update({TABLES_ENV: server.uri("workshop"), **server.environment()})
         print(f"The notebooks' tables go to {server.uri('workshop')} on a local S3 server (SeaweedFS, "
               f"{server.endpoint}).", flush=True)
         code = run_workshop(args, out)

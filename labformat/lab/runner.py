@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,19 +209,13 @@ def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
 
 
 def _remove_scratch(out: Path, preset: str) -> int:
-    """Delete the notebooks' scratch tables of `preset` (out/work, or $LABFORMAT_TABLES on S3); their bytes."""
-    from labformat.lab.workshop import TABLES_ENV
+    """Delete the notebooks' scratch tables of `preset` (`workshop.tables_root`: a folder or S3); their bytes."""
+    from labformat.lab import workshop
     from labformat.storage import Storage
 
-    tables = os.environ.get(TABLES_ENV)
-    if tables and "://" in tables:
-        storage = Storage(f"{tables.rstrip('/')}/{preset}")
-        size = sum(f.size for f in storage.list("", recursive=True))
-        storage.delete_dir("")
-        return size
-    scratch = (Path(tables) if tables else out / "work") / preset
-    size = sum(f.stat().st_size for f in scratch.rglob("*") if f.is_file()) if scratch.exists() else 0
-    shutil.rmtree(scratch, ignore_errors=True)
+    root = workshop.tables_root(preset, out)
+    size = sum(f.size for f in Storage(root).list("", recursive=True))
+    workshop.drop(root)
     return size
 
 

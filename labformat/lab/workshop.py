@@ -55,17 +55,26 @@ def scratch(name: str, workdir: str | os.PathLike | None = None, local: bool = F
     out/work/<preset>/. `local`: always a folder on this disk (for other formats' tables)."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise lf.ConfigError(f"scratch table names are letters, digits, '_', '.', '-'; got {name!r}")
-    tables = os.environ.get(TABLES_ENV)
-    if workdir is None and tables and "://" in tables and not local:
-        uri = f"{tables.rstrip('/')}/{preset()}/{name}"
-        drop(uri)
-        return uri
-    root = Path(workdir) if workdir is not None else Path(tables) if tables and "://" not in tables \
-        else out_dir() / "work"
-    path = (root if workdir is not None else root / preset()) / name
+    root = Path(workdir) if workdir is not None else tables_root(preset(), out_dir(), local)
+    if isinstance(root, str):  # a URI
+        drop(f"{root}/{name}")
+        return f"{root}/{name}"
+    path = root / name
     shutil.rmtree(path, ignore_errors=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def tables_root(preset_name: str, out: Path, local: bool = False) -> Path | str:
+    """Where the notebooks' scratch tables of a preset go: $LABFORMAT_TABLES/<preset> (a folder, or
+    an `s3://` URI unless `local`), else <out>/work/<preset>."""
+    tables = os.environ.get(TABLES_ENV)
+    if tables and "://" in tables:
+        if not local:
+            return f"{tables.rstrip('/')}/{preset_name}"
+    elif tables:
+        return Path(tables) / preset_name
+    return out / "work" / preset_name
 
 
 def drop(path: str | os.PathLike) -> None:
