@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent
 
@@ -23,3 +27,36 @@ def pytest_configure(config):
         option.nbval_current_env = True
         if option.nbval_sanitize_with is None:
             option.nbval_sanitize_with = str(ROOT / "tests" / "nbval_sanitize.cfg")
+
+
+# Each check cell of a solution, right after nbval ran it, is evaluated again in the same kernel
+# with its answers blank: what the learner's notebook (the solution with None in each answer cell)
+# shows there. Every check must say "not answered yet" with a hint; this stands in for running
+# each learner's notebook a second time (tests/test_notebooks.py runs one in full).
+_NOT_ANSWERED = re.compile(r"Exercise [\d.]+[^:\n]*: not answered yet\..*?Hint: \S", re.S)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield
+    source = getattr(getattr(item, "cell", None), "source", None)
+    if source is None or Path(item.fspath).parent != ROOT / "notebooks" / "solutions":
+        return result
+    from labformat.lab import runner
+
+    blank = runner.blank_check(source)
+    if blank is None:
+        return result
+    expression, checks = blank
+    kernel = item.parent.kernel
+    msg_id = kernel.kc.execute("", silent=True, store_history=False, user_expressions={"blank": expression})
+    while True:
+        reply = kernel.kc.get_shell_msg(timeout=600)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            break
+    shown = reply["content"]["user_expressions"]["blank"]
+    assert shown["status"] == "ok", f"with blank answers the check raised: {shown.get('ename')}: {shown.get('evalue')}"
+    text = ast.literal_eval(shown["data"]["text/plain"])
+    assert checks and len(_NOT_ANSWERED.findall(text)) == checks and not re.search(r": (right!|wrong,)", text), \
+        f"with blank answers the check shows: {text}"
+    return result

@@ -39,3 +39,20 @@ def s3_server(tmp_path_factory):
 
     with S3Server.start(tmp_path_factory.mktemp("seaweedfs")) as server:
         yield server
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def home(request, tmp_path, monkeypatch):
+    """Where this test's tables live: a temporary folder, then a fresh prefix on the session's S3
+    server. On S3 the standard AWS_* variables point at the server too, so a writer in another
+    process (the crash and concurrency tests') finds it as a cluster job would."""
+    from tests.helpers import TableHome
+
+    if request.param == "local":
+        return TableHome(str(tmp_path), {})
+    import uuid
+
+    server = request.getfixturevalue("s3_server")
+    for variable, value in server.environment().items():
+        monkeypatch.setenv(variable, value)
+    return TableHome(server.uri(f"t-{uuid.uuid4().hex[:8]}"), server.storage_options)

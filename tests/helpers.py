@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import pandas as pd
 import pyarrow as pa
@@ -10,6 +11,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
 from labformat.schema import META_COLUMNS
+from labformat.storage import Storage
 
 
 def telemetry(spark, n: int, partitions: int = 3, start: int = 0, prefix: str = "2024011509"):
@@ -33,17 +35,44 @@ def java_bucket(spark, values: list[str | None], num_buckets: int) -> int:
     return (hashed.hashCode() & 0x7FFFFFFF) % num_buckets
 
 
+@dataclass(frozen=True)
+class TableHome:
+    """Where a test keeps its tables: a local folder, or a prefix on the session's S3 server (the
+    `home` fixture gives both in turn, so one test body checks both storage backends)."""
+
+    root: str
+    storage_options: dict
+
+    @property
+    def backend(self) -> str:
+        return "s3" if self.root.startswith("s3://") else "local"
+
+    def uri(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def storage(self, name: str) -> Storage:
+        return Storage(self.uri(name), self.storage_options or None)
+
+    def files(self, name: str, under: str = "") -> list[str]:
+        """Every file of table `name` (paths relative to it), through the storage layer."""
+        return [f.path for f in self.storage(name).list(under, recursive=True)]
+
+    def hudi_snapshot(self, name: str, as_of: str | None = None) -> pd.DataFrame:
+        return hudi_snapshot(self.uri(name), as_of, storage_options=self.storage_options)
+
+
 def snapshot(df, key: str = "record_key") -> pd.DataFrame:
     """A DataFrame's rows as pandas, sorted by key, meta columns kept when present."""
     pdf = df.toPandas()
     return pdf.sort_values(key).reset_index(drop=True)
 
 
-def hudi_snapshot(path: str, as_of: str | None = None, key: str = "record_key") -> pd.DataFrame:
-    """What Apache Hudi's own reader (hudi-rs) returns for the table."""
+def hudi_snapshot(path: str, as_of: str | None = None, key: str = "record_key",
+                  storage_options: dict | None = None) -> pd.DataFrame:
+    """What Apache Hudi's own reader (hudi-rs) returns for the table (on S3: given the same storage options)."""
     import hudi
 
-    table = hudi.HudiTableBuilder.from_base_uri(str(path)).build()
+    table = hudi.HudiTableBuilder.from_base_uri(str(path)).with_storage_options(storage_options or {}).build()
     options = hudi.HudiReadOptions()
     if as_of is not None:
         options = options.with_as_of_timestamp(as_of)

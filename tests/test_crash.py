@@ -1,48 +1,49 @@
-"""A writer killed before or during the commit leaves the table at its last commit; the next writer rolls back."""
+"""A writer killed before or during the commit leaves the table at its last commit; the next writer rolls back.
+
+Each test runs on both storage backends (the `home` fixture): a local folder and a local S3 server.
+"""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
 import labformat as lf
 from tests.crash_writer import crash
-from tests.helpers import ALL_COLUMNS, assert_same_rows, hudi_snapshot, snapshot, telemetry
+from tests.helpers import ALL_COLUMNS, assert_same_rows, snapshot, telemetry
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("point", ["after_requested", "after_write", "before_publish"])
-def test_killed_writer_leaves_last_commit_readable_and_is_rolled_back(spark, tmp_path, point):
-    path = tmp_path / "t"
-    t = lf.Table.create(spark, path, partition_field="day")
+def test_killed_writer_leaves_last_commit_readable_and_is_rolled_back(spark, home, point):
+    path = home.uri("t")
+    t = lf.Table.create(spark, path, partition_field="day", storage_options=home.storage_options)
     first = t.bulk_insert(telemetry(spark, 200))
     before = snapshot(t.read())
 
     crash(path, point)
 
     # The dead writer's instant is pending; readers see exactly the last completed commit.
-    reopened = lf.Table.open(spark, path)
+    reopened = lf.Table.open(spark, path, storage_options=home.storage_options)
     assert [i.time for i in reopened.timeline()] == [first.instant]
     assert_same_rows(snapshot(reopened.read()), before, ALL_COLUMNS)
-    assert_same_rows(hudi_snapshot(path), before, ALL_COLUMNS)
-    leftovers = [p for p in path.rglob("*.parquet") if first.instant not in p.name]
+    assert_same_rows(home.hudi_snapshot("t"), before, ALL_COLUMNS)
+    leftovers = [p for p in home.files("t") if p.endswith(".parquet") and first.instant not in p]
     if point in ("after_write", "before_publish"):
         assert leftovers, "the crash should have left uncommitted base files behind"
     if point == "before_publish":
         # The metadata table was written for the dead instant; readers must not have used it.
-        assert any(".hoodie/metadata/" in str(p) for p in leftovers)
+        assert any(p.startswith(".hoodie/metadata/") for p in leftovers)
         _, scan = reopened.query("battery_pct >= 0")
         assert scan.rows_returned == len(before)
 
     # The next writer rolls the failed instant back, then writes.
     report = reopened.bulk_insert(telemetry(spark, 50, start=5000, prefix="2024011513"))
     assert len(report.rolled_back) == 1 and report.rolled_back[0] > first.instant
-    assert all(not p.exists() for p in leftovers)  # base files and metadata files alike
+    assert not set(leftovers) & set(home.files("t"))  # base files and metadata files alike
     actions = [(i.action.value, i.time) for i in reopened.timeline()]
     assert [a for a, _ in actions] == ["commit", "rollback", "commit"]
-    assert not [n for n in os.listdir(path / ".hoodie") if n.startswith(report.rolled_back[0])]
+    assert not [f for f in home.storage("t").list(".hoodie") if f.path.startswith(f".hoodie/{report.rolled_back[0]}")]
     after = snapshot(reopened.read())
     assert len(after) == 250
-    assert_same_rows(hudi_snapshot(path), after, ALL_COLUMNS)
+    assert_same_rows(home.hudi_snapshot("t"), after, ALL_COLUMNS)

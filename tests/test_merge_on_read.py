@@ -29,12 +29,12 @@ pytestmark = pytest.mark.spark
 MOR = "MERGE_ON_READ"
 
 
-def hudi_read(path, **options) -> pd.DataFrame:
+def hudi_read(path, storage_options: dict | None = None, **options) -> pd.DataFrame:
     """hudi-rs's snapshot (or `as_of`, or `read_optimized`) as pandas, sorted by key."""
     import hudi
     import pyarrow as pa
 
-    table = hudi.HudiTableBuilder.from_base_uri(str(path)).build()
+    table = hudi.HudiTableBuilder.from_base_uri(str(path)).with_storage_options(storage_options or {}).build()
     read = hudi.HudiReadOptions()
     if "as_of" in options:
         read = read.with_as_of_timestamp(options["as_of"])
@@ -63,7 +63,7 @@ def assert_agrees_with_hudi(t: lf.Table, path, expected: dict[str, float], **as_
     """labformat's read and hudi-rs's read both hold exactly `expected` (key -> battery_pct)."""
     ours = snapshot(t.read(**as_of))
     assert values(ours) == expected
-    theirs = hudi_read(path, **as_of)
+    theirs = hudi_read(path, t.storage.storage_options(), **as_of)
     assert values(theirs) == expected
     assert_same_rows(theirs, ours, DATA_COLUMNS)
 
@@ -85,6 +85,14 @@ def mor(spark, tmp_path):
     t = lf.Table.create(spark, path, partition_field="day", table_type=MOR)
     first = t.bulk_insert(telemetry(spark, 40))
     return t, path, first
+
+
+@pytest.fixture
+def mor_home(spark, home):
+    """`mor`'s table, on each storage backend in turn: (table, its TableHome, the bulk insert)."""
+    t = lf.Table.create(spark, home.uri("mor"), partition_field="day", table_type=MOR,
+                        storage_options=home.storage_options)
+    return t, home, t.bulk_insert(telemetry(spark, 40))
 
 
 def test_bulk_insert_on_mor_is_a_delta_commit_of_base_files(spark, mor):
@@ -412,45 +420,47 @@ def crash(path, operation: str, point: str, options: dict | None = None) -> None
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["after_write", "before_publish"])
-def test_writer_killed_during_a_delta_commit_is_rolled_back_with_its_log_files(spark, mor, point):
+def test_writer_killed_during_a_delta_commit_is_rolled_back_with_its_log_files(spark, mor_home, point):
     """v6 MOR 1 bulk insert, 1 upsert killed at `point` (its log files written), 1 upsert by the next
     writer, which rolls the dead one back first: its log files and markers go, hudi-rs agrees."""
-    t, path, first = mor
+    t, home, first = mor_home
+    path = home.uri("mor")
     before = values(snapshot(t.read()))
     crash(path, "upsert", point)
-    dead_logs = [p for p in path.rglob(".*.log.*")]
+    dead_logs = [p for p in home.files("mor") if p.rsplit("/", 1)[-1].startswith(".") and ".log." in p]
     assert dead_logs, "the crash should have left uncommitted log files behind"
-    assert list((path / ".hoodie/.temp").rglob("*.marker.APPEND"))
-    reopened = lf.Table.open(spark, path)
+    assert [p for p in home.files("mor", ".hoodie/.temp") if p.endswith(".marker.APPEND")]
+    reopened = lf.Table.open(spark, path, storage_options=home.storage_options)
     assert [i.time for i in reopened.timeline()] == [first.instant]
     assert_agrees_with_hudi(reopened, path, before)
 
     key = sorted(before)[0]
     report = reopened.upsert(corrections(spark, [key], 55.0))
     assert len(report.rolled_back) == 1
-    assert all(not p.exists() for p in dead_logs)
-    assert not list((path / ".hoodie/.temp").rglob("*.marker.APPEND"))
+    assert not set(dead_logs) & set(home.files("mor"))
+    assert not [p for p in home.files("mor", ".hoodie/.temp") if p.endswith(".marker.APPEND")]
     assert [i.action.value for i in reopened.timeline()] == ["deltacommit", "rollback", "deltacommit"]
     assert_agrees_with_hudi(reopened, path, {**before, key: 55.0})
 
 
 @pytest.mark.slow
-def test_writer_killed_during_a_compaction_is_rolled_back(spark, mor):
+def test_writer_killed_during_a_compaction_is_rolled_back(spark, mor_home):
     """v6 MOR 1 bulk insert, 1 upsert, 1 compaction killed after writing its base files, 1 upsert by the next
     writer: the compaction's base files and instant files go, the slices keep their logs, hudi-rs agrees."""
-    t, path, first = mor
+    t, home, first = mor_home
+    path = home.uri("mor")
     key = sorted(values(snapshot(t.read())))[0]
     t.upsert(corrections(spark, [key], 66.0))
     before = values(snapshot(t.read()))
-    parquet_before = set(path.rglob("*.parquet"))
+    parquet_before = {p for p in home.files("mor") if p.endswith(".parquet")}
     crash(path, "compact", "after_write")
-    leftovers = set(path.rglob("*.parquet")) - parquet_before
-    assert leftovers and list(path.glob(".hoodie/*.compaction.inflight"))
-    reopened = lf.Table.open(spark, path)
+    leftovers = {p for p in home.files("mor") if p.endswith(".parquet")} - parquet_before
+    assert leftovers and [p for p in home.files("mor", ".hoodie") if p.endswith(".compaction.inflight")]
+    reopened = lf.Table.open(spark, path, storage_options=home.storage_options)
     assert_agrees_with_hudi(reopened, path, before)
     report = reopened.upsert(corrections(spark, [key], 67.0, seconds=10_001))
-    assert len(report.rolled_back) == 1 and all(not p.exists() for p in leftovers)
-    assert not list(path.glob(".hoodie/*.compaction.*"))
+    assert len(report.rolled_back) == 1 and not leftovers & set(home.files("mor"))
+    assert not [f for f in reopened.storage.list(".hoodie") if ".compaction." in f.path]
     assert [i.action.value for i in reopened.timeline()] == ["deltacommit", "deltacommit", "rollback", "deltacommit"]
     assert_agrees_with_hudi(reopened, path, {**before, key: 67.0})
 

@@ -184,29 +184,6 @@ def server_in_environment(monkeypatch, s3_server) -> None:
 
 
 @pytest.mark.slow
-def test_a_writer_killed_before_publishing_on_s3_is_rolled_back_and_loses_nothing(spark, s3_server, uri,
-                                                                                   monkeypatch):
-    from tests.crash_writer import crash
-
-    server_in_environment(monkeypatch, s3_server)
-    table = lf.Table.create(spark, uri, partition_field="day")
-    first = table.bulk_insert(telemetry(spark, 200))
-    before = snapshot(table.read())
-    crash(uri, "before_publish")
-    reopened = lf.Table.open(spark, uri)
-    assert [i.time for i in reopened.timeline()] == [first.instant]
-    assert_same_rows(snapshot(reopened.read()), before, COLUMNS)
-    assert_same_rows(hudi_rows(uri, reopened.storage.storage_options()), before, COLUMNS)
-    report = reopened.bulk_insert(telemetry(spark, 50, start=5000, prefix="2024011513"))
-    assert len(report.rolled_back) == 1
-    after = snapshot(reopened.read())
-    assert len(after) == 250
-    assert_same_rows(hudi_rows(uri, reopened.storage.storage_options()), after, COLUMNS)
-    left = [f.path for f in reopened.storage.list("", recursive=True) if report.rolled_back[0] in f.path]
-    assert not left  # the dead instant's files, base and metadata alike, are gone
-
-
-@pytest.mark.slow
 def test_occ_writers_on_s3_on_the_same_file_group_exactly_one_commits(spark, s3_server, uri, monkeypatch, tmp_path):
     """Writer A (another process) is held after writing its files; B commits an update of the same
     file group; A then gets WriteConflictError and its instant is rolled back, on S3 as on a disk."""

@@ -142,25 +142,28 @@ def test_a_clean_that_died_midway_is_finished_by_the_next_one(spark, tmp_path):
     assert_agrees_with_hudi(t, path, expected)
 
 
-def test_clean_on_merge_on_read_deletes_a_compacted_slice_with_its_log_files(spark, tmp_path):
+def test_clean_on_merge_on_read_deletes_a_compacted_slice_with_its_log_files(spark, home):
     """MOR W1 bulk insert, W2 update in X (a log), compaction, W3 update in X (a log of the new slice),
-    clean retaining 1: X's first slice goes with its log; Y's only slice and the new one stay."""
-    path = tmp_path / "mor"
-    t = lf.Table.create(spark, path, partition_field="day", table_type=MOR)
+    clean retaining 1: X's first slice goes with its log; Y's only slice and the new one stay.
+    On each storage backend."""
+    path = home.uri("mor")
+    t = lf.Table.create(spark, path, partition_field="day", table_type=MOR, storage_options=home.storage_options)
     w1 = t.bulk_insert(telemetry(spark, 40, partitions=1)).instant
     key = key_of_day(t, "2024-01-15")
     t.upsert(corrections(spark, [key], 1.0))
     compaction = t.compact().instant
     t.upsert(corrections(spark, [key], 2.0, seconds=10_001))
     expected = values(snapshot(t.read()))
-    first_log = [p for p in path.rglob(f".*_{w1}.log.*")]
+    first_log = [p for p in home.files("mor") if p.rsplit("/", 1)[-1].startswith(".") and f"_{w1}.log." in p]
     assert len(first_log) == 1
     report = t.clean({"cleaner_commits_retained": 1})
     assert report.details.files_deleted == 2 and report.details.file_slices_deleted == 1
-    assert not first_log[0].exists() and len(list(base_files(path))) == 2
+    left = home.files("mor")
+    assert first_log[0] not in left
+    assert len([p for p in left if p.endswith(".parquet") and not p.startswith(".hoodie/")]) == 2
     assert_agrees_with_hudi(t, path, expected)
     ro = values(snapshot(t.read(options={"query_type": "READ_OPTIMIZED"})))
-    assert values(hudi_read(path, read_optimized=True)) == ro
+    assert values(hudi_read(path, home.storage_options, read_optimized=True)) == ro
     with pytest.raises(CleanedInstantError):
         t.read(as_of=compaction)
 
@@ -346,26 +349,33 @@ def test_a_write_on_a_file_group_clustering_replaced_conflicts_either_way(spark,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["after_write", "before_publish"])
-def test_writer_killed_during_a_clustering_is_rolled_back(spark, tmp_path, point):
+def test_writer_killed_during_a_clustering_is_rolled_back(spark, home, point):
     """COW W1 bulk insert of 8 small files, a clustering killed at `point` (its base files written), an
     upsert by the next writer, which rolls it back: its files and instant files go, both readers agree,
-    and a clustering then succeeds."""
-    path = tmp_path / "cow"
-    t = lf.Table.create(spark, path, partition_field="day")
+    and a clustering then succeeds. On each storage backend."""
+    path = home.uri("cow")
+    t = lf.Table.create(spark, path, partition_field="day", storage_options=home.storage_options)
     first = t.bulk_insert(telemetry(spark, 40, partitions=4))
     before = values(snapshot(t.read()))
-    parquet_before = set(base_files(path))
+
+    def base_files_now() -> set[str]:
+        return {p for p in home.files("cow") if p.endswith(".parquet") and not p.startswith(".hoodie/")}
+
+    def replacecommits() -> list[str]:
+        return [f.path for f in home.storage("cow").list(".hoodie") if ".replacecommit" in f.path]
+
+    parquet_before = base_files_now()
     crash(path, "cluster", point, options={**CLUSTER_ALL, "heartbeat_interval_ms": 100,
                                            "heartbeat_tolerable_misses": 1, "lock_expire_minutes": 0.01})
-    leftovers = set(base_files(path)) - parquet_before
-    assert leftovers and list(path.glob(".hoodie/*.replacecommit.inflight"))
-    reopened = lf.Table.open(spark, path)
+    leftovers = base_files_now() - parquet_before
+    assert leftovers and [p for p in replacecommits() if p.endswith(".replacecommit.inflight")]
+    reopened = lf.Table.open(spark, path, storage_options=home.storage_options)
     assert [i.time for i in reopened.timeline()] == [first.instant] and len(reopened.file_slices()) == 8
     assert_agrees_with_hudi(reopened, path, before)
     key = sorted(before)[0]
     report = reopened.upsert(corrections(spark, [key], 44.0))
-    assert len(report.rolled_back) == 1 and all(not p.exists() for p in leftovers)
-    assert not list(path.glob(".hoodie/*.replacecommit*"))
+    assert len(report.rolled_back) == 1 and not leftovers & base_files_now()
+    assert not replacecommits()
     assert [i.action.value for i in reopened.timeline()] == ["commit", "rollback", "commit"]
     assert_agrees_with_hudi(reopened, path, {**before, key: 44.0})
     assert reopened.cluster(CLUSTER_ALL).details.files_out == 2

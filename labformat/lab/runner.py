@@ -6,6 +6,7 @@ which re-executes the saved notebooks at `tiny` so their outputs are what nbval 
 
 from __future__ import annotations
 
+import ast
 import base64
 import contextlib
 import json
@@ -111,6 +112,47 @@ def learner_version(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
     nb.metadata.pop("labformat", None)  # the preset of a run: a learner's notebook records none
     nb.metadata.pop("widgets", None)  # the saved state of the solution's widgets
     return nb
+
+
+def blank_check(source: str) -> tuple[str, int] | None:
+    """The expression a learner's check cell shows, with every answer blank: its last statement with
+    each `ANSWER_...` name bound to None, returning the verdicts' text; and how many `ex.` checks it
+    makes. None for a cell that checks no answer.
+
+    A check cell reads its answers only there (`answers_read_elsewhere` proves it for every
+    notebook), and an answer cell differs from the solution's only in assigning None; so this,
+    evaluated in the solution's kernel right after the cell ran, shows what the learner's run
+    would show, without running the learner's notebook a second time.
+    """
+    tree = ast.parse(source)
+    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+        return None
+    last = tree.body[-1].value
+    names = sorted({n.id for n in ast.walk(last) if isinstance(n, ast.Name) and n.id.startswith("ANSWER_")})
+    if not names:
+        return None
+    blanks = ", ".join(f"{name}=None" for name in names)
+    checks = sum(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+                 and n.func.value.id == "ex" for n in ast.walk(last))
+    return f"(lambda {blanks}: repr({ast.unparse(last)}))()", checks
+
+
+def answers_read_elsewhere(nb: nbformat.NotebookNode) -> list[str]:
+    """Where a notebook reads an `ANSWER_...` name outside an answer cell and a check cell's last
+    statement: a learner's blank answer could change what those cells do."""
+    found = []
+    for number, cell in enumerate(nb.cells, 1):
+        if cell.cell_type != "code" or ANSWER_TAG in cell.metadata.get("tags", []):
+            continue
+        body = ast.parse(cell.source).body
+        checked = body[-1] if blank_check(cell.source) else None
+        for statement in body:
+            if statement is checked:
+                continue
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Name) and node.id.startswith("ANSWER_"):
+                    found.append(f"cell {number}: {node.id}")
+    return found
 
 
 def cell_seconds(nb: nbformat.NotebookNode) -> list[tuple[int, float]]:
