@@ -50,7 +50,13 @@ def test_one_hour_window_reads_exactly_the_files_of_that_hour(drone_table):
     assert names(report) == files_holding(drone_table, window)
     assert report.funnel.files_read < report.funnel.files_in_snapshot
     assert report.rows_returned == df.count() == drone_table.read().filter(window).count() > 0
-    assert report.details.row_groups_in_files_read >= report.funnel.files_read
+    # One row group a file here: a file the stats kept has its one row group read.
+    assert report.details.row_groups_read == report.details.row_groups_in_files_read >= report.funnel.files_read
+    # With data skipping off every file is opened, and the tasks still skip the row groups their
+    # statistics rule out: they read only the groups of the files the skipping would have kept.
+    _, off = drone_table.query(window, options={"hoodie.enable.data.skipping": "false"})
+    assert off.funnel.files_read == off.funnel.files_in_snapshot > report.funnel.files_read
+    assert off.details.row_groups_read == report.details.row_groups_read < off.details.row_groups_in_files_read
     # The whole query's time is its planning and its scan, both measured.
     assert report.seconds == report.planning_seconds + report.execution_seconds > report.planning_seconds > 0
 

@@ -161,8 +161,10 @@ def test_tasks_reading_s3_skip_row_groups_the_filter_rules_out(spark, s3_server,
         pq.write_table(pa.table({"v": pa.array(range(400), pa.int64())}), out, row_group_size=100)
     schema = T.StructType([T.StructField("v", T.LongType()), T.StructField("absent", T.StringType())])
     every = read_files(spark, storage.base_uri, ["p/f.parquet"], schema)
-    kept = read_files(spark, storage.base_uri, ["p/f.parquet"], schema, predicate=Comparison("v", Op.GE, 250))
-    assert every.count() == 400 and kept.count() == 200  # row groups 3 and 4 only
+    groups = spark.sparkContext.accumulator(0)
+    kept = read_files(spark, storage.base_uri, ["p/f.parquet"], schema, predicate=Comparison("v", Op.GE, 250),
+                      row_groups_read=groups)
+    assert every.count() == 400 and kept.count() == 200 and groups.value == 2  # row groups 3 and 4 only
     assert kept.filter("v >= 250").count() == 150 and kept.filter("absent IS NULL").count() == 200
     named = read_files(spark, storage.base_uri, ["p/f.parquet"], schema, file_name_column="file")
     assert {r.file for r in named.select("file").distinct().collect()} == {"f.parquet"}

@@ -17,9 +17,10 @@ filter keeping 667 rows 0.71-0.82x (the row groups skipped here, before any row 
 from __future__ import annotations
 
 import json
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
+from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -51,15 +52,32 @@ def pack(paths: Sequence[str], sizes: Sequence[int] | None, tasks: int) -> list[
     return [[paths[i] for i in sorted(g)] for g in groups if g]
 
 
+def counting(keep: Callable[[Any, int], bool] | None, counter: Accumulator | None):
+    """`keep` (a row-group filter; None keeps every group) that also adds each group it keeps to
+    `counter`: what a task tells the driver of the row groups it read."""
+    if counter is None:
+        return keep
+
+    def counted(footer, g: int) -> bool:
+        kept = keep is None or keep(footer, g)
+        if kept:
+            counter.add(1)
+        return kept
+
+    return counted
+
+
 def read_files(spark: SparkSession, base_uri: str, paths: Sequence[str], schema: T.StructType,
                sizes: Sequence[int] | None = None, file_name_column: str | None = None,
-               predicate: Predicate | None = None) -> DataFrame:
+               predicate: Predicate | None = None, row_groups_read: Accumulator | None = None) -> DataFrame:
     """The rows of the parquet files `paths` (relative to the table at `base_uri`) in `schema`: a
     column a file lacks reads as null, one it has in a narrower type is widened
     (`conform_to_spark`). With `file_name_column`, a last string column holding each row's file
     name (what Spark's `_metadata.file_name` gives). With `predicate` (the query's filter), row
     groups whose statistics prove no row matches are not read, as Spark's reader skips them; the
-    caller still filters the rows. A lazy DataFrame; the driver reads no file."""
+    caller still filters the rows. With `row_groups_read`, each task adds the row groups it read to
+    that accumulator (every action on the DataFrame adds again). A lazy DataFrame; the driver reads
+    no file."""
     out_schema = schema if file_name_column is None else T.StructType(
         list(schema.fields) + [T.StructField(file_name_column, T.StringType(), False)])
     if not paths:
@@ -72,12 +90,14 @@ def read_files(spark: SparkSession, base_uri: str, paths: Sequence[str], schema:
     def might_hold(footer, g: int) -> bool:
         return might_match(predicate, row_group_column_stats(footer, g)) is not ROWS_CANNOT_MATCH
 
+    keep = counting(None if predicate is None else might_hold, row_groups_read)
+
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         storage = Storage(base_uri)
         for batch in batches:
             for group in batch.column(0).to_pylist():
                 for path in json.loads(group):
-                    table = read_base_file(storage, path, columns, None if predicate is None else might_hold)
+                    table = read_base_file(storage, path, columns, keep)
                     table = conform_to_spark(table, schema).select(columns)
                     if file_name_column is not None:
                         table = table.append_column(file_name_column,

@@ -25,11 +25,12 @@ group's base file was written.
 from __future__ import annotations
 
 import json
-from typing import Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -45,7 +46,7 @@ from labformat.fileformat.log_file import (
 )
 from labformat.fileformat.parquet_io import read_base_file, unreadable
 from labformat.model.base_file import BaseFile
-from labformat.read.files import read_files
+from labformat.read.files import counting, read_files
 from labformat.read.predicates import Predicate
 from labformat.model.enums import MergeMode
 from labformat.model.file_group import FileSlice
@@ -56,11 +57,13 @@ _SLICE_DDL = "base string, logs string"
 
 
 def read_file_slices(spark: SparkSession, storage: Storage, slices: Iterable[FileSlice], data_schema: T.StructType,
-                     precombine_field: str, mode: MergeMode, predicate: Predicate | None = None) -> DataFrame:
+                     precombine_field: str, mode: MergeMode, predicate: Predicate | None = None,
+                     row_groups_read: Accumulator | None = None) -> DataFrame:
     """The rows of `slices` (meta columns first) as a lazy DataFrame: base files read by Spark tasks
     (`read.files`), slices with log files merged in a Spark task each (a read-optimized read passes
     slices without their logs: `FileSlice.base_only`). `predicate`, the filter the caller applies
-    next, lets the tasks reading base files skip row groups."""
+    next, lets the tasks reading base files skip row groups; `row_groups_read` counts the base files'
+    row groups the tasks read (a merged slice's base file is read whole)."""
     schema = with_meta_columns(data_schema)
     slices = list(slices)
     plain = [s for s in slices if not s.has_logs]
@@ -68,9 +71,9 @@ def read_file_slices(spark: SparkSession, storage: Storage, slices: Iterable[Fil
     parts = []
     if plain:
         parts.append(read_files(spark, storage.base_uri, [s.path for s in plain], schema, [s.size_bytes for s in plain],
-                                predicate=predicate))
+                                predicate=predicate, row_groups_read=row_groups_read))
     if merged:
-        parts.append(merged_slices(spark, storage.base_uri, merged, schema, precombine_field, mode))
+        parts.append(merged_slices(spark, storage.base_uri, merged, schema, precombine_field, mode, row_groups_read))
     if not parts:
         return spark.createDataFrame([], schema)
     out = parts[0]
@@ -80,7 +83,7 @@ def read_file_slices(spark: SparkSession, storage: Storage, slices: Iterable[Fil
 
 
 def merged_slices(spark: SparkSession, base_uri: str, slices: list[FileSlice], schema: T.StructType,
-                  precombine_field: str, mode: MergeMode) -> DataFrame:
+                  precombine_field: str, mode: MergeMode, row_groups_read: Accumulator | None = None) -> DataFrame:
     """One Spark task per file slice with logs merges it; the driver ships only the paths."""
     rows = [(s.path, json.dumps(list(s.log_paths))) for s in slices]
     # One partition per file slice: each is merged by a task of its own.
@@ -91,19 +94,21 @@ def merged_slices(spark: SparkSession, base_uri: str, slices: list[FileSlice], s
         storage = Storage(base_uri)
         for batch in batches:
             for base, logs in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                table = merge_file_slice(storage, base, json.loads(logs), precombine_field, mode, schema).select(columns)
+                table = merge_file_slice(storage, base, json.loads(logs), precombine_field, mode, schema,
+                                         counting(None, row_groups_read)).select(columns)
                 yield from table.to_batches()
 
     return descriptors.mapInArrow(merge, schema)
 
 
 def merge_file_slice(storage: Storage, base_path: str, log_paths: list[str], precombine_field: str,
-                     mode: MergeMode, schema: T.StructType | None = None) -> pa.Table:
+                     mode: MergeMode, schema: T.StructType | None = None,
+                     keep: Callable[[Any, int], bool] | None = None) -> pa.Table:
     """Base file + log files of one file slice, merged by record key (see the module's rules); the
     records sorted by key, in `schema` (the table's, meta columns first: a column the base file
     predates reads as null, a widened one as its new type), else in the base file's own schema.
     CorruptTableError naming the file when a log file cannot be decoded."""
-    base = read_base_file(storage, base_path)
+    base = read_base_file(storage, base_path, keep=keep)
     if schema is not None:
         base = conform_to_spark(base, schema)
     schema = pa.schema([f.with_nullable(True) for f in base.schema]).remove_metadata()

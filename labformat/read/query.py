@@ -45,6 +45,8 @@ from labformat.read.merge_on_read import read_file_slices
 from labformat.timeline import Timeline
 
 if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
+
     from labformat.storage import Storage
     from labformat.context import TableContext
 
@@ -56,9 +58,11 @@ class ScanDetails(Record):
     """What a scan read beside its base files, and how."""
 
     predicate: str
-    # The tasks reading the files skip row groups by their statistics (`read.files`), and do not
-    # report per query how many they skipped; this is how many there were to read.
+    # The files read hold `row_groups_in_files_read` row groups (their footers say); the tasks
+    # reading them skip those whose statistics rule the filter out (`read.files`) and count the
+    # ones they read (a Spark accumulator): `row_groups_read`.
     row_groups_in_files_read: int
+    row_groups_read: int
     log_files_read: int  # merge-on-read: log files read beside the base files
     file_slices_merged: int  # merge-on-read: slices merged in a task each
     query_type: QueryType
@@ -355,9 +359,13 @@ class ScanPlan:
         return self._dataframe
 
     @cached_property
+    def _row_groups_read(self) -> Accumulator:
+        return self.spark.sparkContext.accumulator(0)
+
+    @cached_property
     def _dataframe(self) -> DataFrame:
         source = read_file_slices(self.spark, self.storage, self.file_slices, self.schema, self.precombine_field,
-                                  self.merge_mode, self.predicate)
+                                  self.merge_mode, self.predicate, self._row_groups_read)
         return source.filter(self.condition)
 
     def failure(self, exc: BaseException) -> LabformatError | None:
@@ -388,6 +396,7 @@ class ScanPlan:
         started = time.perf_counter()
         try:
             df = self.to_dataframe()
+            groups_before = self._row_groups_read.value  # the caller's own actions on df counted too
             df.observe(observation, F.count(F.lit(1)).alias("rows")).write.format("noop").mode("overwrite").save()
         except Exception as exc:
             translated = self.failure(exc)
@@ -395,6 +404,7 @@ class ScanPlan:
                 raise
             raise translated from None
         execution = time.perf_counter() - started
+        row_groups_read = self._row_groups_read.value - groups_before
         paths = [s.path for s in self.file_slices]
         # Row groups from the footers planning read; the rest (stats from the metadata table) read now.
         known = {p: n for stage in self.stages for p, n in stage.row_groups.items()}
@@ -409,7 +419,7 @@ class ScanPlan:
             bytes_scanned=sum(s.size_bytes + s.log_bytes for s in self.file_slices),
             planning_seconds=self.planning_seconds,
             execution_seconds=execution,
-            details=ScanDetails(str(self.predicate), sum(known[p] for p in paths),
+            details=ScanDetails(str(self.predicate), sum(known[p] for p in paths), row_groups_read,
                                 log_files_read=sum(len(s.log_paths) for s in self.file_slices),
                                 file_slices_merged=sum(1 for s in self.file_slices if s.has_logs),
                                 query_type=self.query_type),
