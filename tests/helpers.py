@@ -43,10 +43,6 @@ class TableHome:
     root: str
     storage_options: dict
 
-    @property
-    def backend(self) -> str:
-        return "s3" if self.root.startswith("s3://") else "local"
-
     def uri(self, name: str) -> str:
         return f"{self.root}/{name}"
 

@@ -11,7 +11,7 @@ import labformat as lf
 from labformat.errors import ConfigError, ConcurrentWriteError, LabformatError
 from labformat.lock import LOCK_PATH, LockOwner, TableLock
 from labformat.storage import Storage, TableUri, s3_options
-from tests.helpers import assert_same_rows, snapshot, telemetry
+from tests.helpers import assert_same_rows, hudi_snapshot, snapshot, telemetry
 
 COLUMNS = ["record_key", "drone_id", "day", "battery_pct", "signal_dbm"]
 
@@ -19,20 +19,6 @@ COLUMNS = ["record_key", "drone_id", "day", "battery_pct", "signal_dbm"]
 @pytest.fixture
 def uri(s3_server):
     return s3_server.uri(f"t-{uuid.uuid4().hex[:8]}")
-
-
-def hudi_rows(uri: str, options: dict, as_of: str | None = None):
-    import hudi
-    import pandas as pd
-    import pyarrow as pa
-
-    table = hudi.HudiTableBuilder.from_base_uri(uri).with_storage_options(options).build()
-    read = hudi.HudiReadOptions()
-    if as_of is not None:
-        read = read.with_as_of_timestamp(as_of)
-    batches = table.read(read)
-    return (pa.Table.from_batches(batches).to_pandas().sort_values("record_key").reset_index(drop=True)
-            if batches else pd.DataFrame())
 
 
 # ---- options ------------------------------------------------------------------------------------
@@ -121,7 +107,7 @@ def test_copy_on_write_on_s3_every_operation_and_hudi_rs_reads_it(spark, s3_serv
     reopened = lf.Table.open(spark, uri, storage_options=opts)
     ours = snapshot(reopened.read())
     assert len(ours) == 340 and (ours.battery_pct == 1.0).sum() == 100
-    assert_same_rows(ours, hudi_rows(uri, opts), COLUMNS)
+    assert_same_rows(ours, hudi_snapshot(uri, storage_options=opts), COLUMNS)
     assert len(snapshot(reopened.read(as_of=first))) == 300  # time travel
     rows, report = reopened.query(F.col("record_key") == ours.record_key[5])
     assert rows.count() == report.rows_returned == 1
@@ -129,7 +115,7 @@ def test_copy_on_write_on_s3_every_operation_and_hudi_rs_reads_it(spark, s3_serv
     assert reopened.changes(first).count() == 100  # incremental: the upsert's records
     reopened.cluster(options={"hoodie.clustering.plan.strategy.sort.columns": "drone_id"})
     reopened.clean(options={"hoodie.cleaner.commits.retained": 1})
-    assert_same_rows(snapshot(reopened.read()), hudi_rows(uri, opts), COLUMNS)
+    assert_same_rows(snapshot(reopened.read()), hudi_snapshot(uri, storage_options=opts), COLUMNS)
 
 
 def test_merge_on_read_on_s3_logs_compaction_and_the_simple_index(spark, s3_server, uri):
@@ -140,10 +126,10 @@ def test_merge_on_read_on_s3_logs_compaction_and_the_simple_index(spark, s3_serv
     table.upsert(telemetry(spark, 50, start=100).withColumn("signal_dbm", F.lit(-1)))
     assert any(s.has_logs for s in table.file_slices())
     assert (snapshot(table.read()).signal_dbm == -1).sum() == 50
-    assert_same_rows(snapshot(table.read()), hudi_rows(uri, opts), COLUMNS)
+    assert_same_rows(snapshot(table.read()), hudi_snapshot(uri, storage_options=opts), COLUMNS)
     table.compact()
     assert not any(s.has_logs for s in table.file_slices())
-    assert_same_rows(snapshot(table.read()), hudi_rows(uri, opts), COLUMNS)
+    assert_same_rows(snapshot(table.read()), hudi_snapshot(uri, storage_options=opts), COLUMNS)
     assert not [f for f in Storage(uri, opts).list("", recursive=True) if ".tmp" in f.path or "broken" in f.path]
 
 
