@@ -15,7 +15,7 @@ from labformat.errors import (
     TableNotFoundError,
     WriteConflictError,
 )
-from labformat.spark import spark_session
+from labformat.spark import ship_labformat, spark_session
 from labformat.table import Table
 from labformat.model import Instant, WriteReport
 
@@ -38,5 +38,6 @@ __all__ = [
     "Instant",
     "Table",
     "WriteReport",
+    "ship_labformat",
     "spark_session",
 ]

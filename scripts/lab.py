@@ -45,12 +45,14 @@ NO_VENV_ENV = "LABFORMAT_NO_VENV"
 # Imported by the benchmark's engines: the peers are runtime packages, psutil the bench extra's.
 BENCH_MODULES = ("deltalake", "pyiceberg", "psutil")
 
-USAGE = """usage: python3 scripts/lab.py {run,test,lab,bench,check} [ARGS...]
+USAGE = """usage: python3 scripts/lab.py {run,test,lab,bench,pack,check} [ARGS...]
 
-  run [--preset NAME] [ARGS...]  run the lab (python -m labformat.lab.main ARGS; --storage s3: on a local S3 server)
+  run [--preset NAME] [ARGS...]  run the lab (python -m labformat.lab.main ARGS; --storage s3: on a local S3 server;
+                                 --master URL: on a Spark cluster or a Spark Connect endpoint)
   test [ARGS...]                 run the tests (python -m pytest -ra ARGS; default: the whole suite)
   lab [ARGS...]                  open JupyterLab on notebooks/ (127.0.0.1, no browser)
   bench [ARGS...]                benchmark against the peers (python -m labformat.bench ARGS)
+  pack [--output FILE]           pack .venv for a cluster's executors (spark.archives; docs/cluster.md)
   check                          only set up .venv and check Java
 
 Each one first creates or refreshes .venv/ from pyproject.toml when needed.
@@ -77,7 +79,7 @@ def venv_python(venv=VENV):
 
 # The optional dependencies (pyproject.toml's extras) each command needs on top of the runtime ones:
 # the lab itself runs without the test and benchmark packages.
-EXTRAS = {"run": (), "lab": (), "check": (), "test": ("test",), "bench": ("bench",)}
+EXTRAS = {"run": (), "lab": (), "check": (), "test": ("test",), "bench": ("bench",), "pack": ("pack",)}
 
 
 def extras_for(name, args):
@@ -305,7 +307,12 @@ def cmd_bench(args):
     return replace_process([sys.executable, "-m", "labformat.bench"] + args)
 
 
-COMMANDS = {"run": cmd_run, "test": cmd_test, "lab": cmd_lab, "bench": cmd_bench, "check": cmd_check}
+def cmd_pack(args):
+    return replace_process([sys.executable, "-m", "labformat.spark.pack"] + args)
+
+
+COMMANDS = {"run": cmd_run, "test": cmd_test, "lab": cmd_lab, "bench": cmd_bench, "pack": cmd_pack,
+            "check": cmd_check}
 
 
 def main(argv):

@@ -2,34 +2,67 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+
+
+# Set by tests/test_connect.py for the pytest it starts: the session is then a Spark Connect one
+# (a server in this process's JVM, reached over gRPC), and the classic-only tests are skipped.
+CONNECT_ENV = "LABFORMAT_TEST_CONNECT"
+
+SESSION_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.driver.memory": "2g",
+    # Tests start many short jobs; a JVM that stops at C1 and uses the serial GC starts faster.
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.ui.enabled": "true",
+}
 
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     import labformat as lf
 
-    session = lf.spark_session(
-        master="local[2]",
-        log_path=str(tmp_path_factory.mktemp("spark-log") / "spark.log"),
-        **{
-            "spark.sql.shuffle.partitions": "4",
-            "spark.default.parallelism": "4",
-            "spark.driver.memory": "2g",
-            # Tests start many short jobs; a JVM that stops at C1 and uses the serial GC starts faster.
-            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-            "spark.ui.enabled": "true",
-        },
-    )
+    log = str(tmp_path_factory.mktemp("spark-log") / "spark.log")
+    if os.environ.get(CONNECT_ENV):
+        session = connect_session(log)
+    else:
+        session = lf.spark_session(master="local[2]", log_path=log, **SESSION_CONF)
     yield session
     session.stop()
 
 
+def connect_session(log_path: str):
+    """A Spark Connect session on `local[2]`: pyspark starts the Connect server in this process's JVM."""
+    import sys
+    import warnings
+
+    from pyspark.sql import SparkSession
+
+    from labformat.spark.session import DEFAULT_CONF, _jvm_output_to
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The options configure the server as it starts; pyspark then also tries each one as a session
+    # option and warns about those only a server start can set.
+    warnings.filterwarnings("ignore", message="Failed to set spark", category=UserWarning)
+    builder = SparkSession.builder.remote("local[2]")
+    for key, value in {**DEFAULT_CONF, **SESSION_CONF}.items():
+        builder = builder.config(key, value)
+    with _jvm_output_to(Path(log_path)):
+        return builder.getOrCreate()
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test that uses the `spark` fixture, directly or through another fixture, is marked `spark`."""
+    on_connect = bool(os.environ.get(CONNECT_ENV))
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()) and item.get_closest_marker("spark") is None:
             item.add_marker(pytest.mark.spark)
+        if on_connect and item.get_closest_marker("classic_only") is not None:
+            item.add_marker(pytest.mark.skip(reason="needs a classic SparkSession (the JVM on this side)"))
 
 
 @pytest.fixture(scope="session")

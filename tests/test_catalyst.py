@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 from labformat.errors import InvalidInputError
 from labformat.model.column_stats import ColumnStats
 from labformat.read.catalyst import to_predicate
+from labformat.read.connect_filter import connect_predicate
 from labformat.read.data_skipping import ROWS_CANNOT_MATCH, ROWS_MIGHT_MATCH, might_match
 from labformat.read.predicates import (
     ALWAYS_FALSE,
@@ -230,6 +231,73 @@ def build(spec):
     return ~build(spec[1])
 
 
+def build_connect(spec):
+    """The same spec as a Spark Connect Column (built without a session: only its expression tree is read)."""
+    from pyspark.sql.connect import functions as CF
+
+    def lit_c(column, value):
+        spark_type = {"i": "int", "y": "double", "s": "string", "t": "timestamp"}[column]
+        return CF.lit(None).cast(spark_type) if value is None else CF.lit(value)
+
+    kind = spec[0]
+    if kind == "cmp":
+        _, column, op, value = spec
+        c, v = CF.col(column), lit_c(column, value)
+        return {"==": c == v, "!=": c != v, "<": c < v, "<=": c <= v, ">": c > v, ">=": c >= v,
+                "<=>": c.eqNullSafe(v)}[op]
+    if kind == "in":
+        return CF.col(spec[1]).isin([lit_c(spec[1], v) for v in spec[2]])
+    if kind == "between":
+        return CF.col(spec[1]).between(lit_c(spec[1], spec[2]), lit_c(spec[1], spec[3]))
+    if kind == "null":
+        return CF.col(spec[1]).isNull()
+    if kind == "notnull":
+        return CF.col(spec[1]).isNotNull()
+    if kind == "prefix":
+        return CF.col("s").startswith(spec[1]) if spec[1] else CF.col("s").like("%")
+    if kind == "unknown":
+        return {"i+1>2": CF.col("i") + 1 > 2, "i>y": CF.col("i") > CF.col("y"),
+                "len(s)=1": CF.length("s") == 1}[spec[1]]
+    if kind == "const":
+        return CF.lit(spec[1]).cast("boolean")
+    if kind == "and":
+        return build_connect(spec[1]) & build_connect(spec[2])
+    if kind == "or":
+        return build_connect(spec[1]) | build_connect(spec[2])
+    return ~build_connect(spec[1])
+
+
+def build_sql(spec):
+    """The same spec as a SQL string, or None where SQL has no spelling of it (an empty IN list, a
+    prefix holding LIKE's wildcards)."""
+    def value(column, v):
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" if isinstance(v, str) and column == "t" \
+            else sql_literal(column, v)
+
+    kind = spec[0]
+    if kind == "cmp":
+        _, column, op, v = spec
+        return f"{column} {'=' if op == '==' else op} {value(column, v)}"
+    if kind == "in":
+        return f"{spec[1]} IN ({', '.join(value(spec[1], v) for v in spec[2])})" if spec[2] else None
+    if kind == "between":
+        return f"{spec[1]} BETWEEN {value(spec[1], spec[2])} AND {value(spec[1], spec[3])}"
+    if kind in ("null", "notnull"):
+        return f"{spec[1]} IS {'NOT ' if kind == 'notnull' else ''}NULL"
+    if kind == "prefix":
+        return None if any(c in spec[1] for c in "%_\\") else f"s LIKE {sql_literal('s', spec[1] + '%')}"
+    if kind == "unknown":
+        return {"i+1>2": "i + 1 > 2", "i>y": "i > y", "len(s)=1": "length(s) = 1"}[spec[1]]
+    if kind == "const":
+        return f"CAST({'NULL' if spec[1] is None else spec[1]} AS BOOLEAN)"
+    parts = [build_sql(p) for p in spec[1:]]
+    if None in parts:
+        return None
+    if kind in ("and", "or"):
+        return f"({parts[0]}) {kind.upper()} ({parts[1]})"
+    return f"NOT ({parts[0]})"
+
+
 def layout(table, sort_by, files):
     """Rows into `files` contiguous base files, sorted by one column first (nulls last) or as they come."""
     if sort_by is not None:
@@ -310,6 +378,12 @@ def test_might_match_never_skips_a_file_spark_returns_rows_from(spark, table, so
         if k + 1 < len(parsed):
             (q, d), pair = parsed[k + 1], (specs[k], specs[k + 1])
             checks += [(("and-not", *pair), all_of(p, Not(q)), c & ~d), (("or", *pair), any_of(p, q), c | d)]
+        # What a Spark Connect session models of the same filter, as a Column and as SQL (its
+        # constants evaluated by this session, as the Connect server would).
+        checks.append((("connect column", specs[k]), connect_predicate(spark, build_connect(specs[k]), data_schema), c))
+        sql = build_sql(specs[k])
+        if sql is not None:
+            checks.append((("connect sql", sql), connect_predicate(spark, sql, data_schema), c))
     # One query for all checks: a 0/1 flag per row and check (when(NULL) is 0, as a filter drops it).
     flags = local_table(spark, laid_out).select(
         "file_id", "i", "y", "s", F.unix_micros("t").alias("t"),

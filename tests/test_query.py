@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 import labformat as lf
 from labformat.model.enums import StatsSource
+from labformat.spark.compat import NOT_ON_CONNECT, is_connect
 from labformat import datasets
 from labformat.lab.daily import run_daily_upserts
 from tests.helpers import telemetry
@@ -50,13 +51,16 @@ def test_one_hour_window_reads_exactly_the_files_of_that_hour(drone_table):
     assert names(report) == files_holding(drone_table, window)
     assert report.funnel.files_read < report.funnel.files_in_snapshot
     assert report.rows_returned == df.count() == drone_table.read().filter(window).count() > 0
-    # One row group a file here: a file the stats kept has its one row group read.
-    assert report.details.row_groups_read == report.details.row_groups_in_files_read >= report.funnel.files_read
-    # With data skipping off every file is opened, and the tasks still skip the row groups their
-    # statistics rule out: they read only the groups of the files the skipping would have kept.
     _, off = drone_table.query(window, options={"hoodie.enable.data.skipping": "false"})
     assert off.funnel.files_read == off.funnel.files_in_snapshot > report.funnel.files_read
-    assert off.details.row_groups_read == report.details.row_groups_read < off.details.row_groups_in_files_read
+    if is_connect(drone_table.spark):  # no accumulators to count row groups with
+        assert report.details.row_groups_read == off.details.row_groups_read == NOT_ON_CONNECT
+    else:
+        # One row group a file here: a file the stats kept has its one row group read.
+        assert report.details.row_groups_read == report.details.row_groups_in_files_read >= report.funnel.files_read
+        # With data skipping off every file is opened, and the tasks still skip the row groups their
+        # statistics rule out: they read only the groups of the files the skipping would have kept.
+        assert off.details.row_groups_read == report.details.row_groups_read < off.details.row_groups_in_files_read
     # The whole query's time is its planning and its scan, both measured.
     assert report.seconds == report.planning_seconds + report.execution_seconds > report.planning_seconds > 0
 
@@ -220,6 +224,7 @@ def jobs_run(spark):
         sc._jsc.clearJobGroup()
 
 
+@pytest.mark.classic_only
 def test_scan_to_dataframe_runs_no_spark_job_until_the_caller_acts(spark, drone_table):
     window = "ts >= '2024-01-16 10:00:00' AND ts < '2024-01-16 11:00:00'"
     with jobs_run(spark) as job_ids:

@@ -42,6 +42,7 @@ from pyspark.sql.types import DoubleType, IntegerType, StringType, StructField, 
 
 from labformat.datasets.spec import MINUTES_PER_DAY, DatasetSpec, check_day
 from labformat.datasets.spec import spec as _preset_spec
+from labformat.spark.compat import default_parallelism
 
 # Nullable as Spark reads parquet back; record_key and updated_at are never null by construction.
 SCHEMA = StructType(
@@ -120,7 +121,7 @@ def resolve_spec(spec: DatasetSpec | str) -> DatasetSpec:
 def _partitions(spark: SparkSession, rows: int, num_partitions: int | None) -> int:
     if num_partitions is not None:
         return max(1, int(num_partitions))
-    cores = spark.sparkContext.defaultParallelism
+    cores = default_parallelism(spark)
     return max(1, min(max(cores, -(-rows // _ROWS_PER_PARTITION)), max(1, rows // 10_000)))
 
 

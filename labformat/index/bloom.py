@@ -22,6 +22,7 @@ from labformat.index.base import FILE_ID, KEY, PART, Lookup, TagResult
 from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
+from labformat.spark.compat import default_parallelism, ship
 from labformat.spark.jobs import describe
 from labformat.storage import Storage
 
@@ -237,9 +238,9 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
     candidates = incoming.select(PART, KEY).mapInArrow(
         partial(prune_by_ranges, files=files, prune=ctx.options.prune_by_ranges), CANDIDATE_DDL)
     base_uri = ctx.base_uri
-    # Filters from the metadata table travel to the tasks as a broadcast (read once per executor).
-    shipped = ctx.spark.sparkContext.broadcast(
-        {p: (b.type_code, b.to_base64()) for p, b in blooms.items()}) if blooms else None
+    # Filters from the metadata table travel to the tasks as a broadcast (read once per executor;
+    # on Spark Connect inside the check's closure).
+    shipped = ship(ctx.spark, {p: (b.type_code, b.to_base64()) for p, b in blooms.items()}) if blooms else None
 
     # A plain typed function: pyspark 4.3 cannot infer the eval type of a functools.partial here.
     def check(table: pa.Table) -> pa.Table:
@@ -248,7 +249,7 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
 
     # One group per candidate file; as many tasks as files (up to the cores twice over), rather
     # than spark.sql.shuffle.partitions mostly empty ones.
-    tasks = max(1, min(len(slices), 2 * ctx.spark.sparkContext.defaultParallelism))
+    tasks = max(1, min(len(slices), 2 * default_parallelism(ctx.spark)))
     checked = candidates.repartition(tasks, FILE_ID).groupBy(FILE_ID).applyInArrow(check, CHECKED_DDL)
     checked = checked.persist()
     stats_rows = checked.filter(F.col(KEY).isNull())  # one row per file that survived range pruning

@@ -30,6 +30,7 @@ from labformat.index.base import DROP, FILE_ID, KEY, OLD_PART, PART, Lookup, Tag
 from labformat.model.enums import IndexType
 from labformat.model.file_group import FileSlice
 from labformat.storage import Storage
+from labformat.spark.compat import default_parallelism
 
 NEW_PART = "_lf_new_partition_path"  # the partition path the incoming record names
 
@@ -78,7 +79,7 @@ def _without_deleted_copies(tagged: DataFrame, lookup: Lookup, slices: list[File
     spark, base_uri = lookup.spark, lookup.base_uri
     with_logs = [(s.file_id, json.dumps(list(s.log_paths))) for s in slices if s.has_logs]
     listed = spark.createDataFrame(with_logs, f"{FILE_ID} string, logs string")
-    listed = listed.repartition(max(1, min(len(with_logs), 2 * spark.sparkContext.defaultParallelism)))
+    listed = listed.repartition(max(1, min(len(with_logs), 2 * default_parallelism(spark))))
     dead = (listed.mapInArrow(lambda batches: _deleted_in_logs(batches, base_uri), f"{FILE_ID} string, {KEY} string")
             .withColumn("_lf_dead", F.lit(True)))
     gone = F.coalesce(F.col("_lf_dead"), F.lit(False))

@@ -104,12 +104,13 @@ def environment(spark) -> pd.DataFrame:
     """What this lab runs on: Python, Java, Spark, pyarrow, pandas versions and the cores Spark uses."""
     import pyarrow
 
+    from labformat.spark import compat
     from labformat.spark.session import check_java
 
     rows = [("Python", platform.python_version()), ("Java (major)", str(check_java())),
             ("Spark", spark.version), ("pyarrow", pyarrow.__version__), ("pandas", pd.__version__),
-            ("labformat", lf.__version__), ("Spark master", spark.sparkContext.master),
-            ("cores (default parallelism)", str(spark.sparkContext.defaultParallelism))]
+            ("labformat", lf.__version__), ("Spark master", compat.master(spark)),
+            ("cores (default parallelism)", str(compat.default_parallelism(spark)))]
     return pd.DataFrame(rows, columns=["component", "version"]).set_index("component")
 
 

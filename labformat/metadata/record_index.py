@@ -42,6 +42,7 @@ from labformat.fileformat.parquet_io import unreadable
 from labformat.model.file_group import FileSlice
 from labformat.storage import Storage
 from labformat.timeline import METADATA_DIR, Timeline
+from labformat.spark.compat import default_parallelism
 
 RECORD_INDEX = "record_index"
 INDEX_DIR = f"{METADATA_DIR}/{RECORD_INDEX}"
@@ -387,14 +388,14 @@ def _write(spark: SparkSession, storage: Storage, entries: DataFrame, shards: in
     """Entries (ENTRY's columns) sharded, sorted and written by Spark tasks; their rows (shard, path, entries)."""
     base_uri = storage.base_uri
     sharded = entries.withColumn("shard", shard_column(F.col("key"), shards))
-    sharded = sharded.repartition(max(1, min(shards, 2 * spark.sparkContext.defaultParallelism)), "shard")
+    sharded = sharded.repartition(max(1, min(shards, 2 * default_parallelism(spark))), "shard")
     return sharded.mapInArrow(lambda batches: _write_shards(batches, base_uri, prefix), _WRITTEN_DDL).collect()
 
 
 def _key_rows(spark: SparkSession, storage: Storage, files: list[tuple[str | None, str, bool, str]]) -> DataFrame:
     """(path, file id, is_new, log paths as JSON) rows: their keys, read by Spark tasks (`_keys_of_files`)."""
     listed = spark.createDataFrame(files, "path string, file_id string, is_new boolean, logs string")
-    listed = listed.repartition(max(1, min(len(files), 2 * spark.sparkContext.defaultParallelism)))
+    listed = listed.repartition(max(1, min(len(files), 2 * default_parallelism(spark))))
     base_uri = storage.base_uri
     return listed.mapInArrow(lambda batches: _keys_of_files(batches, base_uri), _KEYS_DDL)
 
@@ -449,7 +450,7 @@ def compact(spark: SparkSession, storage: Storage, view: IndexView, instant: str
     name = _new_stamp()
     prefix, files, base_uri = f"{INDEX_DIR}/{instant}.{name}", view.files(), storage.base_uri
     shards = spark.createDataFrame([(s,) for s in sorted(files)], "shard int")
-    shards = shards.repartition(max(1, min(len(files), 2 * spark.sparkContext.defaultParallelism)))
+    shards = shards.repartition(max(1, min(len(files), 2 * default_parallelism(spark))))
     written = shards.mapInArrow(lambda batches: _merge_shards(batches, base_uri, files, prefix), _WRITTEN_DDL).collect()
     return IndexView(view.shards, _publish_manifest(storage, instant, name, view.shards, written), ())
 

@@ -15,6 +15,9 @@ from labformat.model.enums import IndexType, Operation, QueryType, StatsSource
 UPSERT_STEPS = ("validate", "deduplicate", "latest_file_slices", "tag", "small_files", "record_size",
                 "assign_inserts", "start_instant", "write", "commit")
 
+# What a report holds in place of a number that a Spark Connect session cannot measure.
+NOT_ON_CONNECT = "not available on Spark Connect"
+
 
 @dataclass(frozen=True)
 class Source:
@@ -166,7 +169,7 @@ class StepReport:
     name: str
     seconds: float
     tasks: int
-    jobs: int = 0
+    jobs: int | str = 0  # NOT_ON_CONNECT on a Spark Connect session (its progress reports count no jobs)
     # The Spark job group the step ran under (for the UI's task timelines); for a step whose work ran
     # inside a later step's job (jobs 0, see StepRecorder.ran_in), that step's group.
     group: str | None = None

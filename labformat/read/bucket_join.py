@@ -26,6 +26,7 @@ from labformat.index.bucket import bucket_of_file_id
 from labformat.model.enums import IndexType
 from labformat.model.instant import Instant
 from labformat.storage import Storage
+from labformat.spark.compat import distribute
 
 JOIN_TYPES = {"inner": "inner", "left": "left outer", "right": "right outer", "outer": "full outer",
               "full": "full outer", "left_semi": "left semi", "left_anti": "left anti"}
@@ -106,7 +107,6 @@ def bucket_join(left: TableContext, right: TableContext, how: str = "inner",
     spark = left.spark
     base_uris = (left.storage.base_uri, right.storage.base_uri)
     buckets = sorted(b for b, (l, r) in files.items() if l or r)
-    # One Spark partition per bucket (parallelize, not repartition: no exchange even for the list).
-    listed = spark.createDataFrame(spark.sparkContext.parallelize([(b,) for b in buckets], max(1, len(buckets))),
-                                   "bucket int")
+    # One Spark partition per bucket (distributed, not repartitioned: no exchange even for the list).
+    listed = distribute(spark, [(b,) for b in buckets], "bucket int")
     return listed.mapInArrow(lambda batches: _join_buckets(batches, base_uris, files, schemas, on, how, out), out)

@@ -1,9 +1,10 @@
 """From a Spark filter to a `Predicate`: Spark parses and optimizes it, and the Catalyst condition is walked.
 
-The only part of the read path's skipping logic that needs a (classic, py4j) SparkSession:
-`to_predicate` lets Spark parse, analyze and optimize the filter over an empty DataFrame of
-the table's schema, and turns the optimized Catalyst condition into a tree of
-`labformat.read.predicates` with plain Python values.
+On a classic (py4j) SparkSession `to_predicate` lets Spark parse, analyze and optimize the
+filter over an empty DataFrame of the table's schema, and turns the optimized Catalyst condition
+into a tree of `labformat.read.predicates` with plain Python values. A Spark Connect session has
+no Catalyst plan on this side: there the server checks the filter, and the Connect Column's own
+expression tree is walked (`read.connect_filter`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import types as T
 
-from labformat.errors import InvalidInputError, LabformatError
+from labformat.errors import InvalidInputError
+from labformat.read.connect_filter import connect_predicate
 from labformat.read.predicates import (
     ALWAYS_FALSE,
     ALWAYS_NULL,
@@ -37,6 +39,7 @@ from labformat.read.predicates import (
     all_of,
     any_of,
 )
+from labformat.spark.compat import is_connect
 
 __all__ = ["to_predicate"]
 
@@ -79,12 +82,17 @@ def to_predicate(spark: SparkSession, condition: Column | str, schema: T.StructT
         raise InvalidInputError(f"a filter is a pyspark Column or a SQL string, got {type(condition).__name__}")
     schema = _nullable(_as_struct(spark, schema))
     relation = spark.createDataFrame([], schema)
+    if is_connect(spark):
+        try:
+            with _quiet_query_context_logs():
+                relation.filter(condition).schema  # the server analyzes the filter: unknown columns, types
+        except PySparkException as e:
+            raise InvalidInputError(f"Spark rejects the filter {condition!r}: {e}") from e
+        return connect_predicate(spark, condition, schema)
     try:
         with _quiet_query_context_logs():
             execution = relation.filter(condition)._jdf.queryExecution()
         analyzed, optimized = execution.analyzed(), execution.optimizedPlan()
-    except AttributeError as e:  # Spark Connect: there is no JVM plan to read on this side
-        raise LabformatError("to_predicate needs a classic (py4j) SparkSession, not Spark Connect") from e
     except (PySparkException, Py4JError) as e:
         hint = ""
         if "MISSING_ATTRIBUTES" in str(e):

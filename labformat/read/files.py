@@ -30,6 +30,7 @@ from labformat.fileformat.parquet_io import read_base_file
 from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
 from labformat.read.predicates import Predicate
 from labformat.storage import Storage
+from labformat.spark.compat import default_parallelism, distribute
 
 _TASK_BYTES = 128 * 1024 * 1024  # spark.sql.files.maxPartitionBytes' default
 _BATCH_ROWS = 10_000  # spark.sql.execution.arrow.maxRecordsPerBatch's default
@@ -82,9 +83,8 @@ def read_files(spark: SparkSession, base_uri: str, paths: Sequence[str], schema:
         list(schema.fields) + [T.StructField(file_name_column, T.StringType(), False)])
     if not paths:
         return spark.createDataFrame([], out_schema)
-    groups = pack(list(paths), sizes, spark.sparkContext.defaultParallelism)
-    descriptors = spark.createDataFrame(
-        spark.sparkContext.parallelize([(json.dumps(g),) for g in groups], len(groups)), "paths string")
+    groups = pack(list(paths), sizes, default_parallelism(spark))
+    descriptors = distribute(spark, [(json.dumps(g),) for g in groups], "paths string")
     columns = [f.name for f in schema.fields]
 
     def might_hold(footer, g: int) -> bool:

@@ -52,6 +52,7 @@ from labformat.model.enums import MergeMode
 from labformat.model.file_group import FileSlice
 from labformat.schema import COMMIT_SEQNO, RECORD_KEY, with_meta_columns
 from labformat.storage import Storage
+from labformat.spark.compat import distribute
 
 _SLICE_DDL = "base string, logs string"
 
@@ -87,7 +88,7 @@ def merged_slices(spark: SparkSession, base_uri: str, slices: list[FileSlice], s
     """One Spark task per file slice with logs merges it; the driver ships only the paths."""
     rows = [(s.path, json.dumps(list(s.log_paths))) for s in slices]
     # One partition per file slice: each is merged by a task of its own.
-    descriptors = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), _SLICE_DDL)
+    descriptors = distribute(spark, rows, _SLICE_DDL)
     columns = [f.name for f in schema.fields]
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -37,11 +37,12 @@ from labformat.index.bucket import bucket_of_file_id, bucket_of_key, is_bucket_f
 from labformat.model.enums import BucketEngine, BucketHash, IndexType, MergeMode, QueryType, StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
-from labformat.model.report import Record, ScanFunnel, Source
+from labformat.model.report import NOT_ON_CONNECT, Record, ScanFunnel, Source
 from labformat.read.catalyst import to_predicate
 from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
 from labformat.read.predicates import Predicate, key_equality_values
 from labformat.read.merge_on_read import read_file_slices
+from labformat.spark.compat import is_connect
 from labformat.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -60,9 +61,10 @@ class ScanDetails(Record):
     predicate: str
     # The files read hold `row_groups_in_files_read` row groups (their footers say); the tasks
     # reading them skip those whose statistics rule the filter out (`read.files`) and count the
-    # ones they read (a Spark accumulator): `row_groups_read`.
+    # ones they read (a Spark accumulator): `row_groups_read`, NOT_ON_CONNECT on a Spark Connect
+    # session, which has no accumulators.
     row_groups_in_files_read: int
-    row_groups_read: int
+    row_groups_read: int | str
     log_files_read: int  # merge-on-read: log files read beside the base files
     file_slices_merged: int  # merge-on-read: slices merged in a task each
     query_type: QueryType
@@ -359,8 +361,8 @@ class ScanPlan:
         return self._dataframe
 
     @cached_property
-    def _row_groups_read(self) -> Accumulator:
-        return self.spark.sparkContext.accumulator(0)
+    def _row_groups_read(self) -> Accumulator | None:
+        return None if is_connect(self.spark) else self.spark.sparkContext.accumulator(0)
 
     @cached_property
     def _dataframe(self) -> DataFrame:
@@ -396,7 +398,8 @@ class ScanPlan:
         started = time.perf_counter()
         try:
             df = self.to_dataframe()
-            groups_before = self._row_groups_read.value  # the caller's own actions on df counted too
+            counter = self._row_groups_read
+            groups_before = counter.value if counter is not None else 0  # the caller's own actions on df counted too
             df.observe(observation, F.count(F.lit(1)).alias("rows")).write.format("noop").mode("overwrite").save()
         except Exception as exc:
             translated = self.failure(exc)
@@ -404,7 +407,7 @@ class ScanPlan:
                 raise
             raise translated from None
         execution = time.perf_counter() - started
-        row_groups_read = self._row_groups_read.value - groups_before
+        row_groups_read = counter.value - groups_before if counter is not None else NOT_ON_CONNECT
         paths = [s.path for s in self.file_slices]
         # Row groups from the footers planning read; the rest (stats from the metadata table) read now.
         known = {p: n for stage in self.stages for p, n in stage.row_groups.items()}

@@ -8,7 +8,8 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from labformat.model.report import StepReport
+from labformat.model.report import NOT_ON_CONNECT, StepReport
+from labformat.spark.compat import is_connect, partitions_of
 
 _group_ids = itertools.count()
 _GROUP = re.compile(r"labformat-(?P<step>.+)-\d+")
@@ -18,23 +19,32 @@ class StepRecorder:
     """Collects StepReports; `with rec.step("write"): ...` times a step and counts its tasks.
 
     Task counts come from Spark's status tracker: the tasks that completed in the stages of
-    the jobs the step started (skipped stages, whose output was reused, count zero).
+    the jobs the step started (skipped stages, whose output was reused, count zero). On a Spark
+    Connect session they come from the server's progress reports (the last report of each
+    operation lists every stage with its completed tasks); the number of Spark jobs is not
+    reported there (`jobs` is NOT_ON_CONNECT) and a step has no job group for the Spark UI.
     """
 
     def __init__(self, spark):
-        self.sc = spark.sparkContext
+        self.spark = spark
+        self.connect = is_connect(spark)
         self.steps: list[StepReport] = []
 
     @contextmanager
     def step(self, name: str):
         group = f"labformat-{name}-{next(_group_ids)}"
-        self.sc.setJobGroup(group, f"labformat {name}", interruptOnCancel=False)
+        if self.connect:
+            with self._connect_step(name, group):
+                yield
+            return
+        sc = self.spark.sparkContext
+        sc.setJobGroup(group, f"labformat {name}", interruptOnCancel=False)
         started = time.perf_counter()
         try:
             yield
         finally:
             seconds = time.perf_counter() - started
-            tracker = self.sc.statusTracker()
+            tracker = sc.statusTracker()
             job_ids = tracker.getJobIdsForGroup(group)
             tasks = 0
             for job_id in job_ids:
@@ -43,9 +53,28 @@ class StepRecorder:
                     stage = tracker.getStageInfo(stage_id)
                     if stage is not None:
                         tasks += stage.numCompletedTasks
-            self.sc.setLocalProperty("spark.jobGroup.id", None)
-            self.sc.setLocalProperty("spark.job.description", None)
+            sc.setLocalProperty("spark.jobGroup.id", None)
+            sc.setLocalProperty("spark.job.description", None)
             self.steps.append(StepReport(name, seconds, tasks, len(job_ids), group if job_ids else None))
+
+    @contextmanager
+    def _connect_step(self, name: str, tag: str):
+        latest: dict[tuple[str | None, int], int] = {}  # (operation, stage) -> completed tasks
+
+        def progress(stages, inflight_tasks, operation_id, done):
+            for stage in stages or ():
+                latest[(operation_id, stage.stage_id)] = stage.num_completed_tasks
+
+        self.spark.addTag(tag)  # the step's operations can be interrupted together (interruptTag)
+        self.spark.registerProgressHandler(progress)
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - started
+            self.spark.removeProgressHandler(progress)
+            self.spark.removeTag(tag)
+            self.steps.append(StepReport(name, seconds, sum(latest.values()), NOT_ON_CONNECT, None))
 
     def ran_in(self, name: str, other: str) -> None:
         """Step `name`'s Spark work ran inside step `other`'s job (a fused job): `name` keeps its own
@@ -59,15 +88,10 @@ class StepRecorder:
 
 
 def input_partitions(df) -> int:
-    """How many partitions Spark reads `df` in: the physical plan's RDD, without `df.rdd`'s Python wrapper.
-
-    Same answer as `df.rdd.getNumPartitions()` (both plan the query; neither runs a job for a
-    scan), at a fiftieth of the driver time (1 ms vs 50 ms), which every upsert pays once.
-    """
-    jdf = getattr(df, "_jdf", None)
-    if jdf is None:  # not a classic PySpark DataFrame
-        return df.rdd.getNumPartitions()
-    return int(jdf.queryExecution().executedPlan().execute().getNumPartitions())
+    """How many partitions Spark reads `df` in (`compat.partitions_of`): on a classic session the
+    physical plan's RDD, which, unlike `df.rdd.getNumPartitions()`, costs 1 ms rather than 50 of
+    driver time, which every upsert pays once."""
+    return partitions_of(df)
 
 
 def step_of_group(group: str) -> str:
@@ -121,6 +145,9 @@ def describe(spark, *stages: str, before: str | None = None):
 
     Sets the job description (kept by the step's job group); the previous one is restored after.
     """
+    if is_connect(spark):  # no job descriptions on Connect: its stages keep Spark's numbers
+        yield
+        return
     sc = spark.sparkContext
     previous = sc.getLocalProperty("spark.job.description")
     sc.setLocalProperty("spark.job.description", StagePlan(tuple(stages), before).format())

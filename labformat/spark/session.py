@@ -122,15 +122,62 @@ def _jvm_output_to(log_path: Path):
 
 
 MASTER_ENV = "LABFORMAT_SPARK_MASTER"  # the Spark master when no `master` is passed
+CONNECT_PREFIX = "sc://"  # a Spark Connect endpoint, e.g. sc://localhost:15002
+
+_shipped_zip: Path | None = None
+
+
+def is_local_master(master: str) -> bool:
+    """`local`, `local[*]`, `local-cluster[...]`: executors on this machine, with this interpreter."""
+    return master.startswith("local")
+
+
+def labformat_zip() -> Path:
+    """A zip of the labformat package as it is now (pure Python), built once per process, for
+    `spark.submit.pyFiles`, `SparkContext.addPyFile` or `SparkSession.addArtifacts(pyfile=True)`."""
+    import zipfile
+
+    global _shipped_zip
+    if _shipped_zip is None or not _shipped_zip.exists():
+        package = Path(__file__).resolve().parents[1]  # labformat/
+        target = Path(tempfile.mkdtemp(prefix="labformat-ship-")) / "labformat.zip"
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+            for source in sorted(package.rglob("*.py")):
+                archive.write(source, Path("labformat") / source.relative_to(package))
+        _shipped_zip = target
+    return _shipped_zip
+
+
+def ship_labformat(spark) -> None:
+    """Make `import labformat` work in the executors' Python workers of `spark` (a session you built
+    yourself; `spark_session` does it for every non-local master).
+
+    The package goes as a zip: `addArtifacts(..., pyfile=True)` on Spark Connect, `addPyFile`
+    on a classic session. Its dependencies (pyarrow, numpy, pandas, fastavro, ...) must be in the
+    executors' Python already: `python3 scripts/lab.py pack` builds an archive of this
+    environment for `spark.archives` (docs/cluster.md).
+    """
+    from labformat.spark.compat import is_connect
+
+    path = str(labformat_zip())
+    if is_connect(spark):
+        spark.addArtifacts(path, pyfile=True)
+    else:
+        spark.sparkContext.addPyFile(path)
 
 
 def spark_session(master: str | None = None, app_name: str = "labformat", log_path: str | os.PathLike | None = None, **conf):
     """Return the process's SparkSession, creating it if needed.
 
     `master` is any Spark master URL (`local[*]` by default, or $LABFORMAT_SPARK_MASTER;
-    `spark://host:7077`, `local-cluster[...]`, `yarn`, ... work unchanged). Extra Spark
-    options are keyword arguments: `spark_session(**{"spark.sql.shuffle.partitions": "8"})`.
-    The JVM's own output goes to `log_path` (default: $LABFORMAT_SPARK_LOG or a temp file).
+    `spark://host:7077`, `local-cluster[...]`, `yarn`, `k8s://...` work unchanged) or a Spark
+    Connect endpoint (`sc://host:15002`). Extra Spark options are keyword arguments:
+    `spark_session(**{"spark.sql.shuffle.partitions": "8"})`. The JVM's own output goes to
+    `log_path` (default: $LABFORMAT_SPARK_LOG or a temp file).
+
+    On a local master the executors run this interpreter (PYSPARK_PYTHON defaults to it). On any
+    other, labformat itself is shipped to the executors (`ship_labformat`), and their Python is
+    the cluster's: set `spark.pyspark.python` or `spark.archives` (docs/cluster.md).
     """
     from pyspark.sql import SparkSession
 
@@ -138,17 +185,33 @@ def spark_session(master: str | None = None, app_name: str = "labformat", log_pa
     if active is not None:
         return active
 
-    check_java()
-    # Executors must run the same interpreter (and so the same installed labformat) as the driver.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-
+    master = master or os.environ.get(MASTER_ENV, "local[*]")
     options = dict(DEFAULT_CONF)
     options.update({key: str(value) for key, value in conf.items()})
-    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get(MASTER_ENV, "local[*]"))
+    if master.startswith(CONNECT_PREFIX):
+        # The server owns the JVM and its settings; a client sets only SQL options per session.
+        builder = SparkSession.builder.remote(master)
+        for key, value in options.items():
+            if key.startswith("spark.sql."):
+                builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        ship_labformat(spark)
+        return spark
+
+    check_java()
+    if "spark.pyspark.python" in options:
+        # spark-submit turns this option into PYSPARK_PYTHON; a session built in Python reads only the variable.
+        os.environ["PYSPARK_PYTHON"] = options["spark.pyspark.python"]
+    elif is_local_master(master):
+        # Executors run the same interpreter (and so the same installed labformat) as the driver.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in options.items():
         builder = builder.config(key, value)
     with _jvm_output_to(Path(log_path) if log_path else default_log_path()):
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
+    if not is_local_master(master):
+        ship_labformat(spark)
     return spark

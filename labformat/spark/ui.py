@@ -13,6 +13,7 @@ from datetime import datetime
 import pandas as pd
 
 from labformat.errors import LabformatError
+from labformat.spark.compat import NOT_ON_CONNECT, is_connect
 from labformat.spark.jobs import stage_labels, step_of_group
 
 # The REST listener is fed asynchronously, so a job that just returned may not be listed as done yet.
@@ -58,6 +59,9 @@ class SparkUI:
     """Reads the driver's own monitoring REST API (`spark.sparkContext.uiWebUrl`)."""
 
     def __init__(self, spark, poll_seconds: float = POLL_SECONDS):
+        if is_connect(spark):
+            raise LabformatError(f"task timings from the Spark UI are {NOT_ON_CONNECT}: the UI is the "
+                                 "server's, and a Connect client has no application id to ask it about")
         sc = spark.sparkContext
         url = sc.uiWebUrl
         if not url:

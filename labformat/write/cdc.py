@@ -33,6 +33,7 @@ from labformat.read.merge_on_read import read_file_slices
 from labformat.schema import COMMIT_TIME, PARTITION_PATH, RECORD_KEY
 from labformat.storage import Storage
 from labformat.timeline import CDC_DIR
+from labformat.spark.compat import default_parallelism
 
 _WRITTEN_DDL = "path string, rows long"
 
@@ -85,6 +86,6 @@ def _write_files(batches: Iterator[pa.RecordBatch], base_uri: str, instant: str)
 def write_changes(spark: SparkSession, storage: Storage, instant: str, records: DataFrame) -> int:
     """Write the change records by Spark tasks (a couple of files per commit); how many there were."""
     base_uri = storage.base_uri
-    written = (records.coalesce(max(1, spark.sparkContext.defaultParallelism))
+    written = (records.coalesce(max(1, default_parallelism(spark)))
                .mapInArrow(lambda batches: _write_files(batches, base_uri, instant), _WRITTEN_DDL).collect())
     return sum(r.rows for r in written)

@@ -40,6 +40,7 @@ from labformat.spark.jobs import describe
 from labformat.storage import Storage
 from labformat.timeline import EARLIEST_READABLE_KEY, TIMELINE_DIR, Timeline
 from labformat.write.operation import OperationRun, Plan, WriteOperation, execute
+from labformat.spark.compat import default_parallelism, distribute
 _DELETED_DDL = "path string, size_bytes long, deleted boolean"
 
 SliceId = tuple[str, str, str]  # (partition path, file id, base instant time)
@@ -115,8 +116,8 @@ def delete_files(ctx: TableContext, paths: list[str]) -> list[tuple[str, int, bo
     if not paths:
         return []
     spark = ctx.spark
-    tasks = max(1, min(len(paths), spark.sparkContext.defaultParallelism))
-    frame = spark.createDataFrame(spark.sparkContext.parallelize([(p,) for p in paths], tasks), "path string")
+    tasks = max(1, min(len(paths), default_parallelism(spark)))
+    frame = distribute(spark, [(p,) for p in paths], "path string", tasks)
     base_uri = ctx.storage.base_uri
     with describe(spark, "delete files"):
         rows = frame.mapInArrow(lambda b: delete_files_task(b, base_uri), _DELETED_DDL).collect()

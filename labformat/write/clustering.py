@@ -70,6 +70,7 @@ from labformat.spark.jobs import describe
 from labformat.storage import Storage
 from labformat.write.arrow_writer import WriteSpec, this_task, write_rows_as_base_file
 from labformat.write.operation import OperationRun, Plan, WriteOperation, key_column, write_spec
+from labformat.spark.compat import distribute
 
 STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
 CONSISTENT_STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkConsistentBucketClusteringExecutionStrategy"
@@ -360,7 +361,7 @@ class Clustering(WriteOperation):
         rows = [(g.partition_path, json.dumps([s.path for s in g.slices]), g.output_file_groups) for g in plan.groups]
         file_schema, sort_columns = with_meta_columns(data_schema), plan.sort_columns
         strategy = run.options.layout_optimize_strategy
-        tasks = ctx.spark.createDataFrame(ctx.spark.sparkContext.parallelize(rows, len(rows)), _GROUP_DDL)
+        tasks = distribute(ctx.spark, rows, _GROUP_DDL)
         with describe(ctx.spark, "sort clustering groups, write base files"):
             collected = tasks.mapInArrow(lambda b: cluster_group_task(b, spec, sort_columns, file_schema, strategy),
                                          BaseFileStat.spark_ddl()).collect()
@@ -385,7 +386,7 @@ class Clustering(WriteOperation):
                  json.dumps([n.value for n in g.children]), json.dumps([n.file_id for n in g.children]))
                 for g in plan.groups]
         file_schema, config = with_meta_columns(data_schema), ctx.config
-        tasks = ctx.spark.createDataFrame(ctx.spark.sparkContext.parallelize(rows, len(rows)), _SPLIT_DDL)
+        tasks = distribute(ctx.spark, rows, _SPLIT_DDL)
         with describe(ctx.spark, "split buckets: merge each slice, write its two children"):
             collected = tasks.mapInArrow(
                 lambda b: split_bucket_task(b, spec, file_schema, config.precombine_field, config.merge_mode,

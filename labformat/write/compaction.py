@@ -36,6 +36,7 @@ from labformat.storage import Storage
 from labformat.timeline import Timeline
 from labformat.write.arrow_writer import WriteSpec, this_task, write_rows_as_base_file
 from labformat.write.operation import OperationRun, Plan, WriteOperation, execute, key_column, write_spec
+from labformat.spark.compat import distribute
 
 STRATEGY = "every file slice with log files, most log bytes first"
 _OPERATION_DDL = "partition_path string, file_id string, base_path string, base_instant string, logs string"
@@ -121,7 +122,7 @@ class Compaction(WriteOperation):
                 for o in plan.operations]
         precombine, mode = ctx.config.precombine_field, ctx.config.merge_mode
         file_schema = with_meta_columns(data_schema)
-        tasks = ctx.spark.createDataFrame(ctx.spark.sparkContext.parallelize(rows, len(rows)), _OPERATION_DDL)
+        tasks = distribute(ctx.spark, rows, _OPERATION_DDL)
         with describe(ctx.spark, "merge file slices, write base files"):
             collected = tasks.mapInArrow(lambda b: compact_file_slices(b, spec, precombine, mode, file_schema),
                                          BaseFileStat.spark_ddl()).collect()

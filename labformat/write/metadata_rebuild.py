@@ -17,6 +17,7 @@ from labformat.model.instant import Instant
 from labformat.model.report import IndexDetails, WriteReport
 from labformat.write.operation import OperationRun, Plan, WriteOperation
 from labformat.write.transaction import record_index_asked
+from labformat.spark.compat import default_parallelism
 
 
 @dataclass
@@ -46,7 +47,7 @@ class MetadataRebuild(WriteOperation):
         columns = tuple(f.name for f in ctx.schema().fields)
         base_uri = ctx.storage.base_uri
         paths = spark.createDataFrame([(s.path,) for s in plan.slices], "path string")
-        paths = paths.repartition(max(1, min(len(plan.slices), 2 * spark.sparkContext.defaultParallelism)))
+        paths = paths.repartition(max(1, min(len(plan.slices), 2 * default_parallelism(spark))))
         # Spark Rows: their fields read as attributes, as write_metadata reads a write task's BaseFileStat.
         stats = paths.mapInArrow(lambda batches: stats_of_files(batches, base_uri, columns), STATS_DDL).collect()
         if record_index.exists(ctx.storage) or record_index_asked(ctx, run.options):

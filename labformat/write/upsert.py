@@ -40,6 +40,7 @@ from labformat.model.enums import BucketEngine, IndexType, Operation, Parallelis
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import TagFunnel, UpsertDetails, WriteReport
+from labformat.spark.compat import default_parallelism
 from labformat.spark.jobs import WRITE_BASE_FILES, conf_override, describe, input_partitions
 from labformat.write import sizing
 from labformat.write.arrow_writer import WriteSpec
@@ -637,7 +638,7 @@ class Upsert(WriteOperation):
     def running(self, run: OperationRun):
         # Every shuffle without a task count of its own gets the upsert's parallelism (or the cores').
         state_partitions = input_partitions(self.df)
-        shuffles = max(shuffle_parallelism(state_partitions, run.options), run.ctx.spark.sparkContext.defaultParallelism, 1)
+        shuffles = max(shuffle_parallelism(state_partitions, run.options), default_parallelism(run.ctx.spark), 1)
         return pinned_shuffles(run.ctx.spark, shuffles)
 
     def plan(self, run: OperationRun) -> UpsertState:
