@@ -445,3 +445,34 @@ def test_s3_runs_add_the_s3_extra_and_nothing_else_does():
     assert lab.extras_for("run", ["--preset", "tiny"]) == () and lab.extras_for("run", ["--storage", "local"]) == ()
     assert lab.extras_for("bench", ["--engines", "labformat-bloom", "delta-rs-s3"]) == ("bench", "s3")
     assert lab.extras_for("test", []) == ("test",)
+
+
+def test_pack_writes_a_relocatable_environment_without_pyspark_or_labformat(tmp_path):
+    """`scripts/lab.py pack` (labformat.spark.pack): a virtual environment as a tar.gz for `spark.archives`,
+    with pyspark (the cluster's own) and labformat (shipped as a zip) left out."""
+    import tarfile
+
+    from labformat.spark.pack import pack_environment
+
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    site = next(env.glob("lib/python*/site-packages"))
+    for name in ("pyspark", "labformat", "fastavro"):
+        (site / name).mkdir()
+        (site / name / "__init__.py").write_text("")
+    # pip's editable install of this project: a finder module and the .pth file that installs it.
+    (site / "__editable___labformat_0_1_0_finder.py").write_text("def install():\n    pass\n")
+    (site / "__editable__.labformat-0.1.0.pth").write_text(
+        "import __editable___labformat_0_1_0_finder; __editable___labformat_0_1_0_finder.install()\n")
+    archive = pack_environment(env, tmp_path / "env.tar.gz")
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert "bin/python" in names and "bin/activate" in names
+    assert any(n.endswith("site-packages/fastavro/__init__.py") for n in names)
+    assert not [n for n in names if "/pyspark" in n or "labformat" in n], names
+
+
+def test_the_pack_command_installs_the_pack_extra():
+    lab = load_lab_module()
+    assert lab.extras_for("pack", []) == ("pack",)
+    assert "pack" in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]

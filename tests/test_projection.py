@@ -9,7 +9,7 @@ import pytest
 
 from labformat.errors import InvalidInputError, LabformatError
 from labformat.lab import projection
-from labformat.lab.projection import makespan, project, schedule, write_stage_tasks
+from labformat.lab.projection import against_measurement, makespan, project, schedule, write_stage_tasks
 from labformat.spark.jobs import StagePlan, stage_labels, step_of_group
 
 
@@ -196,3 +196,15 @@ def test_real_upsert_stages_are_named_by_what_they_do(spark, tmp_path):
     writers = write_stage_tasks(timeline)
     # One write task per file group written: the files the report lists.
     assert len(writers) == len(upsert.files) and writers["stage_id"].nunique() == 1
+
+
+def test_against_measurement_compares_the_span_with_the_same_cores_projection():
+    # Two lanes really used, with a 0.5 s gap the scheduler left before the third task.
+    tasks = pd.DataFrame({"stage_id": [1, 1, 1], "index": [0, 1, 2], "launch": [10.0, 10.0, 11.5],
+                          "duration": [1.0, 1.0, 1.0]})
+    check = against_measurement(tasks, cores=2)
+    row = check.iloc[0]
+    assert (row.cores, row.measured_s, row.projected_s) == (2, 2.5, 2.0)
+    assert row.error_pct == pytest.approx(-20.0)
+    with pytest.raises(InvalidInputError):
+        against_measurement(tasks.drop(columns="launch"), cores=2)

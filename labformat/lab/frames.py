@@ -300,3 +300,11 @@ def shuffle_waves(steps: dict[int, pd.DataFrame], cores: int) -> pd.DataFrame:
         rows.append({"input_partitions": key, "shuffle_tasks": n, "waves_on_cores": waves,
                      "idle_lanes_in_last_wave": waves * cores - n})
     return pd.DataFrame(rows).set_index("input_partitions")
+
+
+def projection_check(tasks: pd.DataFrame, cores: int) -> pd.DataFrame:
+    """The projection's error where it can be measured: `tasks` projected onto the `cores` they ran on,
+    beside the span they really took (`projection.against_measurement`)."""
+    from labformat.lab.projection import against_measurement
+
+    return against_measurement(tasks, cores).set_index("cores").round({"measured_s": 3, "projected_s": 3, "error_pct": 1})

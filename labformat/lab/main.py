@@ -12,6 +12,7 @@ from pathlib import Path
 import labformat as lf
 from labformat import datasets
 from labformat.model.enums import SortMode
+from labformat.spark.session import MASTER_ENV
 
 
 def human_bytes(n: float) -> str:
@@ -105,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", default="local", choices=["local", "s3"],
                         help="where the notebooks' tables live: out/work (default), or a local S3 server "
                              "(SeaweedFS) the job starts and stops; every table operation then goes over S3")
+    parser.add_argument("--master", default=None, metavar="URL",
+                        help="the Spark master the notebooks' sessions use: spark://host:7077, yarn, k8s://..., "
+                             "sc://host:15002 (Spark Connect), or local-standalone (a standalone master and "
+                             "2 one-core workers on this machine, started and stopped by the job); default "
+                             "$LABFORMAT_SPARK_MASTER, else local[*]")
     parser.add_argument("--bulk-insert-only", action="store_true",
                         help="only generate the dataset and bulk insert it into one table, and print what happened")
     parser.add_argument("--key-style", default="monotonic", choices=["monotonic", "random"],
@@ -116,11 +122,38 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out).resolve() if args.out else Path(__file__).resolve().parents[2] / "out"
     datasets.spec(args.preset)  # an unknown preset fails now, naming the presets
+    if args.master == LOCAL_STANDALONE:
+        return run_on_local_standalone(args, out)
+    return run(args, out)
+
+
+def run(args, out: Path) -> int:
+    if args.master:
+        os.environ[MASTER_ENV] = args.master  # the notebooks' kernels (and this process) inherit it
     if args.bulk_insert_only:
         return run_bulk_insert(args, out)
     if args.storage == "s3":
         return run_on_s3(args, out)
     return run_workshop(args, out)
+
+
+LOCAL_STANDALONE = "local-standalone"
+
+
+def run_on_local_standalone(args, out: Path) -> int:
+    """The job on a Spark standalone cluster on this machine: a master and 2 workers of 1 core each,
+    every executor a JVM of its own, started here and stopped after. The executors run this
+    interpreter (they are on this machine); labformat reaches them as a shipped zip."""
+    from labformat.spark.standalone import StandaloneCluster
+
+    work = out / "standalone"
+    shutil.rmtree(work, ignore_errors=True)
+    with StandaloneCluster.start(work, workers=2, cores=1) as cluster:
+        print(f"The notebooks run on a local standalone cluster at {cluster.master_url} (2 workers x 1 core).",
+              flush=True)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        args.master = cluster.master_url
+        return run(args, out)
 
 
 def run_on_s3(args, out: Path) -> int:

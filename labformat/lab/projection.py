@@ -131,3 +131,21 @@ def project(tasks: pd.DataFrame, cores: int) -> pd.DataFrame:
 def write_stage_tasks(tasks: pd.DataFrame) -> pd.DataFrame:
     """The tasks of the stage(s) that write base files ("write: write base files"), not every stage of a write step."""
     return tasks[task_stage_labels(tasks).str.endswith(": " + WRITE_BASE_FILES)]
+
+
+def against_measurement(tasks: pd.DataFrame, cores: int) -> pd.DataFrame:
+    """The projection checked where it can be: the measured `tasks` (with `launch`) laid onto the
+    `cores` they really ran on, beside the span they really took, from the first launch to the last
+    task's end. The difference is what the projection leaves out (task launch, the scheduler's
+    order, stages overlapping) on this machine or cluster; projected onto other cores it is an
+    estimate with at least that error. One row: cores, measured_s, projected_s, error_pct.
+    """
+    cores = _check_cores(cores)
+    if tasks.empty or "launch" not in tasks.columns:
+        raise InvalidInputError("the check needs measured tasks with a `launch` column (fr.task_timeline)")
+    durations = task_durations(tasks)
+    measured = float((tasks["launch"] + durations).max() - tasks["launch"].min())
+    projected_tasks = project(tasks, cores)
+    projected = float((projected_tasks["launch"] + projected_tasks["duration"]).max())
+    error = (projected - measured) / measured * 100 if measured > 0 else float("nan")
+    return pd.DataFrame([{"cores": cores, "measured_s": measured, "projected_s": projected, "error_pct": error}])
