@@ -17,11 +17,15 @@ import time
 from pyspark.sql import functions as F
 
 import labformat as lf
+from labformat.spark.compat import is_connect
 from tests.helpers import telemetry
+
+WRITER_MASTER_ENV = "LABFORMAT_TEST_WRITER_MASTER"
 
 if __name__ == "__main__":
     path, operation, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    spark = lf.spark_session(master="local[1]", **{
+    # Under tests/test_connect.py the writers are Spark Connect clients of the test session's server.
+    spark = lf.spark_session(master=os.environ.get(WRITER_MASTER_ENV, "local[1]"), **{
         "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "1",
@@ -45,4 +49,5 @@ if __name__ == "__main__":
                    "rows_updated": report.rows_updated, "rolled_back": list(report.rolled_back)}
     except lf.LabformatError as exc:
         outcome = {"error": type(exc).__name__, "message": str(exc)}
+    outcome["spark_connect"] = is_connect(spark)
     print(json.dumps(outcome), flush=True)

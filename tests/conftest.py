@@ -11,6 +11,7 @@ import pytest
 # Set by tests/test_connect.py for the pytest it starts: the session is then a Spark Connect one
 # (a server in this process's JVM, reached over gRPC), and the classic-only tests are skipped.
 CONNECT_ENV = "LABFORMAT_TEST_CONNECT"
+CONNECT_PORT = 15002  # Spark Connect's default port
 
 SESSION_CONF = {
     "spark.sql.shuffle.partitions": "4",
@@ -48,11 +49,14 @@ def connect_session(log_path: str):
     # The options configure the server as it starts; pyspark then also tries each one as a session
     # option and warns about those only a server start can set.
     warnings.filterwarnings("ignore", message="Failed to set spark", category=UserWarning)
-    builder = SparkSession.builder.remote("local[2]")
+    builder = SparkSession.builder.remote("local[2]").config("spark.connect.grpc.binding.port", str(CONNECT_PORT))
     for key, value in {**DEFAULT_CONF, **SESSION_CONF}.items():
         builder = builder.config(key, value)
     with _jvm_output_to(Path(log_path)):
-        return builder.getOrCreate()
+        session = builder.getOrCreate()
+    # Writer processes (tests/concurrent_writer.py) connect to this server as clients of their own.
+    os.environ["LABFORMAT_TEST_WRITER_MASTER"] = f"sc://localhost:{CONNECT_PORT}"
+    return session
 
 
 def pytest_collection_modifyitems(config, items):

@@ -20,6 +20,7 @@ import pytest
 from pyspark.sql import types as T
 
 import labformat as lf
+from labformat.spark.compat import is_connect
 from labformat.model.enums import Operation, StatsSource
 from labformat import config as C
 from labformat.errors import ConcurrentWriteError, WriteConflictError
@@ -326,7 +327,9 @@ class WriterProcess:
         self.pause_dir = workdir / f"pause-{time.time_ns()}"
         self.pause_dir.mkdir()
         spec = {**spec, "begin_file": str(self.pause_dir / "begin")}
-        env = {k: v for k, v in os.environ.items() if k not in ("LABFORMAT_PAUSE_AT", "LABFORMAT_CRASH_AT")}
+        # SPARK_LOCAL_REMOTE marks the process holding a local Connect server; a writer is only its client.
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("LABFORMAT_PAUSE_AT", "LABFORMAT_CRASH_AT", "SPARK_LOCAL_REMOTE")}
         env.update(PYTHONPATH=str(ROOT), LABFORMAT_PAUSE_DIR=str(self.pause_dir))
         if pause_at:
             env["LABFORMAT_PAUSE_AT"] = pause_at
@@ -445,6 +448,7 @@ def test_occ_writers_on_the_same_file_group_exactly_one_commits(spark, tmp_path)
     t, group, b, a_report = conflict_on_one_file_group(spark, tmp_path, path)
 
     assert a_report["error"] == "WriteConflictError", a_report
+    assert a_report["spark_connect"] == is_connect(spark)  # under tests/test_connect.py, a Connect client too
     assert f"commit {b.instant}" in a_report["message"] and group.file_id in a_report["message"]
     expected = {i: i * 0.5 if i < 10 else 2000.0 for i in range(20)}
     assert batteries(t) == expected and hudi_batteries(path) == expected

@@ -23,7 +23,8 @@ pytestmark = [pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 
 # Every public operation: create, open, bulk insert, upsert, delete, read, query, scan, time
-# travel, compaction, clustering, clean; and what differs between the two kinds of session.
+# travel, compaction, clustering, clean; concurrent writers; and what differs between the two
+# kinds of session.
 CORE_TESTS = [
     "tests/test_connect_session.py",
     *(f"tests/test_table.py::{name}" for name in (
@@ -50,6 +51,8 @@ CORE_TESTS = [
         "test_clean_keeps_the_slices_of_the_retained_commits_and_deletes_older_ones",
         "test_clustering_rewrites_small_files_sorted_and_the_view_hides_the_replaced_ones",
         "test_clustering_layout_strategies_decide_which_column_filters_prune")),
+    # Two writers under OCC: the other one a process of its own, a Connect client of the same server.
+    "tests/test_concurrency.py::test_occ_writers_on_the_same_file_group_exactly_one_commits",
 ]
 
 

@@ -184,10 +184,11 @@ def task_timeline(spark, report: lf.WriteReport, step: str = "write") -> pd.Data
     """The Spark tasks of one step of a write (from the Spark UI's REST API), ready for `viz.plot_task_timeline`."""
     from labformat.spark import SparkUI
 
+    ui = SparkUI(spark)  # first: on Spark Connect it says the timeline is not available there
     group = report.step(step).group
     if group is None:
         raise lf.LabformatError(f"step {step!r} of {report.operation} {report.instant} ran no Spark job")
-    tasks = SparkUI(spark).task_timeline(group)
+    tasks = ui.task_timeline(group)
     # A slot frees when the executor is done with a task (busy time), before the driver has handled
     # its result (duration): drawn by duration, hand-overs on a busy core would look concurrent.
     return tasks.assign(duration=tasks["busy_s"].fillna(tasks["duration_s"]))

@@ -197,11 +197,12 @@ def corrections_table(spark, load: Workload, bucket_num: int = 4, workdir: Path 
 def _run_and_measure(spark, df: DataFrame) -> tuple[int, int]:
     """Run `df` once (every column computed, nothing kept); its rows and the bytes its job shuffled,
     read from the Spark UI's stages."""
+    ui = SparkUI(spark)  # first: on Spark Connect it says the shuffle bytes are not available there
     recorder = StepRecorder(spark)
     with recorder.step("join"):
         df.write.format("noop").mode("overwrite").save()
     group = recorder.steps[-1].group
-    shuffled = sum(stage.shuffle_write_bytes for stage in SparkUI(spark).stages(group)) if group else 0
+    shuffled = sum(stage.shuffle_write_bytes for stage in ui.stages(group)) if group else 0
     return df.count(), shuffled
 
 

@@ -40,6 +40,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    """In the daemon's process before it starts: Linux sends it SIGTERM when the process that started it
+    dies, so a killed test run or job leaves no master or worker behind (spark-class execs java,
+    which keeps the setting)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
 def _get_json(url: str) -> dict | None:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
@@ -89,7 +99,8 @@ class StandaloneCluster:
                 logs.append(log)
                 with open(log, "ab") as out:
                     processes.append(subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                                      stdin=subprocess.DEVNULL, start_new_session=True))
+                                                      stdin=subprocess.DEVNULL, start_new_session=True,
+                                                      preexec_fn=_die_with_parent))
             cluster._wait_for_workers(timeout_s)
         except BaseException:
             cluster.stop()
