@@ -160,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with StandaloneCluster.start(args.work_dir, args.workers, args.cores, args.memory) as cluster:
         print(f"{cluster.master_url} ({args.workers} workers x {args.cores} cores; UI {cluster.ui_url}); "
-              "Ctrl-C stops it", flush=True)
+              "Ctrl-C stops it. The workshop on it, executors running this Python:\n"
+              f"  PYSPARK_PYTHON={sys.executable} python3 scripts/lab.py run --master {cluster.master_url}",
+              flush=True)
         try:
             signal.pause()
         except KeyboardInterrupt:
