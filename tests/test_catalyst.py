@@ -379,7 +379,10 @@ def test_might_match_never_skips_a_file_spark_returns_rows_from(spark, table, so
             (q, d), pair = parsed[k + 1], (specs[k], specs[k + 1])
             checks += [(("and-not", *pair), all_of(p, Not(q)), c & ~d), (("or", *pair), any_of(p, q), c | d)]
         # What a Spark Connect session models of the same filter, as a Column and as SQL (its
-        # constants evaluated by this session, as the Connect server would).
+        # constants evaluated by this session, as the Connect server would); two per example, as
+        # each SQL filter's constants cost a query.
+        if k >= 2:
+            continue
         checks.append((("connect column", specs[k]), connect_predicate(spark, build_connect(specs[k]), data_schema), c))
         sql = build_sql(specs[k])
         if sql is not None:

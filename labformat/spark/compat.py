@@ -75,16 +75,19 @@ def default_parallelism(spark: SparkSession) -> int:
 
 def distribute(spark: SparkSession, rows: Sequence[tuple], ddl: str, tasks: int | None = None) -> DataFrame:
     """A DataFrame of `rows` (tuples matching `ddl`) in `tasks` partitions (default: one row each),
-    contiguous runs of rows per partition, with no shuffle: `sparkContext.parallelize` for both
-    kinds of session.
-
-    The rows travel inside the plan, each a JSON text in one array literal; partition i of a
-    `spark.range` picks its own. Only for the driver's small metadata (a task list), never table data.
+    contiguous runs of rows per partition, with no shuffle: `sparkContext.parallelize`, and on Spark
+    Connect (no SparkContext) its equivalent: the rows travel inside the plan, each a JSON text in
+    one array literal, and partition i of a `spark.range` picks its own. Only for the driver's small
+    metadata (a task list), never table data.
     """
     rows = list(rows)
     tasks = max(1, min(len(rows), tasks if tasks else len(rows)))
     if not rows:
         return spark.createDataFrame([], ddl)
+    if not is_connect(spark):
+        # An RDD of unknown size: Spark plans the joins over it as it always has (a range of known
+        # size can make it broadcast a side, an extra job per join).
+        return spark.createDataFrame(spark.sparkContext.parallelize(rows, tasks), ddl)
     schema = spark.createDataFrame([], ddl).schema
     names = schema.fieldNames()
     texts = [json.dumps(dict(zip(names, row))) for row in rows]
