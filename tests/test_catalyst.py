@@ -196,75 +196,47 @@ def predicates(table):
     )
 
 
-def lit(column, value):
+def lit(column, value, fn=F):
     spark_type = {"i": "int", "y": "double", "s": "string", "t": "timestamp"}[column]
-    return F.lit(None).cast(spark_type) if value is None else F.lit(value)
+    return fn.lit(None).cast(spark_type) if value is None else fn.lit(value)
 
 
-def build(spec):
-    """A spec tuple as a Spark Column (built at test time: Columns need the JVM)."""
+def build(spec, fn=F):
+    """A spec tuple as a Spark Column (built at test time: Columns need the JVM); with `fn` the
+    Spark Connect functions module, a Connect Column (built without a session: only its expression
+    tree is read)."""
     kind = spec[0]
     if kind == "cmp":
         _, column, op, value = spec
-        c, v = F.col(column), lit(column, value)
+        c, v = fn.col(column), lit(column, value, fn)
         return {"==": c == v, "!=": c != v, "<": c < v, "<=": c <= v, ">": c > v, ">=": c >= v,
                 "<=>": c.eqNullSafe(v)}[op]
     if kind == "in":
-        return F.col(spec[1]).isin([lit(spec[1], v) for v in spec[2]])
+        return fn.col(spec[1]).isin([lit(spec[1], v, fn) for v in spec[2]])
     if kind == "between":
-        return F.col(spec[1]).between(lit(spec[1], spec[2]), lit(spec[1], spec[3]))
+        return fn.col(spec[1]).between(lit(spec[1], spec[2], fn), lit(spec[1], spec[3], fn))
     if kind == "null":
-        return F.col(spec[1]).isNull()
+        return fn.col(spec[1]).isNull()
     if kind == "notnull":
-        return F.col(spec[1]).isNotNull()
+        return fn.col(spec[1]).isNotNull()
     if kind == "prefix":
-        return F.col("s").startswith(spec[1]) if spec[1] else F.col("s").like("%")
+        return fn.col("s").startswith(spec[1]) if spec[1] else fn.col("s").like("%")
     if kind == "unknown":
-        return {"i+1>2": F.col("i") + 1 > 2, "i>y": F.col("i") > F.col("y"),
-                "len(s)=1": F.length("s") == 1}[spec[1]]
+        return {"i+1>2": fn.col("i") + 1 > 2, "i>y": fn.col("i") > fn.col("y"),
+                "len(s)=1": fn.length("s") == 1}[spec[1]]
     if kind == "const":
-        return F.lit(spec[1]).cast("boolean")
+        return fn.lit(spec[1]).cast("boolean")
     if kind == "and":
-        return build(spec[1]) & build(spec[2])
+        return build(spec[1], fn) & build(spec[2], fn)
     if kind == "or":
-        return build(spec[1]) | build(spec[2])
-    return ~build(spec[1])
+        return build(spec[1], fn) | build(spec[2], fn)
+    return ~build(spec[1], fn)
 
 
 def build_connect(spec):
-    """The same spec as a Spark Connect Column (built without a session: only its expression tree is read)."""
     from pyspark.sql.connect import functions as CF
 
-    def lit_c(column, value):
-        spark_type = {"i": "int", "y": "double", "s": "string", "t": "timestamp"}[column]
-        return CF.lit(None).cast(spark_type) if value is None else CF.lit(value)
-
-    kind = spec[0]
-    if kind == "cmp":
-        _, column, op, value = spec
-        c, v = CF.col(column), lit_c(column, value)
-        return {"==": c == v, "!=": c != v, "<": c < v, "<=": c <= v, ">": c > v, ">=": c >= v,
-                "<=>": c.eqNullSafe(v)}[op]
-    if kind == "in":
-        return CF.col(spec[1]).isin([lit_c(spec[1], v) for v in spec[2]])
-    if kind == "between":
-        return CF.col(spec[1]).between(lit_c(spec[1], spec[2]), lit_c(spec[1], spec[3]))
-    if kind == "null":
-        return CF.col(spec[1]).isNull()
-    if kind == "notnull":
-        return CF.col(spec[1]).isNotNull()
-    if kind == "prefix":
-        return CF.col("s").startswith(spec[1]) if spec[1] else CF.col("s").like("%")
-    if kind == "unknown":
-        return {"i+1>2": CF.col("i") + 1 > 2, "i>y": CF.col("i") > CF.col("y"),
-                "len(s)=1": CF.length("s") == 1}[spec[1]]
-    if kind == "const":
-        return CF.lit(spec[1]).cast("boolean")
-    if kind == "and":
-        return build_connect(spec[1]) & build_connect(spec[2])
-    if kind == "or":
-        return build_connect(spec[1]) | build_connect(spec[2])
-    return ~build_connect(spec[1])
+    return build(spec, CF)
 
 
 def build_sql(spec):
