@@ -69,15 +69,30 @@ def order_for_sort_mode(df: DataFrame, mode: SortMode, record_key: str, parallel
     file, holds its own slice of the key space: the clean key ranges that range pruning
     relies on later. The other modes leave ranges overlapping.
     """
-    tasks = parallelism or input_partitions(df)
     if mode is SortMode.GLOBAL_SORT:
+        tasks = parallelism or input_partitions(df)
         return df.repartitionByRange(tasks, PART, record_key).sortWithinPartitions(PART, record_key)
-    if mode is SortMode.PARTITION_SORT:
-        source = df.repartition(parallelism) if parallelism else df
-        return source.sortWithinPartitions(PART, record_key)
     if mode is SortMode.PARTITION_PATH_REPARTITION:
-        return df.repartition(tasks, PART)
-    return df.repartition(parallelism) if parallelism else df  # NONE
+        return df.repartition(parallelism or input_partitions(df), PART)
+    source = _tasks_without_sort(df, parallelism)
+    if mode is SortMode.PARTITION_SORT:
+        return source.sortWithinPartitions(PART, record_key)
+    return source  # NONE
+
+
+def _tasks_without_sort(df: DataFrame, parallelism: int) -> DataFrame:
+    """`df` in `parallelism` tasks, moving no row it need not move (NONE and PARTITION_SORT).
+
+    Fewer tasks than the input has partitions: a coalesce, no shuffle (Hudi's NonSortPartitioner).
+    More: a round-robin shuffle, the only way to get them; Hudi's coalesce would leave the input's
+    count, but here the parallelism asked for is the tasks (and files) the workshop then counts.
+    """
+    if not parallelism:
+        return df
+    partitions = input_partitions(df)
+    if parallelism < partitions:
+        return df.coalesce(parallelism)
+    return df.repartition(parallelism) if parallelism > partitions else df
 
 
 def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructType, options: WriteOptions,
