@@ -145,7 +145,7 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
     docs = refresh_docs(tmp_path / "results", tmp_path / "docs" / "benchmarks.md", presets=("tiny",))
     text = docs.read_text()
     assert all(engine in text for engine in ENGINES)
-    assert "All 9 finished tables equal labformat-bloom's" in text  # the S3 engines' tables too
+    assert "All 10 finished tables equal labformat-bloom's" in text  # the S3 engines' tables too
     assert "labformat-mor against issue 18's goals" in text and "after compaction ÷" in text
     assert "The I/O floor alone takes" in text and "can be at most" in text
     assert "## Workload `seed`, preset `tiny`" in text and "Files rewritten per day" in text
@@ -178,21 +178,25 @@ def test_late_workload_is_recorded_apart_and_both_render(spark, tmp_path):
 
 
 def test_goals_are_per_workload_and_preset():
-    """Issue 17's goals: the rewrite and delta-rs at seed/medium, the rewrite at seed/small, none for late."""
+    """Issue 17's goals: the rewrite and delta-rs at seed/medium, the rewrite at seed/small, none for late;
+    issue 35's: the GLOBAL_SORT bulk load against the sorted Spark write at seed/medium."""
     from labformat.bench.render import ratio_table, workload_of
 
     def result(preset, workload):
         return {"preset": preset, "workload": workload, "dataset": {"spec": {}}}
 
-    def s(total, last):
-        return {"total": {"median": total}, "days": {1: {"median": 1.0}, 2: {"median": last}}}
+    def s(total, last, load=None):
+        return {"total": {"median": total}, "days": {1: {"median": 1.0}, 2: {"median": last}},
+                "load": {"median": load} if load else None}
 
-    summary = {"labformat-bloom": s(10.0, 1.0), "spark-rewrite": s(40.0, 12.0), "delta-rs": s(8.0, 1.0)}
+    summary = {"labformat-bloom": s(10.0, 1.0, 30.0), "spark-rewrite": s(40.0, 12.0, 10.0), "delta-rs": s(8.0, 1.0),
+               "spark-sorted-write": s(40.0, 12.0, 24.0)}
     medium = ratio_table(result("medium", "seed"), summary)
-    assert "| spark-rewrite | 0.25 | 0.08 | ≤ 0.1 (last day): met |" in medium
-    assert "| delta-rs | 1.25 | 1.00 | ≤ 1 (total): not met |" in medium
+    assert "| spark-rewrite | 0.25 | 0.08 | 3.00 | ≤ 0.1 (last day): met |" in medium
+    assert "| delta-rs | 1.25 | 1.00 | – | ≤ 1 (total): not met |" in medium
+    assert "| spark-sorted-write | 0.25 | 0.08 | 1.25 | ≤ 1.2 (bulk load): not met |" in medium
     small = ratio_table(result("small", "seed"), summary)
-    assert "≤ 0.2 (last day): met" in small and "(total)" not in small
+    assert "≤ 0.2 (last day): met" in small and "(total)" not in small and "(bulk load)" not in small
     assert "met" not in ratio_table(result("medium", "late"), summary)
     # Runs recorded before workloads had names: the spec's late corrections say which one it was.
     assert workload_of({"dataset": {"spec": {"late_fraction": 0.01}}}) == "late"

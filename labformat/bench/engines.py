@@ -10,6 +10,8 @@ Every engine gets the same cached drone dataset and writes its table under its o
   times the queries before and after one `Table.compact()` at the end;
 - `spark-rewrite`: the no-index way in plain PySpark: read the whole table, union the batch,
   keep the newest row per key, write everything to a new version folder;
+- `spark-sorted-write`: the same with the rows in key order (`orderBy(key).write.parquet`): its load
+  is what a GLOBAL_SORT bulk insert is measured against;
 - `delta-rs`: `write_deltalake` for the load, `DeltaTable.merge` on the key per batch;
 - `pyiceberg`: a SQL catalog on sqlite over a local warehouse; `Table.upsert` on the key;
 - `io-floor`: not a table format: pyarrow reads exactly the base files that labformat-bloom's
@@ -46,8 +48,8 @@ PRECOMBINE = datasets.PRECOMBINE_FIELD
 HISTORY_FILES = {"tiny": 4, "small": 32, "medium": 320, "large": 1000}
 WORKLOADS = ("seed", "late")
 
-ENGINES = ("labformat-bloom", "labformat-simple", "labformat-bucket", "labformat-mor", "spark-rewrite", "delta-rs",
-           "pyiceberg", "io-floor", "labformat-bloom-s3", "delta-rs-s3")
+ENGINES = ("labformat-bloom", "labformat-simple", "labformat-bucket", "labformat-mor", "spark-rewrite",
+           "spark-sorted-write", "delta-rs", "pyiceberg", "io-floor", "labformat-bloom-s3", "delta-rs-s3")
 # Tables on a local S3 server the runner starts (SeaweedFS; `--engines` names them): not run by default.
 S3_ENGINES = ("labformat-bloom-s3", "delta-rs-s3")
 DEFAULT_ENGINES = tuple(e for e in ENGINES if e not in S3_ENGINES)
@@ -329,9 +331,14 @@ class SparkRewrite(Engine):
         return self.root / "table" / f"v{version:04d}"
 
     def load(self) -> None:
-        datasets.load_history(self.spark, self.workload.cached).write.parquet(str(self._version_path(0)))
+        self._write(datasets.load_history(self.spark, self.workload.cached), self._version_path(0))
 
     def upsert(self, day: int) -> None:
+        self._write(self._merged(day), self._version_path(self.version + 1))
+        self.version += 1
+
+    def _merged(self, day: int):
+        """The current version with the day's batch merged in: the newest row per key."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -340,9 +347,10 @@ class SparkRewrite(Engine):
         newest_first = [F.col(PRECOMBINE).desc()] + [F.col(c).desc() for c in datasets.COLUMNS
                                                      if c not in (KEY, PRECOMBINE)]
         rank = F.row_number().over(Window.partitionBy(KEY).orderBy(*newest_first))
-        merged = current.unionByName(batch).withColumn("_rank", rank).where("_rank = 1").drop("_rank")
-        merged.write.parquet(str(self._version_path(self.version + 1)))
-        self.version += 1
+        return current.unionByName(batch).withColumn("_rank", rank).where("_rank = 1").drop("_rank")
+
+    def _write(self, df, path: Path) -> None:
+        df.write.parquet(str(path))
 
     def after_day(self, day: int) -> dict[str, Any]:
         import shutil
@@ -354,6 +362,24 @@ class SparkRewrite(Engine):
 
     def check_source(self) -> dict[str, str]:
         return {"kind": "parquet", "path": str(self._version_path(self.version))}
+
+
+class SparkSortedWrite(SparkRewrite):
+    """The rewrite with its rows in key order: `orderBy(key).write.parquet`, for the load and each day.
+
+    Its load is the fair baseline for labformat's GLOBAL_SORT bulk insert: the same rows, sorted by
+    the same key (a sampling pass for the range bounds, a shuffle, a sort) and written as as many
+    parquet files as labformat writes base files (the sort's shuffle at `history_files` tasks,
+    adaptive execution off so that none are coalesced); what labformat adds beyond it is its own."""
+
+    name = "spark-sorted-write"
+
+    def _write(self, df, path: Path) -> None:
+        from labformat.spark.jobs import conf_override
+
+        with conf_override(self.spark, {"spark.sql.shuffle.partitions": str(self.workload.history_files),
+                                        "spark.sql.adaptive.enabled": "false"}):
+            df.orderBy(KEY).write.parquet(str(path))
 
 
 class DeltaRs(Engine):
@@ -598,7 +624,8 @@ def make_engine(name: str, workload: Workload, root, spark=None, rewritten: dict
         if index not in IndexType.__members__:
             raise ValueError(f"unknown engine {name!r}; choose from {list(ENGINES)}")
         return Labformat(workload, root, spark, IndexType(index))
-    classes = {"spark-rewrite": SparkRewrite, "delta-rs": DeltaRs, "pyiceberg": PyIceberg}
+    classes = {"spark-rewrite": SparkRewrite, "spark-sorted-write": SparkSortedWrite, "delta-rs": DeltaRs,
+               "pyiceberg": PyIceberg}
     if name == "io-floor":
         return IoFloor(workload, root, spark, rewritten)
     if name not in classes:
