@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 import pandas as pd
+import pytest
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
@@ -113,3 +114,12 @@ def tree(path):
             with open(full, "rb") as fh:
                 out[os.path.relpath(full, path)] = fh.read()
     return out
+
+
+def kill_points(points: list[str], on_s3: tuple[str, ...] = ("before_publish",)) -> list:
+    """(home, point) parameters for a killed-writer test: every point on a local folder, and on the S3
+    server only `on_s3`. The rollback is the same code on both backends; what S3 adds (listing and
+    deleting objects, publishing the commit) is met by the last point before the publish, which
+    leaves the most behind, and each point on S3 costs a writer process of its own (about 15 s)."""
+    return ([("local", p) for p in points]
+            + [pytest.param("s3", p, marks=pytest.mark.s3) for p in points if p in on_s3])

@@ -1,6 +1,7 @@
 """A writer killed before or during the commit leaves the table at its last commit; the next writer rolls back.
 
-Each test runs on both storage backends (the `home` fixture): a local folder and a local S3 server.
+Each test runs on a local folder at every kill point and on a local S3 server at the last one
+before the publish (`tests.helpers.kill_points`).
 """
 
 from __future__ import annotations
@@ -9,12 +10,13 @@ import pytest
 
 import labformat as lf
 from tests.crash_writer import crash
-from tests.helpers import ALL_COLUMNS, assert_same_rows, snapshot, telemetry
+from tests.helpers import ALL_COLUMNS, assert_same_rows, kill_points, snapshot, telemetry
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-@pytest.mark.parametrize("point", ["after_requested", "after_write", "before_publish"])
+@pytest.mark.parametrize(("home", "point"), kill_points(["after_requested", "after_write", "before_publish"]),
+                         indirect=["home"])
 def test_killed_writer_leaves_last_commit_readable_and_is_rolled_back(spark, home, point):
     path = home.uri("t")
     t = lf.Table.create(spark, path, partition_field="day", storage_options=home.storage_options)

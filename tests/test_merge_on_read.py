@@ -23,7 +23,7 @@ from labformat.fileformat.log_file import BlockType, read_blocks
 from labformat.model.commit import LOG_KEYS_IN_BASE_KEY
 from labformat.model.log_file import LogFile
 from tests import crash_writer
-from tests.helpers import DATA_COLUMNS, assert_same_rows, snapshot, telemetry
+from tests.helpers import DATA_COLUMNS, assert_same_rows, kill_points, snapshot, telemetry
 
 pytestmark = pytest.mark.spark
 MOR = "MERGE_ON_READ"
@@ -419,7 +419,7 @@ def crash(path, operation: str, point: str, options: dict | None = None) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", ["after_write", "before_publish"])
+@pytest.mark.parametrize(("home", "point"), kill_points(["after_write", "before_publish"]), indirect=["home"])
 def test_writer_killed_during_a_delta_commit_is_rolled_back_with_its_log_files(spark, mor_home, point):
     """v6 MOR 1 bulk insert, 1 upsert killed at `point` (its log files written), 1 upsert by the next
     writer, which rolls the dead one back first: its log files and markers go, hudi-rs agrees."""

@@ -24,7 +24,7 @@ from labformat.write import clustering as _clustering
 from labformat.write.operation import execute
 from labformat.write.upsert import Upsert
 from labformat.write.transaction import WriteTransaction
-from tests.helpers import snapshot, telemetry, tree
+from tests.helpers import kill_points, snapshot, telemetry, tree
 from tests.test_merge_on_read import MOR, assert_agrees_with_hudi, corrections, crash, hudi_read, values
 
 pytestmark = pytest.mark.spark
@@ -348,7 +348,7 @@ def test_a_write_on_a_file_group_clustering_replaced_conflicts_either_way(spark,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", ["after_write", "before_publish"])
+@pytest.mark.parametrize(("home", "point"), kill_points(["after_write", "before_publish"]), indirect=["home"])
 def test_writer_killed_during_a_clustering_is_rolled_back(spark, home, point):
     """COW W1 bulk insert of 8 small files, a clustering killed at `point` (its base files written), an
     upsert by the next writer, which rolls it back: its files and instant files go, both readers agree,
