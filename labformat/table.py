@@ -13,7 +13,6 @@ from labformat import properties as P
 from labformat.context import TableConfig, TableContext, read_table_properties
 from labformat.errors import (
     ConfigError,
-    CorruptTableError,
     InvalidInputError,
     TableExistsError,
     storage_error,

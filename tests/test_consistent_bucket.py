@@ -9,7 +9,6 @@ import tempfile
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st

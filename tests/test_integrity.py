@@ -8,7 +8,6 @@ different rows.
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import subprocess
@@ -18,7 +17,6 @@ import pytest
 from pyspark.sql import functions as F
 
 import labformat as lf
-from labformat import properties as P
 from labformat.errors import StorageError, TableChangedError
 from tests.helpers import hudi_snapshot, snapshot, telemetry, tree
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
 from tqdm.auto import tqdm
 
 from labformat import datasets

@@ -14,7 +14,6 @@ import labformat as lf
 from labformat import datasets
 from labformat.lab import workshop
 from labformat.lab.frames import key_ranges_frame
-from labformat.model.enums import SortMode
 
 
 def standard_queries(table: lf.Table, spec: datasets.DatasetSpec) -> dict[str, str]:

@@ -15,7 +15,7 @@ report carries it.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 import pyarrow as pa
