@@ -497,7 +497,7 @@ def docs_markdown(latest: dict[tuple[str, str], dict[str, Any]], results_link: s
         "python3 scripts/lab.py bench --preset small --repeat 3                  # the seed workload",
         "python3 scripts/lab.py bench --preset small --repeat 3 --workload late",
         "python3 scripts/lab.py bench --preset medium --days 3 --repeat 2 --driver-memory 4g \\",
-        "    --engines labformat-bloom labformat-simple labformat-bucket spark-rewrite delta-rs io-floor",
+        "    --engines labformat-bloom spark-rewrite spark-sorted-write delta-rs io-floor",
         "```", "", INTRO]
     missing = []
     for workload in WORKLOADS:
