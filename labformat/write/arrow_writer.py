@@ -26,6 +26,7 @@ from labformat.model.enums import BloomFilterTypeCode
 
 # Rows per parquet row group: big enough to compress well, small enough for row-group skipping.
 ROW_GROUP_ROWS = 128 * 1024
+LEARNING_ROWS = 10_000  # the first write of a rolling writer, before it knows the bytes per row
 
 # Dictionary encoding pays where values repeat (drone_id, status, the commit time). On a column
 # of mostly distinct values (record keys, seqnos, coordinates) it is work thrown away: measured on
@@ -264,7 +265,11 @@ class RollingFileWriter:
                 f = BaseFileWriter(self.storage, self.spec, partition_path, file_id, self.task.token, self.schema, NULL_COMMIT)
                 self.open[partition_path] = f
             room = self._estimate_rows_left(f, data)
-            chunk = data.slice(offset, min(room, data.num_rows - offset, ROW_GROUP_ROWS))
+            # Until a write has measured the compressed bytes per row, a first row group of a batch's
+            # size: sized on the in-memory guess, a whole row group overshot or undershot
+            # max_file_size, and the files' sizes (so the small files upserts fill) with it.
+            most = ROW_GROUP_ROWS if self.bytes_per_row is not None else LEARNING_ROWS
+            chunk = data.slice(offset, min(room, data.num_rows - offset, most))
             before = f.bytes_written
             f.write(
                 add_meta_columns(chunk, self.spec, self.schema, partition_path, f.name,
