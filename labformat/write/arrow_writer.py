@@ -299,7 +299,7 @@ def write_new_file_groups(batches: Iterable[pa.RecordBatch], spec: WriteSpec) ->
     rows go to that partition's current file, in arrival order. Spark hands them over in Arrow
     batches of `spark.sql.execution.arrow.maxRecordsPerBatch` rows (10,000); they are gathered up to
     a row group's worth before each write, so that a row group holds ROW_GROUP_ROWS rows and not
-    one batch (measured on a 50k-row `medium` history file: written 11% faster and 5% smaller).
+    one batch (measured on a 50k-row `medium` history file, 30 alternating pairs: 9% less time, 3% smaller).
     """
     writer: RollingFileWriter | None = None
     pending: dict[str, list[pa.Table]] = {}
