@@ -161,18 +161,21 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
 
 @pytest.mark.spark
 def test_late_workload_is_recorded_apart_and_both_render(spark, tmp_path):
-    """The late workload's run has its own record; the docs page shows each workload's latest run."""
+    """The late workload's run has its own record; the docs page shows each workload's latest run (the
+    late one without its queries, as `--no-queries` runs it)."""
     seed = run_benchmark("tiny", repeat=1, engines=("labformat-bloom", "delta-rs"), days=1, work_dir=tmp_path / "w",
                          spark=spark, isolate=False, log=lambda line: None)
     late = run_benchmark("tiny", repeat=1, engines=("labformat-bloom", "delta-rs"), days=1, work_dir=tmp_path / "w",
-                         spark=spark, isolate=False, log=lambda line: None, scenario="late")
+                         spark=spark, isolate=False, log=lambda line: None, scenario="late", queries=False)
     assert (seed["workload"], late["workload"]) == ("seed", "late")
+    assert seed["queries"] and late["queries"] == [] and late["options"]["queries"] is False
     assert seed["dataset"]["spec"]["late_fraction"] == 0 < late["dataset"]["spec"]["late_fraction"]
     names = {p.name for r in (seed, late) for p in record(r, tmp_path / "results")}
     assert {f"{seed['date']}-tiny-seed.json", f"{late['date']}-tiny-late.json"} <= names
     text = refresh_docs(tmp_path / "results", tmp_path / "benchmarks.md", presets=("tiny",)).read_text()
     assert "## Workload `seed`, preset `tiny`" in text and "## Workload `late`, preset `tiny`" in text
     assert "Not recorded" not in text
+    assert text.count("Not run (`--no-queries`)") == 1
     with pytest.raises(BenchmarkError, match="unknown workload"):
         run_benchmark("tiny", scenario="early", spark=spark)
 
@@ -286,3 +289,96 @@ def test_the_bucket_engine_has_a_bucket_per_history_file(spark, tmp_path):
     table = lf.Table.open(spark, engine.table_path)
     assert table.config.bucket_num == 3
     assert len({s.file_id for s in table.file_slices()}) == 3  # the tiny history fills every bucket
+
+
+def test_the_history_streams_in_key_order_only_when_the_files_key_ranges_are_disjoint(tmp_path):
+    import pyarrow.parquet as pq
+
+    from labformat.bench.engines import KEY, files_in_key_order, sorted_history
+
+    disjoint, overlapping = tmp_path / "disjoint", tmp_path / "overlapping"
+    for folder, files in ((disjoint, [["k5", "k3", "k4"], ["k2", "k1"]]),
+                          (overlapping, [["k1", "k4"], ["k2", "k3"]])):
+        folder.mkdir()
+        for i, keys in enumerate(files):
+            pq.write_table(pa.table({KEY: keys, "n": list(range(len(keys)))}), folder / f"part-{i}.parquet")
+    assert [p.rsplit("/", 1)[1] for p in files_in_key_order(str(disjoint))] == ["part-1.parquet", "part-0.parquet"]
+    assert files_in_key_order(str(overlapping)) is None
+    for folder, rows in ((disjoint, 5), (overlapping, 4)):
+        history = sorted_history(str(folder))
+        table = history.read_all() if isinstance(history, pa.RecordBatchReader) else history
+        assert table.column(KEY).to_pylist() == [f"k{i}" for i in sorted(range(1, 6))][:rows]
+    assert isinstance(sorted_history(str(disjoint)), pa.RecordBatchReader)
+
+
+def test_scale_growth_exponents_and_absolute_goals_come_from_the_days_after_the_first():
+    """Issue 35's cost curves: a day 10x slower on a 10x larger table grows with exponent 1, one as fast
+    as before with exponent 0; day 1 (the JVM's warm-up) is left out. Its absolute goals read the same runs."""
+    from labformat.bench.render import absolute_goal_lines, growth_table, scale_table, summarize
+
+    def run(preset, rows, seconds):
+        return {"preset": preset, "workload": "seed", "date": "2026-11-27", "repeat": 1, "options": {"days": 3},
+                "engines": list(seconds), "check": {"rows": rows},
+                "dataset": {"batch_rows": [10, 10, 10], "batch_bytes": [1, 1, 1], "spec": {}},
+                "runs": [{"engine": e, "load_seconds": 1.0, "peak_rss_bytes": 2 * 2**30,
+                          "days": [{"day": d, "seconds": 99.0 if d == 1 else s, "bytes_written": 1} for d in (1, 2, 3)]}
+                         for e, s in seconds.items()]}
+
+    small = run("small", 1000, {"labformat-bloom": 0.5, "delta-rs": 2.0})
+    medium = run("medium", 10_000, {"labformat-bloom": 5.0, "delta-rs": 2.0})
+    latest = {("seed", "small"): small, ("seed", "medium"): medium}
+    assert "| small → medium | 1.00 | 0.00 |" in growth_table(latest, "seed")
+    assert "| 0.50 | 2.00 |" in scale_table(latest, "seed")  # days 2 and 3, not day 1's 99 s
+    assert absolute_goal_lines(small, summarize(small)) == \
+        "- labformat-bloom's median day, seconds: 0.50, goal (issue 35) ≤ 0.6: met"
+    assert absolute_goal_lines(medium, summarize(medium)) == \
+        "- labformat-bloom's peak RSS, GiB: 2.00, goal (issue 35) ≤ 3: met"
+    assert growth_table({("seed", "small"): small}, "seed") == ""
+
+
+@pytest.mark.spark
+def test_bulk_load_pairs_each_sort_mode_with_sparks_own_write_and_renders_the_goal(spark, tmp_path):
+    import json
+
+    from labformat.bench.bulk_load import measure
+    from labformat.bench.render import BULK_LOAD_DIR, bulk_load_markdown
+
+    result = measure(spark, "tiny", repeat=1, pairs=(("NONE", "plain"),))
+    assert set(result["seconds"]) == {"NONE", "plain"} and all(len(v) == 1 for v in result["seconds"].values())
+    # The same rows at the input's own parallelism: as many files on both sides.
+    assert result["files"]["NONE"] == result["files"]["plain"] >= 1
+    (pair,) = result["pairs"]
+    assert pair["median_ratio"] == pytest.approx(result["seconds"]["NONE"][0] / result["seconds"]["plain"][0], rel=1e-3)
+    folder = tmp_path / BULK_LOAD_DIR
+    folder.mkdir()
+    (folder / "2026-11-27-tiny.json").write_text(json.dumps({**result, "date": "2026-11-27"}))
+    medium = {**result, "preset": "medium", "date": "2026-11-27",
+              "pairs": [{**pair, "ratios": [1.1, 1.3], "median_ratio": 1.19}]}
+    (folder / "2026-11-27-medium.json").write_text(json.dumps(medium))
+    text = bulk_load_markdown(folder, "results")
+    assert text.index("Preset `tiny`") < text.index("Preset `medium`")
+    assert "| NONE ÷ plain |" in text and "| 1.19 (1.10–1.30) | ≤ 1.2: met |" in text
+    assert bulk_load_markdown(tmp_path / "none", "results") == ""
+
+
+def test_issue_35_goals_table_reads_the_latest_runs_and_says_what_is_not_recorded():
+    from pathlib import Path
+
+    from labformat.bench.render import goals_markdown
+
+    def run(preset, seconds, rss_gib):
+        return {"preset": preset, "workload": "seed", "date": "2026-11-27", "engines": list(seconds),
+                "dataset": {"batch_bytes": [1], "spec": {}},
+                "runs": [{"engine": e, "load_seconds": 2.0, "peak_rss_bytes": rss_gib * 2**30,
+                          "days": [{"day": 1, "seconds": s, "bytes_written": 1}]} for e, s in seconds.items()]}
+
+    latest = {("seed", "medium"): run("medium", {"labformat-bloom": 5.0, "delta-rs": 4.0, "io-floor": 1.0}, 2.5)}
+    bulk = {"medium": (Path("2026-11-27-medium.json"), {"date": "2026-11-27", "pairs": [
+        {"labformat": "NONE", "median_ratio": 1.1}, {"labformat": "GLOBAL_SORT", "median_ratio": 1.3}]})}
+    text = goals_markdown(latest, bulk, "results")
+    assert "| `medium` day ≤ delta-rs's (total, ratio ≤ 1) | 1.25x | not met |" in text
+    assert "| `medium` day ≤ 5x the I/O floor (total) | 5.00x | met |" in text
+    assert "| `medium` NONE bulk insert ≤ 1.2x `df.write.parquet` | 1.10x | met | [bulk-load 2026-11-27]" in text
+    assert "GLOBAL_SORT bulk insert ≤ 1.2x `orderBy(key).write.parquet` | 1.30x | not met" in text
+    assert "| `medium` peak RSS ≤ 3 GiB | 2.50 GiB | met |" in text
+    assert "| `small` median day ≤ 0.6 s | – | – | not recorded | [A small day](performance.md#a-small-day) |" in text

@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--driver-memory", default=None,
                         help="spark.driver.memory of every Spark engine, labformat's and the rewrite's alike "
                              "(default: labformat's session default, 1g)")
+    parser.add_argument("--no-queries", action="store_true",
+                        help="skip the standard queries after the upserts (at large they read whole tables)")
     parser.add_argument("--in-process", action="store_true",
                         help="run every engine in this process on one SparkSession (memory is then shared)")
     parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR), help="where the tables are written")
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run_benchmark(args.preset, args.repeat, tuple(args.engines), args.days, args.max_file_size,
                                    args.small_file_limit, args.work_dir, isolate=not args.in_process,
                                    scenario=args.workload, history_files=args.history_files,
-                                   driver_memory=args.driver_memory)
+                                   driver_memory=args.driver_memory, queries=not args.no_queries)
         except BenchmarkError as exc:
             sys.stderr.write(f"error: {exc}\n")
             return 1

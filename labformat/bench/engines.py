@@ -127,6 +127,40 @@ def read_parquet_folder(path: str) -> pa.Table:
     return table.replace_schema_metadata(None)
 
 
+def files_in_key_order(path: str) -> list[str] | None:
+    """The folder's parquet files ordered by their smallest key, when no two files' key ranges overlap
+    (the generator range-partitions time-ordered keys); None when they do (random keys). From the
+    footers' min/max statistics, no data read."""
+    ranges = []
+    for file in sorted(Path(path).glob("*.parquet")):
+        meta = pq.ParquetFile(file).metadata
+        column = meta.schema.to_arrow_schema().get_field_index(KEY)
+        stats = [meta.row_group(i).column(column).statistics for i in range(meta.num_row_groups)]
+        if not stats or any(s is None or not s.has_min_max for s in stats):
+            return None
+        ranges.append((min(s.min for s in stats), max(s.max for s in stats), str(file)))
+    ranges.sort()
+    if any(hi >= next_lo for (_, hi, _), (next_lo, _, _) in zip(ranges, ranges[1:])):
+        return None
+    return [file for _, _, file in ranges]
+
+
+def sorted_history(path: str) -> pa.Table | pa.RecordBatchReader:
+    """The cached history sorted by key: a stream holding one file at a time when the files' key
+    ranges are disjoint (so that `large`'s 172.8M rows never sit in one process's memory at once),
+    else the whole folder sorted in memory."""
+    files = files_in_key_order(path)
+    if files is None:
+        return read_parquet_folder(path).sort_by(KEY)
+    schema = pq.read_schema(files[0]).remove_metadata()
+
+    def batches():
+        for file in files:
+            yield from pq.read_table(file, schema=schema).sort_by(KEY).to_batches()
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
 class Engine:
     """One tool under test, writing its table under `root`.
 
@@ -404,7 +438,7 @@ class DeltaRs(Engine):
     def load(self) -> None:
         from deltalake import write_deltalake
 
-        history = read_parquet_folder(self.workload.cached.history_path).sort_by(KEY)
+        history = sorted_history(self.workload.cached.history_path)
         # As a table property, so that each MERGE writes files of this size too, not its 100 MB default.
         write_deltalake(str(self.table_path), history, mode="error", target_file_size=self.workload.max_file_size,
                         storage_options=self.delta_options(),
@@ -441,9 +475,15 @@ class DeltaRs(Engine):
                 "bytes_rewritten": sum(self._before[p] for p in removed)}
 
     def check_source(self) -> dict[str, str]:
-        """The table as delta-rs' own reader returns it, written to one parquet file for the check."""
+        """The table as delta-rs' own query engine returns it, streamed to one parquet file for the check."""
+        from deltalake import QueryBuilder
+
         path = self.root / "snapshot.parquet"
-        pq.write_table(self.delta_table().to_pyarrow_table(), path)
+        reader = pa.RecordBatchReader.from_stream(
+            QueryBuilder().register("drones", self.delta_table()).execute("SELECT * FROM drones"))
+        with pq.ParquetWriter(path, reader.schema) as writer:
+            for batch in reader:
+                writer.write_batch(batch)
         return {"kind": "parquet", "path": str(path)}
 
     def query(self, condition, terms, skipping=True) -> int:

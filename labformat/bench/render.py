@@ -7,6 +7,7 @@ Everything here reads recorded results (the dicts `run_benchmark` returns, as st
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,18 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "bench" / "results"
 DOCS_PATH = ROOT / "docs" / "benchmarks.md"
 SCALE_PRESETS = ("tiny", "small", "medium", "large")
-DOCS_PRESETS = ("small", "medium")
+DOCS_PRESETS = ("small", "medium", "large")
 # Issue 17's goals for labformat-bloom's daily upsert, per (workload, preset): (compared with, which
 # day, highest ratio allowed). The late workload has none: it is the honest counter-example that
 # merge-on-read is for.
 TARGETS = {
     ("seed", "small"): (("spark-rewrite", "last day", 0.2),),
-    ("seed", "medium"): (("spark-rewrite", "last day", 0.1), ("delta-rs", "total", 1.0)),
+    ("seed", "medium"): (("spark-rewrite", "last day", 0.1), ("delta-rs", "total", 1.0), ("io-floor", "total", 5.0)),
+}
+# Issue 35's goals on labformat-bloom's own numbers, per (workload, preset): (what, highest value allowed).
+ABSOLUTE_TARGETS = {
+    ("seed", "small"): (("median day, seconds", 0.6),),
+    ("seed", "medium"): (("peak RSS, GiB", 3.0),),
 }
 # Issue 35's goal for labformat-bloom's GLOBAL_SORT bulk load: its load time divided by an engine's
 # (highest ratio allowed), per (workload, preset).
@@ -73,6 +79,9 @@ def summarize(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "write_amplification": statistics.median(written) / incoming if incoming else None,
             "peak_rss_bytes": spread([r["peak_rss_bytes"] for r in runs]),
             "daily_median": statistics.median([d["seconds"] for r in runs for d in r["days"]]),
+            # Without day 1, which pays the JVM's and the Python workers' warm-up: the scale's measure.
+            "steady_median": statistics.median([d["seconds"] for r in runs for d in r["days"] if d["day"] > 1]
+                                               or [d["seconds"] for r in runs for d in r["days"]]),
         }
     return out
 
@@ -171,6 +180,17 @@ def ratio_table(result: dict[str, Any], summary: dict[str, dict[str, Any]]) -> s
     return _table([f"{REFERENCE} ÷", "total", "last day", "bulk load", "goal (issues 17, 35)"], rows)
 
 
+def absolute_goal_lines(result: dict[str, Any], summary: dict[str, dict[str, Any]]) -> str:
+    """Issue 35's goals on labformat-bloom's own median day or peak memory, where the run has them."""
+    ours = summary.get(REFERENCE)
+    if ours is None:
+        return ""
+    measured = {"median day, seconds": ours["daily_median"], "peak RSS, GiB": ours["peak_rss_bytes"]["median"] / 2**30}
+    return "\n".join(f"- {REFERENCE}'s {what}: {measured[what]:.2f}, goal (issue 35) ≤ {limit:g}: "
+                     f"{'met' if measured[what] <= limit else 'not met'}"
+                     for what, limit in ABSOLUTE_TARGETS.get((workload_of(result), result["preset"]), ()))
+
+
 def bounds_lines(result: dict[str, Any], summary: dict[str, dict[str, Any]]) -> str:
     """What the run itself says about how far each target can be reached, from its own numbers."""
     lines = []
@@ -225,6 +245,8 @@ def rewritten_table(result: dict[str, Any]) -> str:
 
 
 def query_table(result: dict[str, Any]) -> str:
+    if not result["queries"] and result["options"].get("queries") is False:
+        return "Not run (`--no-queries`): this run measured the load and the upserts only."
     rows = [[q["query"], q["engine"], _s(spread(q["seconds"])), f"{q['files_read']} of {q['files_total']}",
              f"{q['rows']:,}"] for q in result["queries"]]
     return _table(["query", "engine", "seconds", "files read", "rows"], rows)
@@ -317,7 +339,8 @@ def run_sections(result: dict[str, Any], chart: str | None, level: str = "##") -
     if chart:
         parts += [f"![per-day upsert time per engine]({chart})", ""]
     parts += [f"{level} {REFERENCE}'s time divided by each engine's (below 1: {REFERENCE} is faster)", "",
-              ratio_table(result, summary), "", bounds_lines(result, summary), "",
+              ratio_table(result, summary), "", absolute_goal_lines(result, summary), "",
+              bounds_lines(result, summary), "",
               f"{level} Where labformat's upsert time goes: the report's steps", "",
               "Each upsert's report times its seven steps (`WriteReport.steps`); medians over the days after the "
               "first and every repetition. `(whole upsert)` is the engine's timed call, which also opens the "
@@ -375,14 +398,14 @@ def plot_scale(results: list[dict[str, Any]], path: str | Path, workload: str = 
     figure = Figure(figsize=(8, 4.5), layout="constrained")
     ax = figure.add_subplot()
     for engine in ENGINES:
-        points = sorted((r["check"]["rows"], summarize(r)[engine]["daily_median"])
+        points = sorted((r["check"]["rows"], summarize(r)[engine]["steady_median"])
                         for r in results if engine in r["engines"] and r["check"].get("rows"))
         if points:
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=engine)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("rows in the table after the last upsert")
-    ax.set_ylabel("median daily upsert, seconds")
+    ax.set_ylabel("median daily upsert (days 2+), seconds")
     ax.set_title(f"Daily upsert time vs table size, workload {workload}")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     figure.savefig(path, dpi=110)
@@ -433,8 +456,28 @@ def scale_table(latest: dict[tuple[str, str], dict[str, Any]], workload: str) ->
         d = r["dataset"]
         rows.append([f"{preset} ({r['date']}, {r['repeat']}×{r['options']['days']} days)",
                      f"{r['check']['rows']:,}", f"{round(statistics.mean(d['batch_rows'])):,}"]
-                    + [f"{summary[e]['daily_median']:.2f}" if e in summary else "–" for e in engines])
+                    + [f"{summary[e]['steady_median']:.2f}" if e in summary else "–" for e in engines])
     return _table(["preset (run)", "rows after the workload", "rows per batch"] + engines, rows)
+
+
+def growth_table(latest: dict[tuple[str, str], dict[str, Any]], workload: str) -> str:
+    """Between consecutive presets, each engine's growth exponent: d log(seconds a day) / d log(table rows).
+    1 is a day costing in proportion to the table; 0 is a day whose cost no longer grows with it."""
+    runs = {preset: r for (w, preset), r in latest.items() if w == workload}
+    presets = _presets(runs)
+    engines = [e for e in ENGINES if any(e in runs[p]["engines"] for p in presets)]
+    rows = []
+    for a, b in zip(presets, presets[1:]):
+        sa, sb = summarize(runs[a]), summarize(runs[b])
+        growth = math.log(runs[b]["check"]["rows"] / runs[a]["check"]["rows"])
+
+        def cell(e):
+            if e not in sa or e not in sb or growth <= 0:
+                return "–"
+            return f"{math.log(sb[e]['steady_median'] / sa[e]['steady_median']) / growth:.2f}"
+
+        rows.append([f"{a} → {b}"] + [cell(e) for e in engines])
+    return _table(["growth exponent"] + engines, rows) if rows else ""
 
 
 INTRO = """\
@@ -498,6 +541,8 @@ def docs_markdown(latest: dict[tuple[str, str], dict[str, Any]], results_link: s
         "python3 scripts/lab.py bench --preset small --repeat 3 --workload late",
         "python3 scripts/lab.py bench --preset medium --days 3 --repeat 2 --driver-memory 4g \\",
         "    --engines labformat-bloom spark-rewrite spark-sorted-write delta-rs io-floor",
+        "python3 scripts/lab.py bench --preset large --days 3 --repeat 1 --driver-memory 4g --no-queries \\",
+        "    --engines labformat-bloom delta-rs io-floor",
         "```", "", INTRO]
     missing = []
     for workload in WORKLOADS:
@@ -511,18 +556,24 @@ def docs_markdown(latest: dict[tuple[str, str], dict[str, Any]], results_link: s
                       f"[report]({results_link}/{stem}.md))", "", run_facts(run), ""]
             parts += run_sections(run, f"{results_link}/{stem}.png", level="###")
     parts += ["## Scale: the daily upsert as the table grows", "",
-              "Median upsert seconds per day (over days and repetitions) of the latest recorded run of each "
-              "preset, per workload.", ""]
+              "Median upsert seconds per day of the latest recorded run of each preset, per workload, over every "
+              "repetition and every day but the first (day 1 pays the JVM's and the Python workers' warm-up; a run "
+              "of one day keeps it). Below each table, the growth exponent between consecutive presets: how the "
+              "day's time grew with the table's rows on a log-log scale (1: in proportion to the table; 0: not at "
+              "all). Presets differ in batch size too (rows per batch), so a day's cost that follows its batch "
+              "rather than its table still grows between presets.", ""]
     for workload in WORKLOADS:
         if any(w == workload for w, _ in latest):
-            parts += [f"### Workload `{workload}`", "", scale_table(latest, workload), ""]
+            parts += [f"### Workload `{workload}`", "", scale_table(latest, workload), "",
+                      growth_table(latest, workload), ""]
             if workload in scale_charts:
                 parts += [f"![daily upsert time vs table size, workload {workload}]({scale_charts[workload]})", ""]
     if missing:
         parts += ["Not recorded on this machine: " + ", ".join(f"`{w}` at `{p}`" for w, p in missing) + ". Run "
-                  + ", ".join(f"`python3 scripts/lab.py bench --preset {p} --workload {w} --repeat 1`"
+                  + ", ".join(f"`python3 scripts/lab.py bench --preset {p} --workload {w} --repeat 1"
+                              + (" --days 3 --no-queries --driver-memory 4g" if p == "large" else "") + "`"
                               for w, p in missing)
-                  + " (add `--days N` to shorten a large preset) to add it.", ""]
+                  + " to add it.", ""]
     return "\n".join(parts)
 
 
@@ -543,12 +594,17 @@ def refresh_docs(results_dir: str | Path = RESULTS_DIR, docs_path: str | Path = 
             charts[workload] = f"{link}/{png.name}"
     docs_path.parent.mkdir(parents=True, exist_ok=True)
     docs_path.write_text(docs_markdown(latest, link, charts, presets)
+                         + goals_markdown(latest, latest_bulk_loads(results_dir / BULK_LOAD_DIR), link)
                          + s3_markdown(results_dir / S3_DIR, link)
+                         + bulk_load_markdown(results_dir / BULK_LOAD_DIR, link)
                          + fixed_cost_markdown(results_dir / FIXED_COST_DIR, link))
     return docs_path
 
 
 FIXED_COST_DIR = "fixed-cost"
+BULK_LOAD_DIR = "bulk-load"
+# Issue 35's goal for each pair of `labformat.bench.bulk_load`, at medium: labformat's time ÷ Spark's, at most.
+BULK_LOAD_TARGET = 1.2
 # Runs with tables on a local S3 server (`--engines ... labformat-bloom-s3 delta-rs-s3`): recorded apart,
 # so that a run of a few engines never stands in for a preset's full run.
 S3_DIR = "s3"
@@ -598,6 +654,104 @@ def fixed_cost_markdown(folder: Path, results_link: str) -> str:
         f"(min {r['min_seconds']:.2f}, max {r['max_seconds']:.2f}; the warm-up took {r['first_seconds']:.2f} s). "
         "Issue 17's goal is at most 0.6 s.", "",
         _table(header, rows), ""])
+
+
+def latest_bulk_loads(folder: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """The latest `labformat.bench.bulk_load` record of each preset: (its path, the record)."""
+    latest: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for path in sorted(Path(folder).glob("*.json")):
+        r = json.loads(path.read_text())
+        latest[r["preset"]] = (path, r)
+    return latest
+
+
+# Issue 35's goals, each with where docs/performance.md profiles what stands between labformat and it.
+PERFORMANCE_DOC = "performance.md"
+
+
+def goals_markdown(latest: dict[tuple[str, str], dict[str, Any]], bulk: dict[str, tuple[Path, dict[str, Any]]],
+                   results_link: str) -> str:
+    """Issue 35's goals in one table: each measured by the latest recorded run that has it, met or not, and
+    the section of docs/performance.md that profiles the gap."""
+    rows = []
+
+    def run_cell(run: dict[str, Any] | None, extra: str = "") -> str:
+        return f"[{result_stem(run)}]({results_link}/{result_stem(run)}.md){extra}" if run else "not recorded"
+
+    def add(goal: str, value: float | None, limit: float, unit: str, source: str, profile: str) -> None:
+        measured = "–" if value is None else f"{value:.2f}{unit}"
+        status = "–" if value is None else ("met" if value <= limit else "not met")
+        rows.append([goal, measured, status, source, f"[{profile}]({PERFORMANCE_DOC}#{profile.lower().replace(' ', '-')})"])
+
+    medium, small = latest.get(("seed", "medium")), latest.get(("seed", "small"))
+    ms, ss = (summarize(medium) if medium else {}), (summarize(small) if small else {})
+    ours_m, ours_s = ms.get(REFERENCE), ss.get(REFERENCE)
+
+    def ratio(summary, ours, engine, what):
+        if ours is None or engine not in summary:
+            return None
+        if what == "load":
+            return ours["load"]["median"] / summary[engine]["load"]["median"] if summary[engine]["load"] else None
+        return ours["total"]["median"] / summary[engine]["total"]["median"]
+
+    add("`medium` day ≤ delta-rs's (total, ratio ≤ 1)", ratio(ms, ours_m, "delta-rs", "total"), 1.0, "x",
+        run_cell(medium), "A medium day")
+    add("`medium` day ≤ 5x the I/O floor (total)", ratio(ms, ours_m, "io-floor", "total"), 5.0, "x",
+        run_cell(medium), "A medium day")
+    bulk_medium = bulk.get("medium")
+    pairs = {p["labformat"]: p["median_ratio"] for p in bulk_medium[1]["pairs"]} if bulk_medium else {}
+    bulk_cell = (f"[bulk-load {bulk_medium[1]['date']}]({results_link}/{BULK_LOAD_DIR}/{bulk_medium[0].name})"
+                 if bulk_medium else "not recorded")
+    if "GLOBAL_SORT" in pairs:
+        add("`medium` GLOBAL_SORT bulk insert ≤ 1.2x `orderBy(key).write.parquet`", pairs["GLOBAL_SORT"], 1.2, "x",
+            bulk_cell, "The bulk load")
+    else:
+        add("`medium` GLOBAL_SORT bulk insert ≤ 1.2x `spark-sorted-write`", ratio(ms, ours_m, "spark-sorted-write", "load"),
+            1.2, "x", run_cell(medium), "The bulk load")
+    add("`medium` NONE bulk insert ≤ 1.2x `df.write.parquet`", pairs.get("NONE"), 1.2, "x", bulk_cell, "The bulk load")
+    add("`small` median day ≤ 0.6 s", ours_s["daily_median"] if ours_s else None, 0.6, " s", run_cell(small),
+        "A small day")
+    last = None
+    if ours_s and "spark-rewrite" in ss:
+        day = max(ours_s["days"])
+        last = ours_s["days"][day]["median"] / ss["spark-rewrite"]["days"][day]["median"]
+    add("`small` last day ≥ 5x faster than the rewrite (ratio ≤ 0.2)", last, 0.2, "x", run_cell(small), "A small day")
+    add("`medium` peak RSS ≤ 3 GiB", ours_m["peak_rss_bytes"]["median"] / 2**30 if ours_m else None, 3.0, " GiB",
+        run_cell(medium), "Memory")
+    return "\n".join(["", "## Issue 35's goals", "",
+                      "Each goal as the latest recorded run measures it; where one is not met, "
+                      f"[docs/{PERFORMANCE_DOC}]({PERFORMANCE_DOC}) profiles what stands between labformat and it, "
+                      "and the next step.", "",
+                      _table(["goal", "measured", "status", "run", "profile"], rows), ""])
+
+
+def bulk_load_markdown(folder: Path, results_link: str) -> str:
+    """The latest `labformat.bench.bulk_load` run of each preset, as a section of docs/benchmarks.md ('' when none)."""
+    latest = latest_bulk_loads(folder)
+    if not latest:
+        return ""
+    parts = ["", "## Bulk load: labformat's bulk insert beside Spark writing the same rows", "",
+             "`python -m labformat.bench.bulk_load --preset medium --repeat 3 --driver-memory 4g`: each of "
+             "labformat's sort modes beside Spark's own write of the same cached history, alternating in one "
+             "session after an untimed warm-up on `tiny`: `NONE` beside `df.write.parquet` (one file per input "
+             "partition on both sides), `GLOBAL_SORT` beside `df.orderBy(key).write.parquet` into as many files. "
+             "The ratio is the median of the per-repetition ratios.", ""]
+    for preset in _presets(latest):
+        path, r = latest[preset]
+        rows = []
+        for pair in r["pairs"]:
+            ours, theirs = pair["labformat"], pair["spark"]
+            goal = ""
+            if preset == "medium":
+                goal = f"≤ {BULK_LOAD_TARGET:g}: {'met' if pair['median_ratio'] <= BULK_LOAD_TARGET else 'not met'}"
+            rows.append([f"{ours} ÷ {theirs}", _s(spread(r["seconds"][ours])), _s(spread(r["seconds"][theirs])),
+                         f"{r['files'][ours]} / {r['files'][theirs]}", f"{pair['median_ratio']:.2f} "
+                         f"({min(pair['ratios']):.2f}–{max(pair['ratios']):.2f})", goal])
+        parts += [f"Preset `{preset}` ({r['date']}, {r['repeat']} repetitions, {r['history_rows']:,} rows, "
+                  f"driver memory {r['driver_memory']}, [JSON]({results_link}/{BULK_LOAD_DIR}/{path.name})):", "",
+                  _table(["labformat ÷ Spark", "labformat seconds", "Spark seconds", "files written", "ratio",
+                          "goal (issue 35)"], rows), ""]
+    return "\n".join(parts)
 
 
 def _relative(target: Path, start: Path) -> str:

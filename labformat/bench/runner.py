@@ -338,7 +338,8 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
                   max_file_size: str | int | None = None, small_file_limit: str | int | None = None,
                   work_dir: str | os.PathLike = DEFAULT_WORK_DIR, spark=None, isolate: bool = True,
                   log: Callable[[str], None] = print, scenario: str = "seed",
-                  history_files: int | None = None, driver_memory: str | None = None) -> dict[str, Any]:
+                  history_files: int | None = None, driver_memory: str | None = None,
+                  queries: bool = True) -> dict[str, Any]:
     """Run the benchmark and return its results as a JSON-ready dict (tables go under `work_dir`; the
     dataset is generated into labformat's cache if it is not there yet).
 
@@ -347,6 +348,8 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
     base files (HISTORY_FILES of the preset); without `max_file_size`, every engine's file size is
     Hudi's scaled to labformat-bloom's bulk-inserted files, as in the workshop. `driver_memory`
     (`spark.driver.memory`, the session default when None) is every Spark engine's, the same for all.
+    `queries=False` skips the standard queries (and labformat-mor's compaction): at `large` the
+    drone_id query alone reads every file of every table, minutes an engine.
 
     Raises BenchmarkError when an engine fails or the engines' tables or query answers disagree.
     """
@@ -401,11 +404,14 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
         check = check_tables(spark, runs)
         log(f"  all {len(check['tables'])} tables agree: {check.get('rows', 0):,} rows, hash {check.get('hash')}")
     shutil.rmtree(work / "s3-server", ignore_errors=True)
-    log("queries ...")
     last = [run for run in runs if run["repetition"] == repeat - 1]
-    queries = run_queries(spark, workload, last, repeat, log)
-    compaction, after = compact_and_query(spark, workload, last, repeat, queries, log)
-    queries += after
+    timed_queries: list[dict[str, Any]] = []
+    compaction = None
+    if queries:
+        log("queries ...")
+        timed_queries = run_queries(spark, workload, last, repeat, log)
+        compaction, after = compact_and_query(spark, workload, last, repeat, timed_queries, log)
+        timed_queries += after
     for repetition in range(repeat - 1):  # keep only the last repetition's tables (disk)
         shutil.rmtree(work / f"rep{repetition + 1}", ignore_errors=True)
     for run in runs:
@@ -423,6 +429,7 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
         "options": {"max_file_size": workload.max_file_size, "small_file_limit": workload.small_file_limit,
                     "sizes_from": sizes_from, "history_files": workload.history_files,
                     "bloom_num_entries": workload.bloom_num_entries, "days": days, "delta_merge_file_size": True,
+                    "queries": queries,
                     # In process, the engines ran on the session given, whatever heap it was started with.
                     "driver_memory": driver_memory_of(driver_memory) if isolate
                     else spark.sparkContext.getConf().get("spark.driver.memory", "1g")},
@@ -430,6 +437,6 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
         "dataset": dataset_info(workload),
         "runs": runs,
         "check": check,
-        "queries": queries,
+        "queries": timed_queries,
         "compaction": compaction,
     }
