@@ -382,3 +382,21 @@ def test_issue_35_goals_table_reads_the_latest_runs_and_says_what_is_not_recorde
     assert "GLOBAL_SORT bulk insert ≤ 1.2x `orderBy(key).write.parquet` | 1.30x | not met" in text
     assert "| `medium` peak RSS ≤ 3 GiB | 2.50 GiB | met |" in text
     assert "| `small` median day ≤ 0.6 s | – | – | not recorded | [A small day](performance.md#a-small-day) |" in text
+
+
+@pytest.mark.spark
+@pytest.mark.classic_only
+def test_profile_names_the_spark_stages_of_each_step(spark, tmp_path):
+    from labformat.bench.profile import profile
+
+    lines = []
+    result = profile(spark, "tiny", 1, tmp_path, log=lines.append)
+    (day,) = result["days"]
+    steps = {s["name"]: s for s in day["steps"]}
+    assert "write" in steps and "tag" in steps
+    for name in ("tag", "write"):
+        ran = [st for st in steps[name]["stages"] if st["status"] == "COMPLETE"]
+        # The stages the UI lists under the step's job group are the tasks its report counted.
+        assert ran and sum(st["tasks"] for st in ran) == steps[name]["tasks"]
+        assert all(st["executor_run_seconds"] >= 0 and st["wall_seconds"] >= 0 for st in ran)
+    assert any(line.startswith("      stage ") for line in lines) and lines[0].startswith("load ")
