@@ -116,10 +116,12 @@ def tree(path):
     return out
 
 
-def kill_points(points: list[str], on_s3: tuple[str, ...] = ("before_publish",)) -> list:
+def kill_points(points: list[str], on_s3: tuple[str, ...] = ("before_publish",), every_point_locally: bool = True) -> list:
     """(home, point) parameters for a killed-writer test: every point on a local folder, and on the S3
     server only `on_s3`. The rollback is the same code on both backends; what S3 adds (listing and
     deleting objects, publishing the commit) is met by the last point before the publish, which
-    leaves the most behind, and each point on S3 costs a writer process of its own (about 15 s)."""
-    return ([("local", p) for p in points]
+    leaves the most behind, and each point costs a writer process of its own (about 15 s).
+    `every_point_locally=False`: each point once, the `on_s3` ones on S3 only (for the operations
+    whose rollback the bulk insert's test in tests/test_crash.py already kills at every point locally)."""
+    return ([("local", p) for p in points if every_point_locally or p not in on_s3]
             + [pytest.param("s3", p, marks=pytest.mark.s3) for p in points if p in on_s3])

@@ -419,7 +419,8 @@ def crash(path, operation: str, point: str, options: dict | None = None) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("home", "point"), kill_points(["after_write", "before_publish"]), indirect=["home"])
+@pytest.mark.parametrize(("home", "point"), kill_points(["after_write", "before_publish"], every_point_locally=False),
+                         indirect=["home"])
 def test_writer_killed_during_a_delta_commit_is_rolled_back_with_its_log_files(spark, mor_home, point):
     """v6 MOR 1 bulk insert, 1 upsert killed at `point` (its log files written), 1 upsert by the next
     writer, which rolls the dead one back first: its log files and markers go, hudi-rs agrees."""

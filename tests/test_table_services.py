@@ -348,7 +348,8 @@ def test_a_write_on_a_file_group_clustering_replaced_conflicts_either_way(spark,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("home", "point"), kill_points(["after_write", "before_publish"]), indirect=["home"])
+@pytest.mark.parametrize(("home", "point"), kill_points(["after_write", "before_publish"], every_point_locally=False),
+                         indirect=["home"])
 def test_writer_killed_during_a_clustering_is_rolled_back(spark, home, point):
     """COW W1 bulk insert of 8 small files, a clustering killed at `point` (its base files written), an
     upsert by the next writer, which rolls it back: its files and instant files go, both readers agree,
