@@ -314,7 +314,7 @@ def test_the_history_streams_in_key_order_only_when_the_files_key_ranges_are_dis
 def test_scale_growth_exponents_and_absolute_goals_come_from_the_days_after_the_first():
     """Issue 35's cost curves: a day 10x slower on a 10x larger table grows with exponent 1, one as fast
     as before with exponent 0; day 1 (the JVM's warm-up) is left out. Its absolute goals read the same runs."""
-    from labformat.bench.render import absolute_goal_lines, growth_table, scale_table, summarize
+    from labformat.bench.render import absolute_goal_lines, growth_table, per_batch_row_table, scale_table, summarize
 
     def run(preset, rows, seconds):
         return {"preset": preset, "workload": "seed", "date": "2026-11-27", "repeat": 1, "options": {"days": 3},
@@ -329,6 +329,8 @@ def test_scale_growth_exponents_and_absolute_goals_come_from_the_days_after_the_
     latest = {("seed", "small"): small, ("seed", "medium"): medium}
     assert "| small → medium | 1.00 | 0.00 |" in growth_table(latest, "seed")
     assert "| 0.50 | 2.00 |" in scale_table(latest, "seed")  # days 2 and 3, not day 1's 99 s
+    # Both batches hold 10 rows: microseconds per batch row are the day's seconds times 100,000.
+    assert "| medium | 500000.0 | 200000.0 |" in per_batch_row_table(latest, "seed")
     assert absolute_goal_lines(small, summarize(small)) == \
         "- labformat-bloom's median day, seconds: 0.50, goal (issue 35) ≤ 0.6: met"
     assert absolute_goal_lines(medium, summarize(medium)) == \
@@ -345,7 +347,7 @@ def test_bulk_load_pairs_each_sort_mode_with_sparks_own_write_and_renders_the_go
 
     result = measure(spark, "tiny", repeat=1, pairs=(("NONE", "plain"),))
     assert set(result["seconds"]) == {"NONE", "plain"} and all(len(v) == 1 for v in result["seconds"].values())
-    # The same rows at the input's own parallelism: as many files on both sides.
+    # One task per input partition on both sides; at tiny each task's rows fit one file.
     assert result["files"]["NONE"] == result["files"]["plain"] >= 1
     (pair,) = result["pairs"]
     assert pair["median_ratio"] == pytest.approx(result["seconds"]["NONE"][0] / result["seconds"]["plain"][0], rel=1e-3)

@@ -5,7 +5,8 @@
 Two pairs, each timed side by side in one session, alternating (issue 35's bulk-load goals):
 
 - `NONE` against `plain`: a bulk insert with no sort at the input's own parallelism, against
-  `df.write.parquet` of the same rows (both one task, so one file, per input partition);
+  `df.write.parquet` of the same rows (both one task per input partition; labformat's task rolls to
+  a new file at `max_file_size`, as Hudi's does);
 - `GLOBAL_SORT` against `sorted`: a bulk insert sorted by key into as many base files as the
   benchmark loads the history as (`HISTORY_FILES`), against `df.orderBy(key).write.parquet` at as
   many shuffle partitions, adaptive execution off (the `spark-sorted-write` engine's load).

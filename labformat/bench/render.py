@@ -460,6 +460,20 @@ def scale_table(latest: dict[tuple[str, str], dict[str, Any]], workload: str) ->
     return _table(["preset (run)", "rows after the workload", "rows per batch"] + engines, rows)
 
 
+def per_batch_row_table(latest: dict[tuple[str, str], dict[str, Any]], workload: str) -> str:
+    """The scale table's day divided by the rows of its batch, in microseconds: flat across presets for an
+    engine whose day follows its batch, growing for one whose day follows its table."""
+    runs = {preset: r for (w, preset), r in latest.items() if w == workload}
+    presets = _presets(runs)
+    engines = [e for e in ENGINES if any(e in runs[p]["engines"] for p in presets)]
+    rows = []
+    for preset in presets:
+        summary, batch = summarize(runs[preset]), statistics.mean(runs[preset]["dataset"]["batch_rows"])
+        rows.append([preset] + [f"{summary[e]['steady_median'] / batch * 1e6:.1f}" if e in summary else "–"
+                                for e in engines])
+    return _table(["µs per batch row"] + engines, rows)
+
+
 def growth_table(latest: dict[tuple[str, str], dict[str, Any]], workload: str) -> str:
     """Between consecutive presets, each engine's growth exponent: d log(seconds a day) / d log(table rows).
     1 is a day costing in proportion to the table; 0 is a day whose cost no longer grows with it."""
@@ -561,11 +575,12 @@ def docs_markdown(latest: dict[tuple[str, str], dict[str, Any]], results_link: s
               "of one day keeps it). Below each table, the growth exponent between consecutive presets: how the "
               "day's time grew with the table's rows on a log-log scale (1: in proportion to the table; 0: not at "
               "all). Presets differ in batch size too (rows per batch), so a day's cost that follows its batch "
-              "rather than its table still grows between presets.", ""]
+              "rather than its table still grows between presets: the last table divides each day by its batch's "
+              "rows, which stays flat for such an engine.", ""]
     for workload in WORKLOADS:
         if any(w == workload for w, _ in latest):
             parts += [f"### Workload `{workload}`", "", scale_table(latest, workload), "",
-                      growth_table(latest, workload), ""]
+                      growth_table(latest, workload), "", per_batch_row_table(latest, workload), ""]
             if workload in scale_charts:
                 parts += [f"![daily upsert time vs table size, workload {workload}]({scale_charts[workload]})", ""]
     if missing:
@@ -733,8 +748,8 @@ def bulk_load_markdown(folder: Path, results_link: str) -> str:
     parts = ["", "## Bulk load: labformat's bulk insert beside Spark writing the same rows", "",
              "`python -m labformat.bench.bulk_load --preset medium --repeat 3 --driver-memory 4g`: each of "
              "labformat's sort modes beside Spark's own write of the same cached history, alternating in one "
-             "session after an untimed warm-up on `tiny`: `NONE` beside `df.write.parquet` (one file per input "
-             "partition on both sides), `GLOBAL_SORT` beside `df.orderBy(key).write.parquet` into as many files. "
+             "session after an untimed warm-up on `tiny`: `NONE` beside `df.write.parquet` (one task per input "
+             "partition on both sides; labformat's task rolls to a new file at `max_file_size`, Hudi's 120 MB), `GLOBAL_SORT` beside `df.orderBy(key).write.parquet` into as many files. "
              "The ratio is the median of the per-repetition ratios.", ""]
     for preset in _presets(latest):
         path, r = latest[preset]
