@@ -556,7 +556,7 @@ def docs_markdown(latest: dict[tuple[str, str], dict[str, Any]], results_link: s
         "python3 scripts/lab.py bench --preset medium --days 3 --repeat 2 --driver-memory 4g \\",
         "    --engines labformat-bloom spark-rewrite spark-sorted-write delta-rs io-floor",
         "python3 scripts/lab.py bench --preset large --days 3 --repeat 1 --driver-memory 4g --no-queries \\",
-        "    --engines labformat-bloom delta-rs io-floor",
+        "    --engines labformat-bloom io-floor",
         "```", "", INTRO]
     missing = []
     for workload in WORKLOADS:
