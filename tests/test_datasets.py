@@ -283,3 +283,26 @@ def test_a_spec_with_other_batches_copies_the_cached_history(spark, tmp_path, mo
     regenerated = datasets.generate(spark, other_seed)
     assert datasets.fingerprint(datasets.load_history(spark, regenerated)) != datasets.fingerprint(
         datasets.load_history(spark, first))
+
+
+def test_a_second_generator_waits_for_the_first_and_reuses_its_dataset(spark, tmp_path):
+    """Two processes asking for the same dataset (a notebook and the benchmark, two notebooks) must not
+    delete each other's files: the second waits on the first's lock, then finds the dataset complete."""
+    import shutil
+    import threading
+
+    from labformat.datasets.cache import _generation_lock
+
+    spec = datasets.spec("tiny")
+    done = datasets.generate(spark, spec)
+    root = tmp_path / "cache"
+    found = []
+    with _generation_lock(root):
+        # No Spark session: the waiting call must never need one.
+        waiter = threading.Thread(target=lambda: found.append(datasets.generate(None, spec, root)))
+        waiter.start()
+        waiter.join(timeout=1.0)
+        assert waiter.is_alive()  # blocked on the lock, not generating
+        shutil.copytree(done.root, root, dirs_exist_ok=True)  # what the first generator leaves behind
+    waiter.join(timeout=30)
+    assert not waiter.is_alive() and found[0].history_rows == done.history_rows

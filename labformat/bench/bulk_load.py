@@ -33,7 +33,7 @@ from labformat.bench.render import BULK_LOAD_DIR, RESULTS_DIR, refresh_docs
 from labformat.model.enums import SortMode
 
 # (labformat's sort mode, Spark's own write of the same rows): the pairs, in the order they run.
-PAIRS = (("NONE", "plain"), ("GLOBAL_SORT", "sorted"))
+PAIRS = ((SortMode.NONE, "plain"), (SortMode.GLOBAL_SORT, "sorted"))
 
 
 def _load(spark, cached, mode: str, folder: Path, history_files: int) -> int:
@@ -53,7 +53,7 @@ def _load(spark, cached, mode: str, folder: Path, history_files: int) -> int:
         table = lf.Table.create(spark, folder, record_key=KEY, precombine_field=PRECOMBINE)
         options = {"bulk_insert_sort_mode": SortMode(mode),
                    "bloom_num_entries": max(1, cached.spec.history_rows // history_files)}
-        if mode == "GLOBAL_SORT":
+        if mode == SortMode.GLOBAL_SORT:
             options["bulk_insert_parallelism"] = history_files
         table.bulk_insert(df, options)
     # Data files only: the table's .hoodie folder holds the metadata table's own files.

@@ -295,6 +295,11 @@ class Labformat(Engine):
             "rewritten_base_files": sorted(self._slices[(f.partition_path, f.file_id)][0] for f in rewritten),
         }
 
+    @property
+    def last_report(self):
+        """The WriteReport of the last `upsert` (None before one)."""
+        return self._report
+
     def check_source(self) -> dict[str, str]:
         return {"kind": "labformat", "path": str(self.table_path)}
 

@@ -41,7 +41,7 @@ def profile(spark, preset: str, days: int, root: Path, log=print) -> dict[str, A
         started = time.perf_counter()
         engine.upsert(day)
         seconds = time.perf_counter() - started
-        report = engine._report
+        report = engine.last_report
         steps = []
         for step in report.steps:
             stages = []

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from labformat.bench.engines import COW_BESIDE, COW_SKIPPING_ON, ENGINES, MOR, MOR_AFTER, MOR_BEFORE, REFERENCE, WORKLOADS
+from labformat.model.enums import SortMode
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -717,13 +718,13 @@ def goals_markdown(latest: dict[tuple[str, str], dict[str, Any]], bulk: dict[str
     pairs = {p["labformat"]: p["median_ratio"] for p in bulk_medium[1]["pairs"]} if bulk_medium else {}
     bulk_cell = (f"[bulk-load {bulk_medium[1]['date']}]({results_link}/{BULK_LOAD_DIR}/{bulk_medium[0].name})"
                  if bulk_medium else "not recorded")
-    if "GLOBAL_SORT" in pairs:
-        add("`medium` GLOBAL_SORT bulk insert ≤ 1.2x `orderBy(key).write.parquet`", pairs["GLOBAL_SORT"], 1.2, "x",
+    if SortMode.GLOBAL_SORT in pairs:
+        add("`medium` GLOBAL_SORT bulk insert ≤ 1.2x `orderBy(key).write.parquet`", pairs[SortMode.GLOBAL_SORT], 1.2, "x",
             bulk_cell, "The bulk load")
     else:
         add("`medium` GLOBAL_SORT bulk insert ≤ 1.2x `spark-sorted-write`", ratio(ms, ours_m, "spark-sorted-write", "load"),
             1.2, "x", run_cell(medium), "The bulk load")
-    add("`medium` NONE bulk insert ≤ 1.2x `df.write.parquet`", pairs.get("NONE"), 1.2, "x", bulk_cell, "The bulk load")
+    add("`medium` NONE bulk insert ≤ 1.2x `df.write.parquet`", pairs.get(SortMode.NONE), 1.2, "x", bulk_cell, "The bulk load")
     add("`small` median day ≤ 0.6 s", ours_s["daily_median"] if ours_s else None, 0.6, " s", run_cell(small),
         "A small day")
     last = None

@@ -21,6 +21,7 @@ import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from labformat.spark.jobs import conf_override
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,7 +166,34 @@ def generate(spark: SparkSession, spec: DatasetSpec | str, cache_dir: str | os.P
     marker = None if force else _read_marker(root, spec)
     if marker is not None:
         return _with_marker(cached, marker)
+    with _generation_lock(root):
+        # Another process (a second notebook, the benchmark) may have generated it while this one waited.
+        marker = None if force else _read_marker(root, spec)
+        if marker is not None:
+            return _with_marker(cached, marker)
+        return _generate(spark, spec, root, cached)
 
+
+@contextmanager
+def _generation_lock(root: Path):
+    """An exclusive lock on `.generating.lock` inside the dataset's folder (generating never removes it),
+    so that two processes generating the same dataset never delete each other's files (POSIX; elsewhere
+    no lock)."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".generating.lock", "a") as handle:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX
+            yield
+            return
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _generate(spark: SparkSession, spec: DatasetSpec, root: Path, cached: CachedDataset) -> CachedDataset:
     # Only our own entries are removed: cache_dir may be a folder the caller also uses.
     (root / MARKER).unlink(missing_ok=True)
     for old in [root / "history", *root.glob("batch_[0-9][0-9][0-9]")]:
