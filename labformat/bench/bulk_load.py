@@ -105,10 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import labformat as lf
-    from labformat.bench.runner import machine_info
+    from labformat.bench.runner import machine_info, spark_conf
 
     spark = lf.spark_session(app_name="labformat-bulk-load",
-                             **({"spark.driver.memory": args.driver_memory} if args.driver_memory else {}))
+                             **spark_conf(args.driver_memory))
     result = measure(spark, args.preset, args.repeat, tuple(p for p in PAIRS if p[0] in args.pairs))
     result["date"] = dt.date.today().isoformat()
     result["machine"] = machine_info()

@@ -82,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import labformat as lf
 
-    conf = dict(item.split("=", 1) for item in args.conf)
-    if args.driver_memory:
-        conf["spark.driver.memory"] = args.driver_memory
+    from labformat.bench.runner import spark_conf
+
+    conf = {**dict(item.split("=", 1) for item in args.conf), **spark_conf(args.driver_memory)}
     spark = lf.spark_session(app_name="labformat-profile", **conf)
     with tempfile.TemporaryDirectory(prefix="labformat-profile-") as root:
         result = profile(spark, args.preset, args.days, Path(root))
