@@ -423,7 +423,7 @@ class SparkSortedWrite(SparkRewrite):
 
 class DeltaRs(Engine):
     """delta-rs: `write_deltalake` loads the sorted history; each day MERGEs the deduplicated batch on the key
-    (update all columns when matched, insert all when not)."""
+    (update all columns when matched, insert all when not), pruning target files by the batch's key range."""
 
     name = "delta-rs"
 
@@ -456,8 +456,13 @@ class DeltaRs(Engine):
 
     def upsert(self, day: int) -> None:
         batch = deduplicate_arrow(read_parquet_folder(self.workload.cached.batch_path(day)))
+        # streamed_exec=False: the batch is an Arrow table in memory, so delta-rs may read its key range
+        # and skip every target file outside it. Its default (True, for sources too large to hold) turns
+        # that pruning off and scans the whole table: at `medium` 4.9 s and 4.6 GiB a MERGE instead of
+        # 0.8 s and 1.1 GiB, and at `large` more memory than the machine has.
         self._metrics = (self.delta_table()
-                         .merge(source=batch, predicate=f"t.{KEY} = s.{KEY}", source_alias="s", target_alias="t")
+                         .merge(source=batch, predicate=f"t.{KEY} = s.{KEY}", source_alias="s", target_alias="t",
+                                streamed_exec=False)
                          .when_matched_update_all()
                          .when_not_matched_insert_all()
                          .execute())
@@ -477,7 +482,9 @@ class DeltaRs(Engine):
                              f"{self._metrics['num_target_files_removed']}")
         return {"files_rewritten": self._metrics["num_target_files_removed"],
                 "files_added": self._metrics["num_target_files_added"],
-                "bytes_rewritten": sum(self._before[p] for p in removed)}
+                "bytes_rewritten": sum(self._before[p] for p in removed),
+                # What its pruning left to read: files scanned, of the table's files before the MERGE.
+                "files_scanned": self._metrics["num_target_files_scanned"], "files_before": len(self._before)}
 
     def check_source(self) -> dict[str, str]:
         """The table as delta-rs' own query engine returns it, streamed to one parquet file for the check."""

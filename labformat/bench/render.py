@@ -318,7 +318,10 @@ def run_facts(result: dict[str, Any]) -> str:
             "so does delta-rs (`delta.targetFileSize` on its table, which its load and its MERGE honour)"
             if o.get("delta_merge_file_size") else
             "delta-rs loads with it (`target_file_size`), but its MERGE takes no file size and writes "
-            "files by its own default"),
+            "files by its own default") + (
+            "; delta-rs' MERGE skips the files outside the batch's key range (`streamed_exec=False`)"
+            if o.get("delta_merge_prunes") else
+            "; delta-rs' MERGE scanned its whole table (`streamed_exec` at its default)"),
         f"- {m['cores']} cores, {_gib(m['memory_bytes'])} memory, Python {m['python']}, pyspark {v.get('pyspark')}, "
         f"pyarrow {v.get('pyarrow')}, deltalake {v.get('deltalake')}, pyiceberg {v.get('pyiceberg')}"
         + (f"; every Spark engine with `spark.driver.memory` {o['driver_memory']}" if o.get("driver_memory") else ""),
@@ -511,7 +514,9 @@ a chart and a report beside it, and rewrites this page. Engines:
 - `spark-sorted-write`: the same with the rows in key order (`orderBy(key).write.parquet`, as many
   files as labformat-bloom's history): its bulk load is the fair baseline for a GLOBAL_SORT bulk insert;
 - `delta-rs`: `write_deltalake` loads the history; each day `DeltaTable.merge` on the key (update all
-  when matched, insert all when not) with the deduplicated batch;
+  when matched, insert all when not) with the deduplicated batch, `streamed_exec=False` so that it skips
+  the target files outside the batch's key range (records before 2026-11-27's second runs scanned the
+  whole table: its default);
 - `pyiceberg`: SQL catalog on sqlite, local warehouse; `append` loads, `Table.upsert` on the key;
 - `io-floor`: not a table format: pyarrow reads exactly the base files labformat-bloom's upsert
   rewrote that day and writes them back (same codec, all cores), nothing else.
@@ -557,7 +562,7 @@ def docs_markdown(latest: dict[tuple[str, str], dict[str, Any]], results_link: s
         "python3 scripts/lab.py bench --preset medium --days 3 --repeat 2 --driver-memory 4g \\",
         "    --engines labformat-bloom spark-rewrite spark-sorted-write delta-rs io-floor",
         "python3 scripts/lab.py bench --preset large --days 3 --repeat 1 --driver-memory 4g --no-queries \\",
-        "    --engines labformat-bloom io-floor",
+        "    --engines labformat-bloom delta-rs io-floor",
         "```", "", INTRO]
     missing = []
     for workload in WORKLOADS:

@@ -429,6 +429,7 @@ def run_benchmark(preset: str = "small", repeat: int = 3, engines: tuple[str, ..
         "options": {"max_file_size": workload.max_file_size, "small_file_limit": workload.small_file_limit,
                     "sizes_from": sizes_from, "history_files": workload.history_files,
                     "bloom_num_entries": workload.bloom_num_entries, "days": days, "delta_merge_file_size": True,
+                    "delta_merge_prunes": True,
                     "queries": queries,
                     # In process, the engines ran on the session given, whatever heap it was started with.
                     "driver_memory": driver_memory_of(driver_memory) if isolate
