@@ -15,6 +15,10 @@ ROOT = Path(__file__).resolve().parent
 # environment). Set at import, before any kernel exists; an explicit value from the caller wins.
 os.environ.setdefault("LABFORMAT_PRESET", "tiny")
 os.environ.setdefault("LABFORMAT_SPARK_MASTER", "local[2]")
+# Under pytest-xdist each worker's notebooks write their scratch tables and summaries to a folder of
+# its own, so that two notebooks running at once never share a table's path.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("LABFORMAT_OUT", str(ROOT / "out" / f"tests-{os.environ['PYTEST_XDIST_WORKER']}"))
 
 
 def pytest_configure(config):

@@ -2,7 +2,8 @@
 """Set up the project's virtual environment and run the lab, the tests or JupyterLab.
 
     python3 scripts/lab.py run [ARGS...]    the main job: python -m labformat.lab.main ARGS
-    python3 scripts/lab.py test [ARGS...]   the tests: python -m pytest -ra ARGS
+    python3 scripts/lab.py test [ARGS...]   the tests: python -m pytest -ra ARGS (no ARGS: the whole
+                                            suite on pytest-xdist workers, a file each at a time)
     python3 scripts/lab.py lab [ARGS...]    JupyterLab on notebooks/, at 127.0.0.1, no browser
     python3 scripts/lab.py bench [ARGS...]  the benchmark against the peers: python -m labformat.bench ARGS
     python3 scripts/lab.py check            only set up .venv and check Java
@@ -49,7 +50,7 @@ USAGE = """usage: python3 scripts/lab.py {run,test,lab,bench,pack,check} [ARGS..
 
   run [--preset NAME] [ARGS...]  run the lab (python -m labformat.lab.main ARGS; --storage s3: on a local S3 server;
                                  --master URL: on a Spark cluster or a Spark Connect endpoint)
-  test [ARGS...]                 run the tests (python -m pytest -ra ARGS; default: the whole suite)
+  test [ARGS...]                 run the tests (python -m pytest -ra ARGS; default: the whole suite on xdist workers)
   lab [ARGS...]                  open JupyterLab on notebooks/ (127.0.0.1, no browser)
   bench [ARGS...]                benchmark against the peers (python -m labformat.bench ARGS)
   pack [--output FILE]           pack .venv for a cluster's executors (spark.archives; docs/cluster.md)
@@ -278,10 +279,21 @@ def cmd_run(args):
     return replace_process([sys.executable, "-m", "labformat.lab.main"] + args)
 
 
+def suite_workers(cores=None):
+    """pytest-xdist workers for the whole suite: one per core, at least 2, at most 4.
+
+    Most of a test's time is Spark's and the writer processes' latency on tiny data, not CPU, so even
+    a 2-core machine finishes the suite sooner on two workers; each worker holds a SparkSession
+    (2 GiB of heap), hence the cap."""
+    return min(4, max(2, cores or os.cpu_count() or 2))
+
+
 def cmd_test(args):
     check_java()
-    # No arguments: the whole suite (pyproject's testpaths), which pytest only applies when run from the root.
-    code = call([sys.executable, "-m", "pytest", "-ra"] + args, cwd=None if args else ROOT)
+    # No arguments: the whole suite (pyproject's testpaths), which pytest only applies when run from the root,
+    # split over workers a file at a time (a notebook's cells share one kernel; a module, its fixtures).
+    whole = [] if args else ["-n", str(suite_workers()), "--dist", "loadfile"]
+    code = call([sys.executable, "-m", "pytest", "-ra"] + whole + args, cwd=None if args else ROOT)
     if code == 5:
         sys.stderr.write("error: pytest collected no tests (exit code 5); treating that as a failure.\n")
         return 1

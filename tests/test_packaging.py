@@ -351,6 +351,18 @@ def test_lab_check_with_java_is_quiet(tmp_path):
     assert re.fullmatch(r"ok: .* is up to date, Java \d+ found\.\n", result.stdout), result.stdout
 
 
+def test_the_whole_suite_runs_on_two_to_four_workers_a_file_each(monkeypatch):
+    lab = load_lab_module()
+    assert [lab.suite_workers(n) for n in (1, 2, 3, 8)] == [2, 2, 3, 4]
+    calls = []
+    monkeypatch.setattr(lab, "check_java", lambda: 17)
+    monkeypatch.setattr(lab, "call", lambda argv, cwd=None: calls.append((argv, cwd)) or 0)
+    assert lab.cmd_test([]) == 0 and lab.cmd_test(["tests/test_model.py"]) == 0
+    (whole, root), (one, here) = calls
+    assert whole[-4:] == ["-n", str(lab.suite_workers()), "--dist", "loadfile"] and root == lab.ROOT
+    assert "-n" not in one and one[-1] == "tests/test_model.py" and here is None  # a developer's own arguments, as given
+
+
 def test_lab_test_turns_no_tests_collected_into_a_failure():
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java on this machine")
