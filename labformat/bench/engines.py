@@ -459,7 +459,7 @@ class DeltaRs(Engine):
         # streamed_exec=False: the batch is an Arrow table in memory, so delta-rs may read its key range
         # and skip every target file outside it. Its default (True, for sources too large to hold) turns
         # that pruning off and scans the whole table: at `medium` 4.9 s and 4.6 GiB a MERGE instead of
-        # 0.8 s and 1.1 GiB, and at `large` more memory than the machine has.
+        # 0.8 s and 1.1 GiB; at `large` a first attempt with it grew to the machine's whole memory.
         self._metrics = (self.delta_table()
                          .merge(source=batch, predicate=f"t.{KEY} = s.{KEY}", source_alias="s", target_alias="t",
                                 streamed_exec=False)
