@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from labformat.bench.engines import HISTORY_FILES, KEY, PRECOMBINE
+from labformat.bench.engines import HISTORY_FILES, KEY, PRECOMBINE, bloom_entries_per_file, write_sorted
 from labformat.bench.render import BULK_LOAD_DIR, RESULTS_DIR, refresh_docs
 from labformat.model.enums import SortMode
 
@@ -36,23 +36,21 @@ from labformat.model.enums import SortMode
 PAIRS = ((SortMode.NONE, "plain"), (SortMode.GLOBAL_SORT, "sorted"))
 
 
-def _load(spark, cached, mode: str, folder: Path, history_files: int) -> int:
-    """One timed load of the cached history by `mode` into `folder`; the parquet files it wrote."""
+def _load(spark, cached, mode: SortMode | str, folder: Path, history_files: int) -> int:
+    """One timed load of the cached history by `mode` (a sort mode, or Spark's `plain` or `sorted` write)
+    into `folder`; the parquet files it wrote."""
     import labformat as lf
     from labformat import datasets
-    from labformat.spark.jobs import conf_override
 
     df = datasets.load_history(spark, cached)
     if mode == "plain":
         df.write.parquet(str(folder))
     elif mode == "sorted":
-        with conf_override(spark, {"spark.sql.shuffle.partitions": str(history_files),
-                                   "spark.sql.adaptive.enabled": "false"}):
-            df.orderBy(KEY).write.parquet(str(folder))
+        write_sorted(spark, df, folder, history_files)  # the spark-sorted-write engine's load
     else:
         table = lf.Table.create(spark, folder, record_key=KEY, precombine_field=PRECOMBINE)
         options = {"bulk_insert_sort_mode": SortMode(mode),
-                   "bloom_num_entries": max(1, cached.spec.history_rows // history_files)}
+                   "bloom_num_entries": bloom_entries_per_file(cached.spec.history_rows, history_files)}
         if mode == SortMode.GLOBAL_SORT:
             options["bulk_insert_parallelism"] = history_files
         table.bulk_insert(df, options)

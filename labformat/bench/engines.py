@@ -64,6 +64,20 @@ MOR_BEFORE, MOR_AFTER = f"{MOR} (log files, before compaction)", f"{MOR} (after 
 COW_BESIDE = f"{REFERENCE} (skipping on, beside {MOR} after compaction)"
 
 
+def bloom_entries_per_file(history_rows: int, history_files: int) -> int:
+    """Bloom filters sized for one history file's keys, as the workshop sizes them."""
+    return max(1, history_rows // history_files)
+
+
+def write_sorted(spark, df, path: Path, files: int) -> None:
+    """`df.orderBy(key).write.parquet` into `files` files: the sort's shuffle at that many tasks, adaptive
+    execution off so that none are coalesced."""
+    from labformat.spark.jobs import conf_override
+
+    with conf_override(spark, {"spark.sql.shuffle.partitions": str(files), "spark.sql.adaptive.enabled": "false"}):
+        df.orderBy(KEY).write.parquet(str(path))
+
+
 @dataclass(frozen=True)
 class Workload:
     """What every engine runs: a cached dataset (its scenario: `seed` or `late`), how many batch days,
@@ -80,8 +94,7 @@ class Workload:
 
     @property
     def bloom_num_entries(self) -> int:
-        """Bloom filters sized for one history file's keys, as the workshop sizes them."""
-        return max(1, self.cached.spec.history_rows // self.history_files)
+        return bloom_entries_per_file(self.cached.spec.history_rows, self.history_files)
 
     @property
     def write_options(self) -> dict[str, Any]:
@@ -414,11 +427,7 @@ class SparkSortedWrite(SparkRewrite):
     name = "spark-sorted-write"
 
     def _write(self, df, path: Path) -> None:
-        from labformat.spark.jobs import conf_override
-
-        with conf_override(self.spark, {"spark.sql.shuffle.partitions": str(self.workload.history_files),
-                                        "spark.sql.adaptive.enabled": "false"}):
-            df.orderBy(KEY).write.parquet(str(path))
+        write_sorted(self.spark, df, path, self.workload.history_files)
 
 
 class DeltaRs(Engine):
