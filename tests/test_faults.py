@@ -43,6 +43,7 @@ class Fault:
     setup: Callable[[Table], None] = _nothing
     table: str = "written"  # "written": ROWS rows committed; "new": created, never written
     match: str | None = None  # a word the error message must name
+    keeps_table: bool = False  # a handled fault whose outcome also leaves every file as it was
 
 
 # ---- inputs, setups and checks the cases share ------------------------------------------------
@@ -102,6 +103,16 @@ def committed_past_it(table: Table, report) -> None:
     assert report.instant is not None
     assert not table.active_timeline.pending(), table.active_timeline.pending()
     assert table.read().count() == ROWS + 5
+
+
+def nothing_written(table: Table, report) -> None:
+    """Handled: an empty write, no instant (the test also checks that no file changed)."""
+    assert report.instant is None and report.rows_written == 0, report
+
+
+def no_partitions(s):
+    """Telemetry's columns over an RDD of no partitions: what `createDataFrame(sc.emptyRDD(), schema)` gives."""
+    return s.createDataFrame(s.sparkContext.emptyRDD(), _rows(s).schema)
 
 
 def spark_null_precombine(s):
@@ -218,6 +229,15 @@ FAULTS = [
         "day", F.lit("2024-01-15/late"))), InvalidInputError, match="nest"),
     Fault("partition value with a tab", upsert(lambda s: _rows(s).withColumn("day", F.lit("2024\t01"))),
           InvalidInputError, match="control character"),
+    # issue 48 case 12: an input of no partitions is an empty write in every sort mode (no instant)
+    *[Fault(f"no input partitions, bulk insert {mode}", bulk_insert(no_partitions, bulk_insert_sort_mode=mode),
+            nothing_written, keeps_table=True)
+      for mode in ("GLOBAL_SORT", "PARTITION_PATH_REPARTITION", "NONE", "PARTITION_SORT")],
+    Fault("no input partitions, bulk insert GLOBAL_SORT into a new table",
+          bulk_insert(no_partitions, bulk_insert_sort_mode="GLOBAL_SORT"), nothing_written, table="new",
+          keeps_table=True),
+    Fault("no input partitions, upsert", upsert(no_partitions), nothing_written, keeps_table=True),
+    Fault("no input partitions, delete", delete_keys(no_partitions), nothing_written, keeps_table=True),
 ]
 
 
@@ -239,10 +259,12 @@ def test_fault(fault: Fault, spark, pristine, tmp_path):
     shutil.copytree(pristine[fault.table], path)
     table = Table.open(spark, str(path))
     fault.setup(table)
+    before = tree(path)
     if not isinstance(fault.expect, type):
         fault.expect(table, fault.act(table, spark))
+        if fault.keeps_table:
+            assert tree(path) == before, "files added, removed or changed"
         return
-    before = tree(path)
     with pytest.raises(fault.expect) as raised:
         fault.act(table, spark)
     if fault.match is not None:

@@ -26,6 +26,7 @@ class BulkInsertPlan(Plan):
     df: DataFrame | None = None  # the input, in the table's (evolved) schema
     data_schema: T.StructType | None = None
     schema_changes: tuple[str, ...] = ()
+    input_partitions: int | None = None  # counted in the plan when the sort mode needs the count anyway
 
 
 class BulkInsert(WriteOperation):
@@ -47,11 +48,17 @@ class BulkInsert(WriteOperation):
             record_index_asked(ctx, run.options)
             ctx.validate_input(self.df, need_precombine=False)
             data_schema, changes = ctx.schema_for_write(self.df, run.options.reconcile_schema)
-        return BulkInsertPlan(df=ctx.conform_input(self.df, data_schema), data_schema=data_schema,
-                              schema_changes=changes)
+        df = ctx.conform_input(self.df, data_schema)
+        options = run.options
+        partitions = (input_partitions(df) if counts_input_partitions(options.bulk_insert_sort_mode,
+                                                                        options.bulk_insert_parallelism) else None)
+        # An input of no partitions (`createDataFrame(sc.emptyRDD(), schema)`) is empty for sure: no
+        # instant. Other empty inputs are known only from the write tasks, which `execute` abandons.
+        return BulkInsertPlan(nothing_to_do=partitions == 0, df=df, data_schema=data_schema,
+                              schema_changes=changes, input_partitions=partitions)
 
     def write(self, run: OperationRun, plan: BulkInsertPlan, instant: Instant) -> list[BaseFileStat]:
-        return write_bulk_insert(run.ctx, plan.df, plan.data_schema, run.options, instant.time)
+        return write_bulk_insert(run.ctx, plan.df, plan.data_schema, run.options, instant.time, plan.input_partitions)
 
     def commit(self, run: OperationRun, plan: BulkInsertPlan, written: list[BaseFileStat]) -> None:
         run.tx.commit(written, plan.data_schema)
@@ -62,25 +69,37 @@ class BulkInsert(WriteOperation):
                           details=BulkInsertDetails(plan.schema_changes))
 
 
-def order_for_sort_mode(df: DataFrame, mode: SortMode, record_key: str, parallelism: int) -> DataFrame:
+def counts_input_partitions(mode: SortMode, parallelism: int) -> bool:
+    """Whether laying rows out in `mode` reads the input's partition count (`order_for_sort_mode`)."""
+    if mode in (SortMode.GLOBAL_SORT, SortMode.PARTITION_PATH_REPARTITION):
+        return not parallelism
+    return bool(parallelism)
+
+
+def order_for_sort_mode(df: DataFrame, mode: SortMode, record_key: str, parallelism: int,
+                        partitions: int | None = None) -> DataFrame:
     """Lay rows out across write tasks as Hudi's `hoodie.bulkinsert.sort.mode` does.
 
     GLOBAL_SORT range-partitions by (partition path, key), so each task, and so each base
     file, holds its own slice of the key space: the clean key ranges that range pruning
-    relies on later. The other modes leave ranges overlapping.
+    relies on later. The other modes leave ranges overlapping. `partitions`: the input's
+    partition count, when the caller counted it already.
     """
+    def tasks() -> int:
+        # Spark refuses a repartition into 0 partitions, which an input of none would ask for.
+        return parallelism or max(1, input_partitions(df) if partitions is None else partitions)
+
     if mode is SortMode.GLOBAL_SORT:
-        tasks = parallelism or input_partitions(df)
-        return df.repartitionByRange(tasks, PART, record_key).sortWithinPartitions(PART, record_key)
+        return df.repartitionByRange(tasks(), PART, record_key).sortWithinPartitions(PART, record_key)
     if mode is SortMode.PARTITION_PATH_REPARTITION:
-        return df.repartition(parallelism or input_partitions(df), PART)
-    source = _tasks_without_sort(df, parallelism)
+        return df.repartition(tasks(), PART)
+    source = _tasks_without_sort(df, parallelism, partitions)
     if mode is SortMode.PARTITION_SORT:
         return source.sortWithinPartitions(PART, record_key)
     return source  # NONE
 
 
-def _tasks_without_sort(df: DataFrame, parallelism: int) -> DataFrame:
+def _tasks_without_sort(df: DataFrame, parallelism: int, partitions: int | None = None) -> DataFrame:
     """`df` in `parallelism` tasks, moving no row it need not move (NONE and PARTITION_SORT).
 
     Fewer tasks than the input has partitions: a coalesce, no shuffle (Hudi's NonSortPartitioner).
@@ -89,14 +108,15 @@ def _tasks_without_sort(df: DataFrame, parallelism: int) -> DataFrame:
     """
     if not parallelism:
         return df
-    partitions = input_partitions(df)
+    if partitions is None:
+        partitions = input_partitions(df)
     if parallelism < partitions:
         return df.coalesce(parallelism)
     return df.repartition(parallelism) if parallelism > partitions else df
 
 
 def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructType, options: WriteOptions,
-                      instant_time: str) -> list[BaseFileStat]:
+                      instant_time: str, partitions: int | None = None) -> list[BaseFileStat]:
     """Run the write tasks; returns the write-stat rows (one per base file), collected as metadata."""
     record_key = key_column(ctx, data_schema)
     spec = write_spec(ctx, options, instant_time, data_schema, record_key)
@@ -105,7 +125,8 @@ def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructTyp
     computed = [ctx.record_key_column(df.schema).alias(KEY)] if record_key == KEY else []
     prepared = df.select(*[F.col(c) for c in spec.data_columns], ctx.partition_path_column(df.schema).alias(PART),
                          *computed)
-    ordered = order_for_sort_mode(prepared, options.bulk_insert_sort_mode, record_key, options.bulk_insert_parallelism)
+    ordered = order_for_sort_mode(prepared, options.bulk_insert_sort_mode, record_key, options.bulk_insert_parallelism,
+                                  partitions)
     with describe(df.sparkSession, "read input", WRITE_BASE_FILES, before="sample key ranges"):
         rows = ordered.mapInArrow(lambda batches: write_new_file_groups(batches, spec),
                                   BaseFileStat.spark_ddl()).collect()
