@@ -480,5 +480,14 @@ class TableContext:
         if missing:
             raise InvalidInputError(f"input lacks column(s) {missing}; the table needs {needed}"
                                     + (" (this first write fixes the table's columns)" if first else ""))
+        # Hudi has no one string for a binary value: its Avro key generators write hex, its Spark row
+        # writer the JVM's name of the byte array. Cast here, bytes that are no UTF-8 would fail the
+        # write tasks after the instant started.
+        binary = [f.name for f in df.schema.fields if isinstance(f.dataType, T.BinaryType)
+                  and (f.name in keygen.record_key_fields or f.name in keygen.partition_fields)]
+        if binary:
+            raise InvalidInputError(f"binary column(s) {', '.join(map(repr, binary))} as record key or partition "
+                                    "field: Hudi has no string form for bytes that its writers agree on; write a "
+                                    "string made from them (hex() or a UTF-8 decode); table unchanged")
         if not conf.populate_meta_fields:
             keygen.check_key_types(df.schema)
