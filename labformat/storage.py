@@ -2,8 +2,9 @@
 
 Two backends, chosen by the table path's scheme:
 
-- **local** (a plain path): pyarrow's LocalFileSystem; an instant file is published by a rename,
-  created exclusively by a hard link (which never replaces a file).
+- **local** (a plain path): pyarrow's LocalFileSystem; an instant file is published and created
+  exclusively by a hard link from a temp file (link never replaces a file); a heartbeat is
+  replaced by a rename.
 - **S3** (`s3://bucket/prefix`, `s3a://` accepted as a spelling): pyarrow's S3FileSystem for the
   data, and obstore (the Python face of the `object_store` crate delta-rs commits through) for the
   writes that must be conditional: an instant file is a PUT with `If-None-Match: *` (S3 has no
@@ -306,16 +307,18 @@ class Storage:
             pass  # the error that brought us here is the one to report
 
     def publish(self, rel: str, data: bytes) -> None:
-        """Write `rel` atomically: a temp file beside it, then a rename; never overwrite.
+        """Write `rel` atomically and never overwrite: of two writers publishing the same file, one
+        fails with LabformatError and the file holds the other's bytes.
 
         A reader sees the whole file or no file, which is what makes a completed instant
-        all-or-nothing.
+        all-or-nothing. On a local disk and S3 this is `create_exclusive`; on another pyarrow file
+        system, a check then a rename, which two writers at once can both pass.
         """
-        if self.is_object_store:
-            try:
-                self._put(rel, data, mode="create")  # the PUT is atomic; If-None-Match makes it never overwrite
-            except FileExistsError:
-                raise LabformatError(f"refusing to overwrite {rel}: completed files are immutable") from None
+        if self.is_object_store or isinstance(self.fs, pafs.LocalFileSystem):
+            # A check then a rename let a second writer replace a completed file it had just
+            # checked was absent (issue 48, case 11: two creators of one table both won).
+            if not self.create_exclusive(rel, data):
+                raise LabformatError(f"refusing to overwrite {rel}: completed files are immutable")
             return
         if self.exists(rel):
             raise LabformatError(f"refusing to overwrite {rel}: completed files are immutable")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
@@ -14,6 +15,7 @@ from labformat.context import TableConfig, TableContext, read_table_properties
 from labformat.errors import (
     ConfigError,
     InvalidInputError,
+    LabformatError,
     TableExistsError,
     storage_error,
 )
@@ -86,19 +88,30 @@ class Table:
                 raise InvalidInputError(f"{label} must be a column name, got {name!r}")
         if partition_field is not None and (not isinstance(partition_field, str) or not partition_field.strip()):
             raise InvalidInputError(f"partition_field must be a column name or None, got {partition_field!r}")
-        if storage.exists(P.PROPERTIES_PATH):
-            raise TableExistsError(f"{storage.base_uri} already holds a table; use Table.open")
-        _check_new_table_folder(storage)
         cfg = C.table_options(options)
         name = cfg.table_name or os.path.basename(storage.root.rstrip("/")) or "labformat_table"
         props = TableConfig.new(cfg, name, record_key, precombine_field, partition_field).to_properties()
         text = P.format_properties(props).encode("utf-8")
+        exists = TableExistsError(f"{storage.base_uri} already holds a table, or another writer is creating one "
+                                  "there; use Table.open")
         try:
+            if storage.exists(P.PROPERTIES_PATH) or storage.exists(P.BACKUP_PATH):
+                raise exists
+            _check_new_table_folder(storage, exists)
             storage.makedirs(TIMELINE_DIR)
-            # The backup first: a table always has one good copy of its properties from here on.
-            storage.publish(P.BACKUP_PATH, text)
-            storage.publish(P.PROPERTIES_PATH, text)
-        except OSError as exc:
+            # The backup first: a table always has one good copy of its properties from here on. Its
+            # exclusive create (a hard link, or If-None-Match: * on S3) is what makes one of two
+            # creators at once the winner; the loser builds no Table.
+            if not storage.create_exclusive(P.BACKUP_PATH, text):
+                raise exists
+            if not storage.create_exclusive(P.PROPERTIES_PATH, text):
+                # A writer that creates hoodie.properties without the backup first (not labformat)
+                # won after all: our backup would hold another config than the table's.
+                storage.delete(P.BACKUP_PATH)
+                raise exists
+        except LabformatError:
+            raise
+        except OSError as exc:  # a dead endpoint or refused credentials, as much as a full disk
             raise storage_error(exc, f"creating the table at {storage.base_uri}") from None
         return cls(spark, storage, P.parse_properties(text.decode("utf-8")))
 
@@ -329,13 +342,21 @@ class Table:
         return execute(MetadataRebuild(), self.context(), C.write_options(options))
 
 
-def _check_new_table_folder(storage: Storage) -> None:
+# What another writer creating a table in the same folder may have written so far: the properties,
+# their backup, and the temp files their exclusive create links from (`Storage._temp_beside`).
+_CREATING = re.compile(r"\.hoodie/(hoodie\.properties(\.backup)?|\.hoodie\.properties(\.backup)?\.[0-9a-f]{32}\.tmp)")
+
+
+def _check_new_table_folder(storage: Storage, exists: TableExistsError) -> None:
     """InvalidInputError unless `storage`'s root can become a new table's folder: absent or an empty
     folder, and not inside another table. Hudi's readers take every `.parquet` under a table for a
-    base file, and a table inside another's folder would sit in one of its partitions."""
+    base file, and a table inside another's folder would sit in one of its partitions. `exists` when
+    the folder holds only what a table's creation writes: another creator got there first."""
     if storage.is_file(""):
         raise InvalidInputError(f"{storage.base_uri} is a file, not a folder; a table needs a folder")
     found = storage.list("", recursive=True)
+    if found and all(_CREATING.fullmatch(f.path) for f in found):
+        raise exists
     if found:
         example = ", ".join(sorted(f.path for f in found)[:3])
         raise InvalidInputError(f"{storage.base_uri} already holds {len(found)} file(s) ({example}"
