@@ -20,6 +20,7 @@ through this module: Spark itself never opens a table path, so no Hadoop S3 conn
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
 import uuid
@@ -63,6 +64,7 @@ _ALIASES = {"aws_endpoint": "aws_endpoint_url", "endpoint_url": "aws_endpoint_ur
             "secret_access_key": "aws_secret_access_key", "session_token": "aws_session_token",
             "allow_http": "aws_allow_http"}
 S3_SCHEMES = ("s3", "s3a")
+_LIST_ATTEMPTS = 5
 
 
 class TableUri(str):
@@ -456,9 +458,19 @@ class Storage:
     def list(self, rel: str = "", recursive: bool = False) -> list[FileInfo]:
         """Files (not folders) under `rel`; empty when it does not exist."""
         selector = pafs.FileSelector(self.full_path(rel), recursive=recursive, allow_not_found=True)
+        for attempt in range(_LIST_ATTEMPTS):
+            try:
+                found = self.fs.get_file_info(selector)
+                break
+            except OSError as exc:
+                # pyarrow's local walk fails with ENOENT when a folder appears while it starts (it lists,
+                # fails, then finds the folder there) or a file goes while it walks (another writer's
+                # temp file): a walk again sees the tree as it is now.
+                if exc.errno != errno.ENOENT or attempt == _LIST_ATTEMPTS - 1:
+                    raise
         out = []
         prefix = len(self.root) + 1
-        for info in self.fs.get_file_info(selector):
+        for info in found:
             if info.type == pafs.FileType.File:
                 out.append(FileInfo(info.path[prefix:], info.size))
         return out
