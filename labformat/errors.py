@@ -99,6 +99,8 @@ def storage_error(exc: OSError, doing: str) -> StorageError:
     """`exc` (an OSError of the storage) as a StorageError saying what labformat was doing."""
     reason = exc.strerror or str(exc)
     where = f" ({exc.filename})" if exc.filename else ""
+    if exc.errno is None:  # pyarrow's and obstore's errors carry none; "[Errno None]" would lead the message
+        return StorageError(f"{doing}: {reason}{where}")
     return StorageError(exc.errno, f"{doing}: {reason}{where}")
 
 

@@ -122,10 +122,17 @@ class Table:
         return cls(spark, storage, read_table_properties(storage))
 
     def context(self) -> TableContext:
-        """This table as of now: its config and a timeline loaded from `.hoodie/` for this call."""
-        ctx = TableContext(self.spark, self.storage, self.config, Timeline(self.storage, self._metadata_cache),
-                           tuple(self.properties.items()))
-        ctx.check_same_table()
+        """This table as of now: its config and a timeline loaded from `.hoodie/` for this call. The
+        storage refusing (credentials that expired since the table was opened, an endpoint gone) is a
+        StorageError naming the table, raised before any operation starts."""
+        try:
+            ctx = TableContext(self.spark, self.storage, self.config, Timeline(self.storage, self._metadata_cache),
+                               tuple(self.properties.items()))
+            ctx.check_same_table()
+        except LabformatError:
+            raise
+        except OSError as exc:
+            raise storage_error(exc, f"reading the timeline of {self.storage.base_uri}") from None
         return ctx
 
     # ---- identity -----------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import labformat as lf
-from labformat.errors import ConfigError, ConcurrentWriteError, LabformatError
+from labformat.errors import ConfigError, ConcurrentWriteError, LabformatError, StorageError
 from labformat.lock import LOCK_PATH, LockOwner, TableLock
 from labformat.storage import Storage, TableUri, s3_options
 from tests.helpers import assert_same_rows, hudi_snapshot, snapshot, telemetry
@@ -91,6 +91,44 @@ def test_optimistic_concurrency_is_refused_on_a_store_that_ignores_if_none_match
         table.upsert(telemetry(spark, 10), options={"hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL"})
     monkeypatch.undo()
     assert [f.path for f in table.storage.list("", recursive=True)] == before  # the table as it was
+
+
+# ---- the store refusing (issue 48, case 14) -------------------------------------------------------
+
+
+def _dead_endpoint() -> str:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on once the probe is closed
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def test_create_refused_by_the_store_is_a_storage_error_naming_the_table(spark, s3_server, uri):
+    opts = s3_server.storage_options
+    for bad, reason in (({"aws_secret_access_key": "wrong"}, "ACCESS_DENIED"),
+                        ({"aws_access_key_id": "nobody"}, "ACCESS_DENIED"),
+                        ({"aws_endpoint_url": _dead_endpoint()}, "connect")):
+        with pytest.raises(StorageError) as raised:
+            lf.Table.create(spark, uri, storage_options={**opts, **bad})
+        message = str(raised.value)
+        assert message.startswith(f"creating the table at {uri}: ") and reason in message, message
+    assert Storage(uri, opts).list("", recursive=True) == []  # nothing was written
+
+
+def test_a_write_whose_credentials_went_bad_is_a_storage_error_and_changes_nothing(spark, s3_server, uri):
+    opts = s3_server.storage_options
+    table = lf.Table.create(spark, uri, storage_options=opts)
+    table.bulk_insert(telemetry(spark, 10))
+    storage = Storage(uri, opts)
+    before = {f.path: storage.read_bytes(f.path) for f in storage.list("", recursive=True)}
+    # The same Table, its credentials no longer accepted (rotated keys, an expired session token).
+    stale = lf.Table(spark, Storage(uri, {**opts, "aws_secret_access_key": "rotated"}), table.properties)
+    for write in (lambda: stale.upsert(telemetry(spark, 5, start=100)), lambda: stale.bulk_insert(telemetry(spark, 5)),
+                  lambda: stale.delete(telemetry(spark, 5).select("record_key"))):
+        with pytest.raises(StorageError, match=f"^reading the timeline of {uri}: .*SIGNATURE_DOES_NOT_MATCH"):
+            write()
+    assert {f.path: storage.read_bytes(f.path) for f in storage.list("", recursive=True)} == before
 
 
 # ---- every operation ----------------------------------------------------------------------------
