@@ -60,7 +60,8 @@ def test_creators_racing_for_one_table_exactly_one_wins(home):
         winners = [key for key, outcome in by_key.items() if outcome.startswith("won")]
         assert len(winners) == 1, (number, by_key)
         assert sorted(by_key.values()) == sorted([f"won {winners[0]}"] + ["TableExistsError"] * (CREATORS - 1)), by_key
-        assert lf.Table.open(None, home.uri(name), storage_options=home.storage_options or None).record_key == winners[0]
+        opened = lf.Table.open(None, home.uri(name), storage_options=home.storage_options or None)
+        assert opened.record_key == winners[0]
         assert sorted(home.files(name)) == TABLE_FILES
         storage = home.storage(name)
         assert storage.read_bytes(P.PROPERTIES_PATH) == storage.read_bytes(P.BACKUP_PATH)
