@@ -23,9 +23,15 @@ v6_complexkeygen_hivestyle, v6_timebasedkeygen_nonhivestyle; unzipped outside th
   without meta fields has the meta columns all null but `_hoodie_file_name`, and no key footers
   (as hudi-rs's v6 no_metafields files are).
 
-Not reproduced: parquet-avro's 2-level list layout (`repeated group array`; pyarrow writes the
-3-level one, which every reader here reads alike), Hudi's Java-serialized bloom filter
-(`org.apache.hudi.bloomfilter`), `parquet.avro.schema`, GZIP compression.
+With `legacy_lists`, lists as Hudi's Avro writer leaves them (parquet-avro's
+`parquet.avro.write-old-list-structure`, on by default): the element named `array` and never null.
+pyarrow cannot write that 2-level layout (`repeated group array`); it writes the 3-level one with
+those names (`use_compliant_nested_type=False`), which pyarrow and hudi-rs read as the same Arrow type
+(`list<array: T not null>`, checked against a 2-level file Spark's legacy writer wrote,
+`test_hudi_tables.py`).
+
+Not reproduced: Hudi's Java-serialized bloom filter (`org.apache.hudi.bloomfilter`),
+`parquet.avro.schema`, GZIP compression.
 """
 
 from __future__ import annotations
@@ -62,6 +68,38 @@ SCHEMA = pa.schema([
                                                            ("child_field2", pa.bool_())]))])),
     ("ts_str", pa.string()), ("ts_ms", pa.int64()),
 ])
+
+
+# Every nested shape a Hudi table's Avro schema can give a column, beyond SCHEMA's list of records,
+# map of records and record of records: lists of primitives, of lists and of maps, a map of lists,
+# a record holding a list.
+NESTED_SCHEMA = pa.schema(list(SCHEMA) + [
+    ("intList", pa.list_(pa.int32())),
+    ("listOfList", pa.list_(pa.list_(pa.string()))),
+    ("listOfMap", pa.list_(pa.map_(pa.string(), pa.int64()))),
+    ("mapOfList", pa.map_(pa.string(), pa.list_(pa.float64()))),
+    ("structWithList", pa.struct([("label", pa.string()), ("tags", pa.list_(pa.string()))])),
+])
+
+
+def nested_row(i: int, name: str, byte: int, short: int, long_field: int, ts_str: str = "2023-04-01T12:01:00.123Z") -> dict:
+    """One record in NESTED_SCHEMA (no null list element: the legacy layout cannot hold one)."""
+    return row(i, name, byte, short, long_field, ts_str) | {
+        "intList": [i, i + 1], "listOfList": [[f"x{i}"], [], [f"y{i}", "z"]], "listOfMap": [[("m", i)], [("n", -i), ("o", 0)]],
+        "mapOfList": [(f"k{i}", [i / 2, 0.5])], "structWithList": {"label": name, "tags": [f"t{i}"]},
+    }
+
+
+def legacy_list_type(t: pa.DataType) -> pa.DataType:
+    """`t` with every list's element named `array` and not null, at any depth (parquet-avro's old lists)."""
+    if pa.types.is_list(t):
+        return pa.list_(pa.field("array", legacy_list_type(t.value_type), nullable=False))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(legacy_list_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(legacy_list_type(t.key_type)),
+                       t.item_field.with_type(legacy_list_type(t.item_type)))
+    return t
 
 
 def row(i: int, name: str, byte: int, short: int, long_field: int, ts_str: str = "2023-04-01T12:01:00.123Z") -> dict:
@@ -179,7 +217,7 @@ class _FileGroup:
 
 
 def write_table(root: str, layout: Layout, commits: list[list[dict]], schema: pa.Schema = SCHEMA,
-                extra_properties: dict[str, str] | None = None, bucket_of=None) -> str:
+                extra_properties: dict[str, str] | None = None, bucket_of=None, legacy_lists: bool = False) -> str:
     """Write `commits` (each a batch of records, upserted in turn) as Hudi would: one file group per
     partition, rewritten whole when a later commit updates or adds records to it. Returns `root`.
     `bucket_of(record key)`: a bucket table's bucket of a key; then one file group per partition and
@@ -238,7 +276,7 @@ def write_table(root: str, layout: Layout, commits: list[list[dict]], schema: pa
                 touched.items(), key=lambda item: (item[0][0], item[0][1] or 0))):
             name = f"{group.file_id}_{task}-{140 + n}-{198 + task}_{instant}.parquet"
             rel = f"{part}/{name}" if part else name
-            _write_base_file(os.path.join(root, rel), group, layout, schema, instant, task, name)
+            _write_base_file(os.path.join(root, rel), group, layout, schema, instant, task, name, legacy_lists)
             if part and not os.path.exists(os.path.join(root, part, ".hoodie_partition_metadata")):
                 _write(os.path.join(root, part, ".hoodie_partition_metadata"),
                        f"#partition metadata\n#Thu Apr 18 17:32:14 CDT 2024\ncommitTime={instant}\n"
@@ -260,7 +298,7 @@ def write_table(root: str, layout: Layout, commits: list[list[dict]], schema: pa
 
 
 def _write_base_file(path: str, group: _FileGroup, layout: Layout, schema: pa.Schema, instant: str, task: int,
-                     name: str) -> None:
+                     name: str, legacy_lists: bool = False) -> None:
     keys = sorted(group.rows)
     rows = [group.rows[k] for k in keys]
     n = len(rows)
@@ -277,4 +315,7 @@ def _write_base_file(path: str, group: _FileGroup, layout: Layout, schema: pa.Sc
     footer = {"hoodie_min_record_key": keys[0], "hoodie_max_record_key": keys[-1]} if layout.meta_fields else {}
     table = table.replace_schema_metadata({"writer.model.name": "avro", **footer})
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    pq.write_table(table, path)
+    if legacy_lists:
+        table = table.cast(pa.schema([f.with_type(legacy_list_type(f.type)) for f in table.schema],
+                                     metadata=table.schema.metadata))
+    pq.write_table(table, path, use_compliant_nested_type=not legacy_lists)

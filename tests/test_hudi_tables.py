@@ -470,3 +470,162 @@ def test_a_table_without_meta_fields_refuses_key_fields_whose_string_form_is_amb
         gen.check_key_types(T.StructType([T.StructField("id", T.IntegerType()), T.StructField("score", T.DoubleType())]))
     with pytest.raises(ValueError, match="score"):
         gen.record_keys_arrow(pa.table({"id": [1], "score": [1.5]}))
+
+
+# ---- Hudi's legacy list layout beside labformat's files (issue 48, case 9) -------------------------
+
+# Hudi's upserts write lists in parquet-avro's old layout (`list<array: T not null>`); labformat writes
+# the standard one (`list<element: T>`). A task streams both through one Arrow stream, and a merge or
+# clustering concatenates them: each file is conformed to the schema's one layout first.
+NESTED_FIRST = [H.nested_row(1, "Alice", 10, 300, 100, "2023-04-01T12:01:00.123Z"),
+                H.nested_row(2, "Bob", 20, 100, 200, "2023-04-02T12:01:00.123Z"),
+                H.nested_row(3, "Carol", 10, 300, 300, "2023-04-01T12:30:00.000Z")]
+NESTED_SECOND = [H.nested_row(1, "Alice", 10, 300, 101, "2023-04-01T12:01:00.123Z") | {"doubleField": 99.5},
+                 H.nested_row(4, "Diana", 30, 100, 400, "2023-04-04T13:01:00.123Z")]
+
+
+def _nested_spark_rows(spark, table: lf.Table, records: list[dict]):
+    """NESTED_SCHEMA records as a Spark DataFrame (maps as dicts, as Spark takes them)."""
+    fixed = [r | {"mapField": dict(r["mapField"]), "mapOfList": dict(r["mapOfList"]),
+                  "listOfMap": [dict(m) for m in r["listOfMap"]]} for r in records]
+    return spark.createDataFrame(fixed, table.schema())
+
+
+def _list_element_names(path: str) -> set[str]:
+    """The element names of a base file's lists, at every depth, as pyarrow reads them."""
+    names = set()
+
+    def walk(t: pa.DataType) -> None:
+        if pa.types.is_list(t):
+            names.add(t.value_field.name)
+            walk(t.value_type)
+        elif pa.types.is_struct(t):
+            for f in t:
+                walk(f.type)
+        elif pa.types.is_map(t):
+            walk(t.key_type)
+            walk(t.item_type)
+
+    for f in pq.read_schema(path):
+        walk(f.type)
+    return names
+
+
+def test_base_files_of_either_list_layout_conform_to_one_arrow_schema(tmp_path):
+    """Every nested shape, written in Hudi's old list layout and in the standard one, reads back as
+    different Arrow types and conforms to one (names and nullability at every depth), which one Arrow
+    stream takes batch after batch, with the same rows."""
+    from labformat.fileformat.arrow_columns import conform_to_spark
+
+    schema = spark_schema_from_avro(H.avro_schema(H.NESTED_SCHEMA, "t"))
+    rows = pa.Table.from_pylist([NESTED_FIRST[0], NESTED_SECOND[1]], schema=H.NESTED_SCHEMA)
+    legacy = rows.cast(pa.schema([f.with_type(H.legacy_list_type(f.type)) for f in rows.schema]))
+    pq.write_table(legacy, tmp_path / "hudi.parquet", use_compliant_nested_type=False)
+    pq.write_table(rows, tmp_path / "labformat.parquet")
+    assert _list_element_names(str(tmp_path / "hudi.parquet")) == {"array"}
+    assert _list_element_names(str(tmp_path / "labformat.parquet")) == {"element"}
+    theirs_ = conform_to_spark(pq.read_table(tmp_path / "hudi.parquet"), schema)
+    ours_ = conform_to_spark(pq.read_table(tmp_path / "labformat.parquet"), schema)
+    # Equal as an Arrow stream compares schemas: nullability at every depth (pyarrow ignores child names).
+    assert theirs_.schema == ours_.schema
+    assert theirs_.to_pylist() == ours_.to_pylist() == rows.to_pylist()
+    # The merge-on-read merge (a snapshot's slices with logs, compaction, a bucket split) reads base files too.
+    from labformat.model.enums import MergeMode
+    from labformat.read.merge_on_read import merge_file_slice
+    from labformat.storage import Storage
+
+    with_meta = T.StructType([T.StructField(c, T.StringType()) for c in H.META] + schema.fields)
+    slices = []
+    for name, table in (("hudi", legacy), ("labformat", rows)):
+        meta = [pa.array([f"2024041817321{n}674" for n in range(2)]), pa.array(["s0", "s1"]),
+                pa.array(["1", "4"]), pa.array(["", ""]), pa.array(["f", "f"])]
+        base = f"{name}-0_0-1-1_20240418173213674.parquet"
+        pq.write_table(pa.Table.from_arrays(meta + table.columns, names=list(H.META) + table.column_names),
+                       tmp_path / base, use_compliant_nested_type=name != "hudi")
+        slices.append(merge_file_slice(Storage(str(tmp_path)), base, [], "longField",
+                                       MergeMode.COMMIT_TIME_ORDERING, with_meta))
+    assert slices[0].schema == slices[1].schema and slices[0].to_pylist() == slices[1].to_pylist()
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, ours_.schema) as stream:
+        for batch in ours_.to_batches() + theirs_.to_batches():
+            stream.write_batch(batch)
+    assert pa.concat_tables([theirs_, ours_]).num_rows == 2 * rows.num_rows
+
+
+@pytest.mark.spark
+def test_the_legacy_list_fixture_reads_as_the_two_level_layout_parquet_avro_writes(spark, tmp_path):
+    """tests/hudi_layout.py writes Hudi's old lists 3-level (pyarrow cannot write 2-level ones); Spark's
+    legacy writer writes them 2-level (`repeated group array`, as parquet-avro does): pyarrow reads both
+    as the same Arrow types, every nested shape."""
+    path = str(tmp_path / "legacy")
+    H.write_table(path, LAYOUTS["nonpartitioned"], [NESTED_FIRST], schema=H.NESTED_SCHEMA, legacy_lists=True)
+    fixture = next(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".parquet"))
+
+    def no_null_elements(t: T.DataType) -> T.DataType:  # what Spark's legacy writer writes 2-level
+        if isinstance(t, T.ArrayType):
+            return T.ArrayType(no_null_elements(t.elementType), False)
+        if isinstance(t, T.MapType):
+            return T.MapType(t.keyType, no_null_elements(t.valueType), t.valueContainsNull)
+        if isinstance(t, T.StructType):
+            return T.StructType([T.StructField(f.name, no_null_elements(f.dataType), f.nullable) for f in t.fields])
+        return t
+
+    rows = spark.read.parquet(fixture)
+    spark.conf.set("spark.sql.parquet.writeLegacyFormat", "true")
+    try:
+        spark.createDataFrame(rows.rdd, no_null_elements(rows.schema)).coalesce(1).write.parquet(
+            str(tmp_path / "two_level"))
+    finally:
+        spark.conf.unset("spark.sql.parquet.writeLegacyFormat")
+    two_level = next(str(p) for p in (tmp_path / "two_level").iterdir() if p.name.endswith(".parquet"))
+    assert "repeated group field_id=-1 array" in str(pq.ParquetFile(two_level).schema)
+    assert "repeated group field_id=-1 list" not in str(pq.ParquetFile(two_level).schema)
+    for f in (f for f in H.NESTED_SCHEMA if pa.types.is_nested(f.type)):  # its timestamps are INT96
+        assert str(pq.read_schema(two_level).field(f.name).type) == str(pq.read_schema(fixture).field(f.name).type)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", ["simple_nonhive", "complex_hive", "simple_hive_no_meta", "timestamp_date_string"])
+def test_a_table_in_hudis_legacy_list_layout_reads_upserts_deletes_and_clusters_with_labformats_files(
+        spark, tmp_path, case, monkeypatch):
+    """A Hudi table whose lists are in parquet-avro's old layout, every nested shape: an upsert rewrites
+    one file group and adds two (labformat's files, in the standard layout), a delete rewrites another,
+    then clustering merges them (tables with meta fields); after each, labformat and hudi-rs read the
+    same rows. Scans pack every file into one task, as a table with more files than cores has
+    tasks holding files of both layouts."""
+    monkeypatch.setattr("labformat.read.files.default_parallelism", lambda spark: 1)
+    layout = LAYOUTS[case]
+    path = str(tmp_path / layout.name)
+    H.write_table(path, layout, [NESTED_FIRST, NESTED_SECOND], schema=H.NESTED_SCHEMA, legacy_lists=True)
+    hudis = {s.path for s in lf.Table.open(spark, path).file_slices()}
+    assert all(_list_element_names(os.path.join(path, p)) == {"array"} for p in hudis)
+    table = lf.Table.open(spark, path)
+    bob = H.nested_row(2, "Bob", 20, 100, 201, "2023-04-02T12:01:00.123Z") | {"doubleField": -1.0, "intList": [7]}
+    eve = H.nested_row(5, "Eve", 40, 500, 500, "2023-04-05T09:15:00.000Z")
+    frank = H.nested_row(6, "Frank", 10, 300, 600, "2023-04-01T12:45:00.000Z")
+    report = table.upsert(_nested_spark_rows(spark, table, [bob, eve, frank]), {"index_type": "SIMPLE"})
+    assert (report.rows_updated, report.rows_inserted) == (1, 2)
+    expected = _model([NESTED_SECOND[0], bob, NESTED_SECOND[1], eve, frank, NESTED_FIRST[2]])
+    got = ours(table)
+    assert _data(got) == expected
+    assert_same_as_hudi_rs(got, path, layout)
+    # The table now mixes the two layouts: labformat's new files are standard, the untouched ones Hudi's.
+    layouts = {s.path: _list_element_names(os.path.join(path, s.path)) for s in table.file_slices()}
+    assert {"array"} in layouts.values() and {"element"} in layouts.values()
+    assert all(names == {"element"} for p, names in layouts.items() if p not in hudis)
+
+    deleted = table.delete(table.read().filter(F.col("id") == 3).select(*H.NESTED_SCHEMA.names), {"index_type": "SIMPLE"})
+    assert deleted.rows_deleted == 1
+    expected = _model([NESTED_SECOND[0], bob, NESTED_SECOND[1], eve, frank])
+    got = ours(table)
+    assert _data(got) == expected
+    assert_same_as_hudi_rs(got, path, layout)
+
+    if not layout.meta_fields:
+        return  # clustering needs stored record keys
+    table.cluster({"clustering_small_file_limit": "64MB", "clustering_target_file_max_bytes": "64MB"})
+    got = ours(table)
+    assert _data(got) == expected
+    assert_same_as_hudi_rs(got, path, layout)
+

@@ -24,18 +24,46 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 def conform_to_spark(table: pa.Table, spark_schema) -> pa.Table:
     """`table` (a base file's rows) with exactly the columns of `spark_schema` (the table's schema now,
     meta columns first): a column the file predates as nulls, a type the schema has since widened
-    (int to long, float to double, a wider decimal) cast up. Timestamps and nested columns keep the
-    file's Arrow type, which Spark reads as the schema's."""
-    from pyspark.sql.pandas.types import to_arrow_type
-
+    (int to long, float to double, a wider decimal) cast up, and nested columns in the one layout
+    `spark_arrow_type` gives, whoever wrote the file. Timestamps keep the file's Arrow type, which
+    Spark reads as the schema's."""
     fields = []
     for f in spark_schema.fields:
         have = table.schema.field(f.name).type if f.name in table.column_names else None
-        if have is not None and (pa.types.is_timestamp(have) or pa.types.is_nested(have)):
-            fields.append(pa.field(f.name, have))
-        else:
-            fields.append(pa.field(f.name, to_arrow_type(f.dataType)))
+        fields.append(pa.field(f.name, spark_arrow_type(f.dataType, have)))
     return conform(table, pa.schema(fields))
+
+
+def spark_arrow_type(dtype, have: pa.DataType | None = None) -> pa.DataType:
+    """The Arrow type a file's column of Arrow type `have` is handed on as, for the Spark type `dtype`.
+
+    Writers lay nested columns out differently: parquet-avro (Apache Hudi's writer) names a list's
+    element `array` and makes it non-null (its legacy 2-level lists), pyarrow and Spark name it
+    `element`, and map entries and struct children differ in nullability. One Spark task streams
+    the batches of many files through one Arrow stream, which takes a single schema, and the merges
+    concatenate files: so a list's element, a map's key and value and a struct's children take the
+    names and nullability `dtype` gives them (as pyspark's `to_arrow_type` lays them out), at every
+    depth. Timestamp leaves keep the file's unit and zone."""
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    if isinstance(dtype, T.ArrayType):
+        inner = have.value_type if have is not None and pa.types.is_list(have) else None
+        return pa.list_(pa.field("element", spark_arrow_type(dtype.elementType, inner), nullable=dtype.containsNull))
+    if isinstance(dtype, T.MapType):
+        key = value = None
+        if have is not None and pa.types.is_map(have):
+            key, value = have.key_type, have.item_type
+        return pa.map_(pa.field("key", spark_arrow_type(dtype.keyType, key), nullable=False),
+                       pa.field("value", spark_arrow_type(dtype.valueType, value), nullable=dtype.valueContainsNull))
+    if isinstance(dtype, T.StructType):
+        children = {c.name: c.type for c in have} if have is not None and pa.types.is_struct(have) else {}
+        return pa.struct([pa.field(c.name, spark_arrow_type(c.dataType, children.get(c.name)), nullable=c.nullable)
+                          for c in dtype.fields])
+    if have is not None and pa.types.is_timestamp(have) and isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
+        return have
+    # A column the file lacks reads as nulls: a zone is needed only to name the type.
+    return to_arrow_type(dtype, timezone="UTC")
 
 
 def constant(value: str, n: int) -> pa.Array:
