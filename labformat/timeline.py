@@ -17,6 +17,7 @@ from labformat.storage import Storage
 TIMELINE_DIR = ".hoodie"
 # The metadata table lives under the timeline folder, as in Hudi: rollback deletes its files too.
 METADATA_DIR = f"{TIMELINE_DIR}/metadata"
+BUCKET_INDEX_DIR = f"{TIMELINE_DIR}/.bucket_index"  # consistent-hashing rings (`index/consistent_bucket.py`)
 CDC_DIR = f"{TIMELINE_DIR}/cdc"  # change data capture's records, per commit (`write/cdc.py`)
 _STATE_RANK = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
 # A completed clean's body: the earliest instant whose snapshot it left whole (labformat's key beside
@@ -277,6 +278,12 @@ class Timeline:
             if info.path.startswith(METADATA_DIR + "/") or info.path.startswith(CDC_DIR + "/"):
                 # The metadata table's and change records' files of the failed instant go with its base files.
                 if leaf.split(".", 1)[0] == instant_time or (leaf.startswith(".") and instant_time in leaf):
+                    self.storage.delete(info.path)
+                    deleted.append(info.path)
+                continue
+            if info.path.startswith(BUCKET_INDEX_DIR + "/"):
+                # A failed resize's hash ring: no reader counts it, but Hudi's loaders list every ring file.
+                if leaf.split(".", 1)[0] == instant_time:
                     self.storage.delete(info.path)
                     deleted.append(info.path)
                 continue

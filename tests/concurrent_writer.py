@@ -1,6 +1,6 @@
 """A writer process for the concurrency tests: one write of telemetry rows, its outcome printed as one JSON line.
 
-    python -m tests.concurrent_writer <table path> <upsert|bulk_insert> '<spec JSON>'
+    python -m tests.concurrent_writer <table path> <upsert|bulk_insert|cluster> '<spec JSON>'
 
 spec: `n`, `start`, `prefix` (the rows, as `tests.helpers.telemetry` makes them), `parity` (keep
 rows whose id has it: 0 is day 2024-01-15, 1 is 2024-01-16), `battery` (an update: every row gets
@@ -44,7 +44,9 @@ if __name__ == "__main__":
         time.sleep(0.02)
     table = lf.Table.open(spark, path)
     try:
-        report = getattr(table, operation)(df, spec.get("options"))
+        # A table service (`cluster`: a consistent-hashing table's resize) takes no rows.
+        args = (spec.get("options"),) if operation == "cluster" else (df, spec.get("options"))
+        report = getattr(table, operation)(*args)
         outcome = {"instant": report.instant, "rows_written": report.rows_written,
                    "rows_updated": report.rows_updated, "rolled_back": list(report.rolled_back)}
     except lf.LabformatError as exc:

@@ -155,3 +155,20 @@ def test_hash_fields_must_be_record_key_fields(spark, tmp_path):
     with pytest.raises(lf.ConfigError, match="hash.field"):
         lf.Table.create(spark, tmp_path / "x", options={"index_type": IndexType.BUCKET, "bucket_hash_field": "drone_id"})
     assert not os.path.exists(tmp_path / "x" / ".hoodie" / "hoodie.properties")
+
+
+def test_file_groups_that_contradict_the_bucket_count_are_named():
+    """A count below a bucket the file groups name (hoodie.properties edited from 4 to 2), a file group
+    named after no bucket, and two file groups in one bucket (two first writes that both committed)."""
+    from labformat.index.bucket import check_layout
+
+    groups = [("a", "00000000-u1-0"), ("a", "00000002-u2-0"), ("b", "00000003-u3-0")]
+    check_layout(groups, 4, "t")
+    with pytest.raises(lf.CorruptTableError, match=r"num.buckets=2, .*bucket\(s\) up to 3 \(a/00000002-u2-0, "
+                                                   r"b/00000003-u3-0\)"):
+        check_layout(groups, 2, "t")
+    with pytest.raises(lf.CorruptTableError, match="file group a/f1-0 is named after no bucket"):
+        check_layout(groups + [("a", "f1-0")], 4, "t")
+    with pytest.raises(lf.CorruptTableError, match=r"bucket 2 of partition 'a' has 2 file groups "
+                                                   r"\(00000002-u2-0, 00000002-u9-0\)"):
+        check_layout(groups + [("a", "00000002-u9-0")], 4, "t")

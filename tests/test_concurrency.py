@@ -292,6 +292,46 @@ def test_writers_that_only_add_file_groups_never_conflict(bare):
     assert len(table.file_slices()) == 4
 
 
+def test_first_writes_into_one_bucket_conflict_by_bucket_number(tmp_path):
+    """A SIMPLE-engine BUCKET table: each writer's first file group of bucket 1 has a random file id
+    (Hudi's `<bucket>-<uuid>-0`); they conflict as one bucket. Another bucket's first write does not."""
+    path = tmp_path / "t"
+    table = lf.Table.create(None, path, options={"index_type": "BUCKET", "bucket_num": 4})
+    snapshot = table.context()
+    a = WriteTransaction(snapshot, Operation.UPSERT, options=options(**OCC))
+    a.start()
+    with WriteTransaction(snapshot, Operation.UPSERT, options=options(**OCC)) as b:
+        b.start()
+        won = b.commit([stand_in_file(path, b, "p", "00000001-1111-0")], SCHEMA)
+    with WriteTransaction(snapshot, Operation.UPSERT, options=options(**OCC)) as c:
+        c.start()
+        c.commit([stand_in_file(path, c, "p", "00000002-2222-0")], SCHEMA)
+    with pytest.raises(WriteConflictError, match=rf"commit {won.time}.*bucket\(s\) p/bucket 1 \(file groups "
+                                                 r"p/00000001-1111-0, p/00000001-3333-0\)"):
+        with a:
+            a.commit([stand_in_file(path, a, "p", "00000001-3333-0")], SCHEMA)
+    assert sorted(s.file_id for s in table.file_slices()) == ["00000001-1111-0", "00000002-2222-0"]
+
+
+def test_a_resize_whose_ring_keeps_a_node_another_commit_replaced_conflicts(bare):
+    """Two resizes planned on one ring split different buckets: no file group in common, but the ring of
+    the second to commit still names the bucket the first replaced."""
+    table, path = bare
+    snapshot = table.context()
+    first = WriteTransaction(snapshot, Operation.CLUSTER, Action.REPLACE_COMMIT, options=options(**OCC))
+    first.start()
+    with WriteTransaction(snapshot, Operation.CLUSTER, Action.REPLACE_COMMIT, options=options(**OCC)) as other:
+        other.start()
+        won = other.commit([stand_in_file(path, other, "p", "x1-0"), stand_in_file(path, other, "p", "x2-0")],
+                           SCHEMA, replaced={"p": ("shared-0",)}, ring_nodes=(("p", "x1-0"), ("p", "x2-0"), ("p", "y-0")))
+    with pytest.raises(WriteConflictError, match=rf"commit {won.time}.*replaced file group\(s\) p/shared-0, which "
+                                                 r"this resize's new hash ring still names"):
+        with first:
+            first.commit([stand_in_file(path, first, "p", "y1-0")], SCHEMA, replaced={"p": ("y-0",)},
+                         ring_nodes=(("p", "shared-0"), ("p", "y1-0")))
+    assert sorted(s.file_id for s in table.file_slices()) == ["x1-0", "x2-0"]
+
+
 def test_an_earlier_instant_completing_last_keeps_the_metadata_tables_latest_snapshot(bare):
     """Out-of-order completion: the metadata table's latest snapshot is the last completed instant's
     (it holds both writes' files), so column stats stay usable for data skipping."""
@@ -543,4 +583,94 @@ def test_a_writer_killed_while_inflight_is_rolled_back_once_its_heartbeat_expire
     assert report.rolled_back == (dead.time,)
     assert not list(path.glob(f"*{dead.time}.parquet"))
     expected = {i: i * 0.5 if i < 10 else 2000.0 for i in range(20)}
+    assert batteries(t) == expected and hudi_batteries(path) == expected
+
+
+# ---- bucket tables (issue 48, cases 2 and 10) ---------------------------------------------------
+
+BUCKETS = {"index_type": "BUCKET", "bucket_num": 2}
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_occ_first_writes_into_one_empty_bucket_exactly_one_commits(spark, tmp_path):
+    """A (another process) and B (this process) each make the first file group of the same buckets of
+    an empty BUCKET table. Hudi names a bucket's file group `<bucket>-<random uuid>-0`, so the two share
+    no file id; they conflict by bucket (Hudi's BucketIndexConcurrentFileWritesConflictResolutionStrategy).
+    A loses, its instant rolled back; each bucket keeps one file group, and A's rows written again land."""
+    from labformat.index.bucket import bucket_of_file_id
+    from tests.helpers import telemetry
+
+    path = tmp_path / "t"
+    a = WriterProcess(tmp_path, path, "upsert", {"n": 10, "options": OCC}, pause_at="after_write")
+    t = lf.Table.create(spark, path, options=BUCKETS)
+    a.begin()
+    a.wait_paused("after_write")
+    b = t.upsert(telemetry(spark, 10, partitions=1, start=10), OCC)
+    a.go("after_write")
+    a_report = a.outcome()
+
+    assert a_report.get("error") == "WriteConflictError", a_report
+    assert f"commit {b.instant}" in a_report["message"] and "bucket" in a_report["message"]
+    buckets = [bucket_of_file_id(s.file_id) for s in t.file_slices()]
+    assert len(buckets) == len(set(buckets))  # one file group per bucket
+    assert sorted(batteries(t)) == list(range(10, 20)) and sorted(hudi_batteries(path)) == list(range(10, 20))
+    again = t.upsert(telemetry(spark, 10, partitions=1), OCC)  # once broke with DUPLICATED_MAP_KEY
+    assert again.rows_inserted == 10
+    expected = {i: i * 0.5 for i in range(20)}
+    assert batteries(t) == expected and hudi_batteries(path) == expected
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_occ_resizes_splitting_different_buckets_of_one_ring_exactly_one_commits(spark, tmp_path):
+    """Two consistent-hashing resizes planned on one ring, each splitting another bucket, share no file
+    group. A (another process) splits bucket X, the biggest, and is held after writing; an upsert grows
+    bucket Y past X and B (this process) splits Y and commits. A's ring still names Y, which B replaced
+    (and B's names X): had both committed, the newest ring would send X's keys to a file group no
+    reader sees. A conflicts; an upsert of X's 100 keys then updates all of them, for labformat and hudi-rs."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from labformat.index import consistent_bucket as ch
+    from tests.helpers import telemetry
+
+    resize = {"bucket_max_num": 3, "bucket_split_threshold": 1.0, "max_file_size": "1KB", **OCC}
+    ring = ch.Ring.initial("", 2)
+    x, y = (n.file_id for n in ring.nodes)
+    rows = telemetry(spark, 1000, partitions=1).select("record_key", "signal_dbm").collect()
+    node = ring.buckets_of(ch.key_hashes(pa.array([r.record_key for r in rows]), ()))
+    in_x = [r.signal_dbm for r, n in zip(rows, node) if n == 0][:100]
+    in_y = [r.signal_dbm for r, n in zip(rows, node) if n == 1]
+    assert len(in_x) == 100 and len(in_y) > 400
+
+    def telemetry_of(ids, battery=None):
+        df = telemetry(spark, 1000, partitions=1).where(F.col("signal_dbm").isin(ids))
+        return df if battery is None else df.withColumn("battery_pct", F.lit(battery)).withColumn(
+            "updated_at", F.col("updated_at") + F.expr("INTERVAL 1 DAY"))
+
+    def sizes():
+        return {s.file_id: s.size_bytes + s.log_bytes for s in t.file_slices()}
+
+    path = tmp_path / "t"
+    a = WriterProcess(tmp_path, path, "cluster", {"n": 1, "options": resize}, pause_at="after_write")
+    t = lf.Table.create(spark, path, table_type="MERGE_ON_READ",
+                        options={"index_type": "BUCKET", "bucket_engine": "CONSISTENT_HASHING", "bucket_num": 2})
+    t.bulk_insert(telemetry_of(in_x + in_y[:10]))
+    assert sizes()[x] > sizes()[y]
+    a.begin()
+    a.wait_paused("after_write")
+    t.upsert(telemetry_of(in_y[10:400]), OCC)  # Y's log: Y is now the biggest bucket
+    assert sizes()[y] > sizes()[x]
+    b = t.cluster(resize)
+    assert b.details.clustering_groups == 1 and x in sizes() and y not in sizes()
+    a.go("after_write")
+    a_report = a.outcome()
+
+    assert a_report.get("error") == "WriteConflictError", a_report
+    assert f"commit {b.instant}" in a_report["message"] and y in a_report["message"]
+    assert not [p for p in path.rglob("*.hashing_meta") if p.name.split(".")[0] not in (ch.INIT_INSTANT, b.instant)]
+    report = t.upsert(telemetry_of(in_x, battery=7.0))
+    assert report.rows_updated == 100
+    expected = {i: 7.0 if i in set(in_x) else i * 0.5 for i in in_x + in_y[:400]}
     assert batteries(t) == expected and hudi_batteries(path) == expected

@@ -23,6 +23,7 @@ from tests.helpers import telemetry, tree
 pytestmark = pytest.mark.spark
 
 ROWS = 20  # the "written" table: telemetry rows 0..19, partitioned by day (two partitions)
+BUCKET_NUM = 4  # the "bucket" table: the same rows in a BUCKET table of 4 buckets
 
 
 def _nothing(table: Table) -> None:
@@ -41,7 +42,7 @@ class Fault:
     act: Callable[[Table, Any], Any]  # (table, spark) -> result
     expect: type[LabformatError] | Callable[[Table, Any], None]
     setup: Callable[[Table], None] = _nothing
-    table: str = "written"  # "written": ROWS rows committed; "new": created, never written
+    table: str = "written"  # "written": ROWS rows committed; "new": created, never written; "bucket": BUCKET_NUM buckets
     match: str | None = None  # a word the error message must name
     keeps_table: bool = False  # a handled fault whose outcome also leaves every file as it was
 
@@ -156,6 +157,27 @@ def commit_field(field: str, value):
     return setup
 
 
+def bucket_count(n: int):
+    """A setup editing hoodie.properties' bucket count to `n` (its checksum covers the table name only, as
+    Hudi's does, so the edit reads as valid); the table's file groups name buckets at or past `n`."""
+    def setup(table: Table) -> None:
+        from labformat.index.bucket import bucket_of_file_id
+
+        assert max(bucket_of_file_id(s.file_id) for s in table.file_slices()) >= n
+        path = os.path.join(table.path, ".hoodie", "hoodie.properties")
+        text = open(path).read()
+        assert f"hoodie.bucket.index.num.buckets={BUCKET_NUM}\n" in text
+        with open(path, "w") as fh:
+            fh.write(text.replace(f"hoodie.bucket.index.num.buckets={BUCKET_NUM}\n", f"hoodie.bucket.index.num.buckets={n}\n"))
+    return setup
+
+
+def reopened(act):
+    """`act` on the table opened again (a setup that edits hoodie.properties changes the table under
+    the one opened before it)."""
+    return lambda t, s: act(Table.open(s, t.path), s)
+
+
 # ---- the catalogue ------------------------------------------------------------------------------
 
 FAULTS = [
@@ -251,17 +273,31 @@ FAULTS = [
     Fault("binary record key on delete", delete_keys(binary_keys), InvalidInputError, match="'record_key'"),
     Fault("binary partition value on upsert", upsert(lambda s: _rows(s).withColumn("day", F.unhex(F.lit("FF")))),
           InvalidInputError, table="new", match="'day'"),
+    # issue 48 case 8: hoodie.properties edited to fewer buckets than the file groups name (opened after it)
+    Fault("bucket count edited from 4 to 2, upsert", reopened(upsert(lambda s: _rows(s, 10, start=0))),
+          CorruptTableError, bucket_count(2), table="bucket", match="hoodie.bucket.index.num.buckets=2"),
+    Fault("bucket count edited from 4 to 2, bulk insert", reopened(bulk_insert(_rows)),
+          CorruptTableError, bucket_count(2), table="bucket", match="hoodie.bucket.index.num.buckets=2"),
+    Fault("bucket count edited from 4 to 2, delete", reopened(delete_keys(lambda s: _rows(s, 10, start=0))),
+          CorruptTableError, bucket_count(2), table="bucket", match="hoodie.bucket.index.num.buckets=2"),
+    Fault("bucket count edited from 4 to 2, point query",
+          reopened(lambda t, s: t.query("record_key = '202401150900_drone0003'")),
+          CorruptTableError, bucket_count(2), table="bucket", match="hoodie.bucket.index.num.buckets=2"),
 ]
 
 
 @pytest.fixture(scope="module")
 def pristine(spark, tmp_path_factory):
-    """The tables every case starts from (copied per case): one never written, one with ROWS rows."""
+    """The tables every case starts from (copied per case): one never written, one with ROWS rows, and a
+    BUCKET table with the same rows."""
     root = tmp_path_factory.mktemp("fault-tables")
     Table.create(spark, str(root / "new"), partition_field="day")
     written = Table.create(spark, str(root / "written"), partition_field="day")
     written.bulk_insert(telemetry(spark, ROWS, partitions=2))
-    return {"new": root / "new", "written": root / "written"}
+    bucket = Table.create(spark, str(root / "bucket"), partition_field="day",
+                          options={"index_type": "BUCKET", "bucket_num": BUCKET_NUM})
+    bucket.bulk_insert(telemetry(spark, ROWS, partitions=2))
+    return {"new": root / "new", "written": root / "written", "bucket": root / "bucket"}
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])

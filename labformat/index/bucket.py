@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from labformat.errors import CorruptTableError
 from labformat.fileformat.java_hash import java_string_hashes
 from labformat.index.base import BUCKET, FILE_ID, KEY, PART, IndexOptions, Lookup, TagResult
 from labformat.model.enums import BucketHash, StatsSource
@@ -88,6 +91,50 @@ def bucket_of_file_id(file_id: str) -> int:
     if not is_bucket_file_id(file_id):
         raise ValueError(f"file id {file_id!r} is not a bucket file id")
     return int(file_id[:8])
+
+
+def _by_bucket(groups: Iterable[tuple[str, str]], where: str) -> dict[tuple[str, int], list[str]]:
+    by_bucket: dict[tuple[str, int], list[str]] = {}
+    for partition, file_id in groups:
+        if not is_bucket_file_id(file_id):
+            shown = f"{partition}/{file_id}" if partition else file_id
+            raise CorruptTableError(f"{where}: file group {shown} is named after no bucket, but the table is a BUCKET "
+                                    "table (hoodie.index.type=BUCKET), whose file ids start with their bucket number")
+        by_bucket.setdefault((partition, bucket_of_file_id(file_id)), []).append(file_id)
+    return by_bucket
+
+
+def check_bucket_count(groups: Iterable[tuple[str, str]], num_buckets: int, where: str) -> None:
+    """CorruptTableError when a file group of `groups` ((partition path, file id)) is no bucket's, or names
+    a bucket past `hoodie.bucket.index.num.buckets`: the count was changed under a written table, and
+    every key would hash to another bucket than the one holding it (lost updates, keys stored twice,
+    point queries that miss). A smaller count than the table was written with shows this way; a larger
+    one cannot be told from buckets not written yet."""
+    by_bucket = _by_bucket(groups, where)
+    beyond = sorted((b, p) for p, b in by_bucket if b >= num_buckets)
+    if beyond:
+        named = ", ".join(f"{p}/{by_bucket[(p, b)][0]}" if p else by_bucket[(p, b)][0] for b, p in beyond[:5])
+        raise CorruptTableError(
+            f"{where}: hoodie.properties says hoodie.bucket.index.num.buckets={num_buckets}, but the table's file "
+            f"groups name bucket(s) up to {beyond[-1][0]} ({named}{' ...' if len(beyond) > 5 else ''}): the "
+            "bucket count no longer matches the data, and keys would hash to other buckets than those holding "
+            "them. Restore the count the table was written with; nothing was written")
+
+
+def check_layout(groups: Iterable[tuple[str, str]], num_buckets: int, where: str) -> None:
+    """`check_bucket_count`, and CorruptTableError for two file groups in one bucket (no lookup can choose
+    between them). Checked on the snapshot's file groups before a write plans on the count."""
+    groups = list(groups)
+    check_bucket_count(groups, num_buckets, where)
+    by_bucket = _by_bucket(groups, where)
+    doubled = sorted((p, b) for (p, b), ids in by_bucket.items() if len(ids) > 1)
+    if doubled:
+        p, b = doubled[0]
+        raise CorruptTableError(
+            f"{where}: bucket {b} of partition {p!r} has {len(by_bucket[(p, b)])} file groups "
+            f"({', '.join(sorted(by_bucket[(p, b)]))}), and a bucket holds one; its keys cannot be looked up "
+            f"({len(doubled)} such bucket(s)), as when two concurrent first writes into a bucket both "
+            "committed; nothing was written")
 
 
 def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int) -> TagResult:

@@ -10,8 +10,8 @@ the middle of its range: only that bucket's records move, every other key keeps 
 The ring lives where Hudi keeps it, `.hoodie/.bucket_index/consistent_hashing_metadata/<partition>/`:
 `00000000000000.hashing_meta` (the initial ring, written by the first write into the partition) and
 `<instant>.hashing_meta` for each resize, written before its replacecommit completes. A ring counts
-once its instant completed (or it is the initial one); a resize that failed leaves a ring nobody
-reads. `<instant>.commit` markers are written after the commit, as Hudi's writers expect them.
+once its instant completed (or it is the initial one); a resize that failed has its ring deleted by
+its rollback, and one still running has a ring nobody reads yet. `<instant>.commit` markers are written after the commit, as Hudi's writers expect them.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
 from labformat.index import consistent_bucket as ch
 from labformat.index.base import IndexOptions
-from labformat.index.bucket import bucket_of_file_id, bucket_of_key, is_bucket_file_id
+from labformat.index.bucket import bucket_of_file_id, bucket_of_key, check_bucket_count, is_bucket_file_id
 from labformat.model.enums import BucketEngine, BucketHash, IndexType, MergeMode, QueryType, StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
@@ -287,6 +287,9 @@ def prune_by_buckets(scan: ScanContext, slices: tuple[FileSlice, ...]) -> Pruned
             wanted[partition] = {ring.nodes[i].file_id for i in ring.buckets_of(hashes)}
         kept = tuple(s for s in slices if s.file_id in wanted[s.partition_path])
         return Pruned(kept, Source(StatsSource.HASH, "each partition's hash ring"))
+    # Pruning by a count the file groups contradict would drop the files holding the keys.
+    check_bucket_count([(s.partition_path, s.file_id) for s in slices if is_bucket_file_id(s.file_id)],
+                       config.bucket_num, str(scan.ctx.storage.base_uri))
     options = IndexOptions.of_table(config, IndexType.BUCKET)
     buckets = {bucket_of_key(k, options) for k in keys}
     kept = tuple(s for s in slices if not is_bucket_file_id(s.file_id) or bucket_of_file_id(s.file_id) in buckets)

@@ -33,7 +33,10 @@ the slice merged (base file and logs), and writes each child bucket's records, s
 its new file group; the partition's new ring is written before the replacecommit completes
 (`index/consistent_bucket.py`). Only the split buckets' records move. Merging small buckets
 (Hudi's `merge.threshold`) is not done. A write that lands in a bucket while its split runs makes
-the split fail at commit (a conflict on that file group), where Hudi writes such updates twice.
+the split fail at commit (a conflict on that file group), where Hudi writes such updates twice. Of
+two resizes planned on one ring, the one committing second conflicts even when they split different
+buckets: its ring keeps a node the other replaced, and the newest ring would name a file group no
+reader sees.
 
 Refused with ConfigError: SIMPLE-engine BUCKET tables (the bucket index fixes each key's file group)
 and tables without meta fields (no stored record key to sort or range by).
@@ -398,7 +401,11 @@ class Clustering(WriteOperation):
         replaced: dict[str, tuple[str, ...]] = {}
         for g in plan.groups:
             replaced[g.partition_path] = replaced.get(g.partition_path, ()) + tuple(s.file_id for s in g.slices)
-        run.tx.commit(written, run.ctx.schema(), replaced=replaced)
+        # A resize's rings were derived from the snapshot's: another resize committed meanwhile must not
+        # have replaced a node they keep (`check_conflicts`).
+        rings = {g.partition_path: g.ring for g in plan.groups if isinstance(g, BucketSplit)}
+        ring_nodes = tuple((p, n.file_id) for p, ring in sorted(rings.items()) for n in ring.nodes)
+        run.tx.commit(written, run.ctx.schema(), replaced=replaced, ring_nodes=ring_nodes)
 
     def report(self, run: OperationRun, plan: ClusteringPlan, written, instant: str | None) -> WriteReport:
         if written is None:

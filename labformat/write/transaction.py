@@ -27,7 +27,7 @@ from labformat.model.commit import (
     WriteStat,
 )
 from labformat.model.file_group import FileSlice
-from labformat.model.enums import ConcurrencyMode, IndexType, Operation
+from labformat.model.enums import BucketEngine, ConcurrencyMode, IndexType, Operation
 from labformat.model.instant import WRITE_ACTIONS, Action, Instant, State
 from labformat.schema import avro_schema_json
 from labformat.spark.compat import is_connect
@@ -163,11 +163,14 @@ class WriteTransaction:
 
     def commit(self, stats: list[BaseFileStat], data_schema: T.StructType,
                extra: dict[str, str] | None = None,
-               replaced: dict[str, tuple[str, ...]] | None = None) -> Instant:
+               replaced: dict[str, tuple[str, ...]] | None = None,
+               ring_nodes: tuple[tuple[str, str], ...] = ()) -> Instant:
         """Complete the instant from its write tasks' stats, under the table lock: check for
         conflicts, delete files of failed task attempts, write the metadata table, then publish
         `<instant>.commit` atomically. `replaced` (a replacecommit's `partitionToReplaceFileIds`):
-        file groups this instant ends; they count as written for the conflict check."""
+        file groups this instant ends; they count as written for the conflict check. `ring_nodes`
+        (a consistent-hashing resize): the file groups its new rings name, none of which another
+        commit may have replaced meanwhile."""
         if self.instant is None:
             raise RuntimeError("commit() before start(): no instant to complete")
         crash_point("after_write")
@@ -184,8 +187,11 @@ class WriteTransaction:
             self.ctx.check_same_table()
             timeline = self.timeline.reload()
             self._check_still_pending(timeline)
+            conf = self.ctx.config
             check_conflicts(self.ctx.timeline, timeline, self.instant, write_stats,
-                            touched=[(p, fid) for p, ids in replaced.items() for fid in ids])
+                            touched=[(p, fid) for p, ids in replaced.items() for fid in ids],
+                            by_bucket=conf.index_type is IndexType.BUCKET and conf.bucket_engine is BucketEngine.SIMPLE,
+                            ring_nodes=ring_nodes)
             metadata = CommitMetadata(
                 operation_type=self.operation_type,
                 replaced_file_ids=replaced,

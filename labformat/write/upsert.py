@@ -291,9 +291,15 @@ def latest_file_slices(ctx: TableContext, partitions: set[str], writes_rows: boo
                        every_partition: bool = False) -> tuple[list[FileSlice], int]:
     """Step 2: the latest file slice of each file group in the affected partitions, or in every
     partition for a global index (and the table's file count). InvalidInputError, before any
-    instant, for a partition path that would nest in another."""
+    instant, for a partition path that would nest in another; CorruptTableError for a BUCKET table
+    whose file groups contradict its bucket count (`bucket.check_layout`)."""
     view = ctx.file_system_view()
     groups = view.file_groups()
+    conf = ctx.config
+    if conf.index_type is IndexType.BUCKET and conf.bucket_engine is BucketEngine.SIMPLE:
+        # Every partition's, not only the affected ones': a count that contradicts any file group is no
+        # count the table was written with.
+        bucket.check_layout([(g.partition_path, g.file_id) for g in groups], conf.bucket_num, str(ctx.storage.base_uri))
     if writes_rows:  # a delete writes no partition: one that matches nothing deletes nothing
         refuse_nested_partitions(partitions, {g.partition_path for g in groups})
     return view.latest_file_slices(None if every_partition else partitions), len(groups)
