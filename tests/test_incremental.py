@@ -213,7 +213,6 @@ def test_a_retried_change_record_task_leaves_each_change_once(spark, tmp_path):
     publishing its file, and Spark retries it (`local[2,3]`, in a process of its own): each change is
     read once, the commit lists the files of the attempts that succeeded, and no other file of the
     instant is left under `.hoodie/cdc/`."""
-    from labformat.model.commit import CDC_FILES_KEY
     from tests import retried_tasks
 
     path = tmp_path / "t"
@@ -226,6 +225,8 @@ def test_a_retried_change_record_task_leaves_each_change_once(spark, tmp_path):
     expected = sorted(r.record_key for r in telemetry(spark, 10).collect())
     assert sorted(r._hoodie_record_key for r in records) == expected  # each change once
     assert {r.op for r in records} == {"u"}
+    from labformat.model.commit import CDC_FILES_KEY
+
     listed = json.loads(t.commit_metadata(upsert).extra_metadata[CDC_FILES_KEY])
     on_disk = sorted(f".hoodie/cdc/{p.name}" for p in (path / ".hoodie/cdc").iterdir() if p.name.startswith(upsert))
     assert listed and on_disk == sorted(listed)
@@ -261,8 +262,9 @@ def test_a_write_in_flight_before_the_end_is_never_skipped_by_a_checkpoint(spark
         b = t.bulk_insert(spark.createDataFrame([("k02", "b", 2, 2)], SCHEMA), OCC).instant
         pending = t.active_timeline.pending()[0].time
         assert first < pending < b
-        with pytest.raises(lf.TimelineHoleError, match=f"instant {pending} is still in flight") as failed:
+        with pytest.raises(lf.LabformatError, match=f"instant {pending} is still in flight") as failed:
             t.changes(first)
+        assert isinstance(failed.value, lf.TimelineHoleError)
         assert (failed.value.pending, failed.value.end) == (pending, b)
         with pytest.raises(lf.TimelineHoleError):
             t.incremental_plan(first)
@@ -302,5 +304,5 @@ def test_clustering_in_flight_is_no_hole(spark, tmp_path):
     timeline.request(Action.REPLACE_COMMIT, {"clusteringPlan": {"inputGroups": []}}, at=between)
     assert t.incremental_plan(first).end == last
     timeline.request(Action.COMMIT, at=between)
-    with pytest.raises(lf.TimelineHoleError, match=between):
+    with pytest.raises(lf.LabformatError, match=between):
         t.incremental_plan(first)
