@@ -13,7 +13,10 @@ from labformat.errors import (
     SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
+    TimelineHoleError,
     WriteConflictError,
+    from_task_failure,
+    task_errors,
 )
 from labformat.spark import ship_labformat, spark_session
 from labformat.table import Table
@@ -34,7 +37,10 @@ __all__ = [
     "SchemaMismatchError",
     "TableExistsError",
     "TableNotFoundError",
+    "TimelineHoleError",
     "WriteConflictError",
+    "from_task_failure",
+    "task_errors",
     "Instant",
     "Table",
     "WriteReport",

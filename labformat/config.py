@@ -22,6 +22,7 @@ from labformat.model.enums import (
     CleanerPolicy,
     CompressionCodec,
     ConcurrencyMode,
+    HolesPolicy,
     IncrementalFormat,
     IndexType,
     LayoutStrategy,
@@ -386,6 +387,17 @@ OPTIONS: tuple[Option, ...] = (
            "INCREMENTAL: when a commit of the range is older than what cleaning kept, scan the whole table as "
            "of the end instant (filtered by commit time) instead of failing with CleanedInstantError.",
            Scope.READ, parse_bool),
+    Option("holes_policy", "hoodie.read.timeline.holes.resolution.policy", HolesPolicy.FAIL,
+           "INCREMENTAL: what a read does when a write that started before its range's end is still in "
+           "flight (a hole: that write completes later with an older instant time, behind the checkpoint "
+           "`end` a consumer keeps, and `changes(end)` would never return its rows). FAIL refuses the read "
+           "(TimelineHoleError naming the instant); BLOCK ends the range at the last completed write before "
+           "the oldest instant in flight, so `end` never passes it; USE_TRANSITION_TIME compares `begin` and "
+           "`end` with the commits' completion times (`labformat.completionTime`; a commit without one, "
+           "its instant time) and returns the latest completion time as `end`. A dead writer's instant is "
+           "a hole until the next writer rolls it back; clustering and compaction never are (their records "
+           "keep their commit times).",
+           Scope.READ, one_of(HolesPolicy)),
     Option("data_skipping", "hoodie.enable.data.skipping", True,
            "Queries skip base files using partition values, column stats and bloom filters.",
            Scope.READ, parse_bool),
@@ -548,6 +560,7 @@ class ReadOptions(Config):
     end_instant: str | None
     incremental_format: IncrementalFormat
     incr_fallback_full_scan: bool
+    holes_policy: HolesPolicy
     data_skipping: bool
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import re
+from contextlib import contextmanager
+from typing import Iterator
 
 
 class LabformatError(Exception):
@@ -66,6 +68,17 @@ class TableChangedError(ConcurrentWriteError):
     created again, or its `hoodie.properties` changed. Open it again (`Table.open`)."""
 
 
+class TimelineHoleError(ConcurrentWriteError):
+    """An incremental read whose range ends past an instant still in flight (a hole in the timeline):
+    the rows that instant writes would complete behind the range's `end`, and a consumer keeping `end`
+    as its checkpoint would never read them (`hoodie.read.timeline.holes.resolution.policy=FAIL`)."""
+
+    def __init__(self, message: str, pending: str | None = None, end: str | None = None):
+        super().__init__(message)
+        self.pending = pending  # the oldest instant in flight
+        self.end = end  # the range's end the read would have had
+
+
 class LockTimeoutError(ConcurrentWriteError, TimeoutError):
     """The table's lock stayed held by another writer for longer than `hoodie.write.lock.wait_time_ms`."""
 
@@ -123,3 +136,24 @@ def from_task_failure(exc: BaseException) -> LabformatError | None:
         if words in text:
             return StorageError(code, f"the storage refused a write or read inside a Spark task: {words}")
     return None
+
+
+@contextmanager
+def task_errors() -> Iterator[None]:
+    """Run an action on a lazy DataFrame labformat returned (`read`, `changes`, `scan(...).to_dataframe()`)
+    inside this block to get the LabformatError a failed task stands for, instead of Spark's exception.
+
+    A DataFrame's tasks run when the caller acts on it (`collect`, `count`, a write), after labformat
+    returned: an error a task raised then reaches the caller as Spark's (PySpark's `PythonException`
+    for a Python task, holding the worker's traceback as text), never as a LabformatError, so
+    `except LabformatError` alone misses it. Here it comes back as the same class with the same
+    message (Spark's exception as its cause); any other error goes on unchanged."""
+    try:
+        yield
+    except LabformatError:
+        raise
+    except Exception as exc:
+        translated = from_task_failure(exc)
+        if translated is None:
+            raise
+        raise translated from exc

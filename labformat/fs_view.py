@@ -5,6 +5,7 @@ from __future__ import annotations
 from labformat.errors import CorruptTableError, InvalidInputError
 from labformat.model.commit import LOG_KEYS_IN_BASE_KEY
 from labformat.model.file_group import FileGroup, FileSlice
+from labformat.model.instant import Instant
 from labformat.storage import Storage
 from labformat.timeline import Timeline
 
@@ -18,11 +19,13 @@ class FileSystemView:
     file of a rolled-back or in-flight instant is never in a slice.
     """
 
-    def __init__(self, timeline: Timeline, as_of: str | None = None):
+    def __init__(self, timeline: Timeline, as_of: str | None = None, writes: list[Instant] | None = None):
+        """`writes`: the completed writes to build the view from, instead of every one up to `as_of`
+        (an incremental read by completion time: what had completed by then)."""
         self.as_of = as_of
         self._groups: dict[tuple[str, str], FileGroup] = {}
         replaced: dict[tuple[str, str], str] = {}
-        for instant in timeline.completed_writes(as_of):
+        for instant in (timeline.completed_writes(as_of) if writes is None else sorted(writes)):
             metadata = timeline.commit_metadata(instant)
             keys_in_base = metadata.extra_metadata.get(LOG_KEYS_IN_BASE_KEY) == "true"
             for stat in metadata.write_stats:

@@ -211,6 +211,10 @@ class Table:
         unfinished instants are never in the list. On a merge-on-read table each slice's base
         file is merged with its log files in Spark tasks (`labformat.read.merge_on_read`);
         `options={"query_type": "READ_OPTIMIZED"}` reads the base files only.
+
+        Lazy: the tasks run in the caller's action, whose failure is Spark's exception (a damaged file's
+        CorruptTableError only in its text); run the action inside `with labformat.task_errors():` to
+        get the LabformatError.
         """
         read_options = C.read_options(options)
         if read_options.query_type is QueryType.INCREMENTAL:
@@ -240,9 +244,12 @@ class Table:
         """The latest version of every record written by a commit after instant `since` up to `until`
         (inclusive; the latest completed write by default): Hudi's incremental query, meta columns
         first. A downstream job keeps the last instant it consumed (`incremental_plan(...).end`) and
-        passes it as `since` next time. Deletes are not in it; with `options={"incremental_format": "cdc"}`
+        passes it as `since` next time; while a write that started before that end is still in flight
+        the read fails (TimelineHoleError) unless `holes_policy` says BLOCK or USE_TRANSITION_TIME
+        (`hoodie.read.timeline.holes.resolution.policy`). Deletes are not in it; with `options={"incremental_format": "cdc"}`
         on a table created with `cdc_enabled`, every change instead: op (i, u, d), ts_ms, before and after
-        (JSON), record key and partition path (change data capture)."""
+        (JSON), record key and partition path (change data capture). Lazy, as `read` is: act on it
+        inside `labformat.task_errors()` to get a task's error as a LabformatError."""
         return self.incremental_plan(since, until, options).to_dataframe(C.read_options(options).incremental_format)
 
     def incremental_plan(self, since: str | None, until: str | None = None,
@@ -250,7 +257,8 @@ class Table:
         """The plan of `changes(since, until)` without reading: its commits, the file slices it opens
         (`files_read`, against `files_in_snapshot`), its `end`, and `fallback` when it scans the whole table."""
         read_options = C.read_options(options)
-        return plan_incremental(self.context(), since, until, read_options.incr_fallback_full_scan)
+        return plan_incremental(self.context(), since, until, read_options.incr_fallback_full_scan,
+                                read_options.holes_policy)
 
     def join_by_bucket(self, other: "Table", how: str = "inner", as_of: str | None = None,
                        other_as_of: str | None = None) -> DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -17,6 +18,7 @@ from labformat.errors import (
     InstantNotFoundError,
     InvalidInputError,
     LabformatError,
+    task_errors,
 )
 from tests.helpers import telemetry, tree
 
@@ -42,7 +44,8 @@ class Fault:
     act: Callable[[Table, Any], Any]  # (table, spark) -> result
     expect: type[LabformatError] | Callable[[Table, Any], None]
     setup: Callable[[Table], None] = _nothing
-    table: str = "written"  # "written": ROWS rows committed; "new": created, never written; "bucket": BUCKET_NUM buckets
+    table: str = "written"  # "written": ROWS rows committed; "new": created, never written; "bucket": BUCKET_NUM
+    # buckets; "cdc": "written" recording changes
     match: str | None = None  # a word the error message must name
     keeps_table: bool = False  # a handled fault whose outcome also leaves every file as it was
 
@@ -97,6 +100,37 @@ def remove_base_file(table: Table) -> None:
 def truncate_base_file(table: Table) -> None:
     path = _base_file(table)
     os.truncate(path, os.path.getsize(path) // 2)
+
+
+def damage_base_file(table: Table) -> None:
+    """Flip bytes of a base file's first data page (its size and footer kept): the driver's size check
+    passes, and only reading the page can tell (most of a small file is its footer's bloom filter)."""
+    import pyarrow.parquet as pq
+
+    path = _base_file(table)
+    column = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    end = (column.dictionary_page_offset or column.data_page_offset) + column.total_compressed_size
+    with open(path, "r+b") as fh:
+        fh.seek(end - 8)
+        chunk = fh.read(8)
+        fh.seek(end - 8)
+        fh.write(bytes(b ^ 0xFF for b in chunk))
+
+
+def remove_change_file(table: Table) -> None:
+    os.remove(next((p for p in sorted((Path(table.path) / ".hoodie" / "cdc").glob("*.parquet")))))
+
+
+def collected(frame: Callable[[Table], Any]):
+    """The act: a lazy DataFrame of the table, collected by the caller inside `task_errors()`."""
+    def act(table: Table, spark) -> Any:
+        df = frame(table)
+        with task_errors():
+            return df.collect()
+    return act
+
+
+CDC = {"incremental_format": "cdc"}
 
 
 def committed_past_it(table: Table, report) -> None:
@@ -251,6 +285,16 @@ FAULTS = [
     # case 21: options that are no option
     Fault("option key that is no string", lambda t, s: t.upsert(_rows(s), {1: "x"}), ConfigError, match="int"),
     Fault("size 5ib", bulk_insert(_rows, max_file_size="5ib"), ConfigError, match="5ib"),
+    # issue 48 case 16: an error inside a lazy DataFrame's task reaches the caller as Spark's exception;
+    # task_errors() gives it back as the LabformatError, and query() and changes() raise typed ones
+    Fault("damaged base file, read() collected in task_errors()", collected(lambda t: t.read()), CorruptTableError,
+          damage_base_file, match=".parquet"),
+    Fault("damaged base file, changes() collected in task_errors()", collected(lambda t: t.changes("000")),
+          CorruptTableError, damage_base_file, match=".parquet"),
+    Fault("damaged base file on query", lambda t, s: t.query("signal_dbm >= 0"), CorruptTableError, damage_base_file,
+          match=".parquet"),
+    Fault("missing change-record file on a CDC read", lambda t, s: t.changes("000", options=CDC), CorruptTableError,
+          remove_change_file, table="cdc", match=".hoodie/cdc/"),
     # case 6 and 10, upsert side (before any instant); the bulk insert side is in test_integrity.py
     Fault("partition value nesting in an existing partition", upsert(lambda s: _rows(s).withColumn(
         "day", F.lit("2024-01-15/late"))), InvalidInputError, match="nest"),
@@ -297,7 +341,9 @@ def pristine(spark, tmp_path_factory):
     bucket = Table.create(spark, str(root / "bucket"), partition_field="day",
                           options={"index_type": "BUCKET", "bucket_num": BUCKET_NUM})
     bucket.bulk_insert(telemetry(spark, ROWS, partitions=2))
-    return {"new": root / "new", "written": root / "written", "bucket": root / "bucket"}
+    cdc = Table.create(spark, str(root / "cdc"), partition_field="day", options={"cdc_enabled": True})
+    cdc.bulk_insert(telemetry(spark, ROWS, partitions=2))
+    return {"new": root / "new", "written": root / "written", "bucket": root / "bucket", "cdc": root / "cdc"}
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])

@@ -205,3 +205,104 @@ def test_a_writer_killed_before_publishing_leaves_no_change_records(spark, tmp_p
     leaves = {p.name.split(".", 1)[0] for p in (path / ".hoodie/cdc").glob("*.parquet")}
     assert leaves == {first, report.instant}
     assert {r.op for r in reopened.changes(first, options={"incremental_format": "cdc"}).collect()} == {"u"}
+
+
+@pytest.mark.slow
+def test_a_retried_change_record_task_leaves_each_change_once(spark, tmp_path):
+    """Issue 48, case 4: every task writing the upsert's change records fails once just after
+    publishing its file, and Spark retries it (`local[2,3]`, in a process of its own): each change is
+    read once, the commit lists the files of the attempts that succeeded, and no other file of the
+    instant is left under `.hoodie/cdc/`."""
+    from tests import retried_tasks
+
+    path = tmp_path / "t"
+    t = lf.Table.create(spark, path, partition_field="day", options={"cdc_enabled": True})
+    first = t.bulk_insert(telemetry(spark, 40)).instant
+    retried_tasks.upsert_with_retried_tasks(path, ".hoodie/cdc/")
+    t = lf.Table.open(spark, path)
+    upsert = t.timeline()[-1].time
+    records = t.changes(first, options={"incremental_format": "cdc"}).collect()
+    expected = sorted(r.record_key for r in telemetry(spark, 10).collect())
+    assert sorted(r._hoodie_record_key for r in records) == expected  # each change once
+    assert {r.op for r in records} == {"u"}
+    from labformat.model.commit import CDC_FILES_KEY
+
+    listed = json.loads(t.commit_metadata(upsert).extra_metadata[CDC_FILES_KEY])
+    on_disk = sorted(f".hoodie/cdc/{p.name}" for p in (path / ".hoodie/cdc").iterdir() if p.name.startswith(upsert))
+    assert listed and on_disk == sorted(listed)
+    assert all(name.rsplit(".", 2)[-2].endswith("-1") for name in listed)  # the retried attempts' files
+
+
+# ---- holes: a write that started before the range's end completes after it (issue 48, case 3) --------------
+
+OCC = {"hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL"}
+
+
+def test_a_write_in_flight_before_the_end_is_never_skipped_by_a_checkpoint(spark, tmp_path):
+    """Writer A starts, B starts later and commits, a consumer checkpoints at the range's end, then A
+    commits: FAIL (the default) refuses the read while A is in flight; BLOCK ends the range before A,
+    so `changes(end)` returns A's rows once it completed; USE_TRANSITION_TIME ranges by completion
+    time, so the next range after B holds A."""
+    import threading
+
+    from labformat import hooks
+
+    t = lf.Table.create(spark, tmp_path / "t", partition_field="p")
+    first = t.bulk_insert(spark.createDataFrame([("k00", "a", 0, 0)], SCHEMA), OCC).instant
+    gate, a = hooks.Gate("after_start"), {}
+
+    def writer_a():
+        with hooks.holding(gate):
+            a["instant"] = t.bulk_insert(spark.createDataFrame([("k01", "a", 1, 1)], SCHEMA), OCC).instant
+
+    thread = threading.Thread(target=writer_a, daemon=True)
+    thread.start()
+    assert gate.reached.wait(120)
+    try:
+        b = t.bulk_insert(spark.createDataFrame([("k02", "b", 2, 2)], SCHEMA), OCC).instant
+        pending = t.active_timeline.pending()[0].time
+        assert first < pending < b
+        with pytest.raises(lf.LabformatError, match=f"instant {pending} is still in flight") as failed:
+            t.changes(first)
+        assert isinstance(failed.value, lf.TimelineHoleError)
+        assert (failed.value.pending, failed.value.end) == (pending, b)
+        with pytest.raises(lf.TimelineHoleError):
+            t.incremental_plan(first)
+        assert t.incremental_plan("000", first).end == first  # a range ending before the hole is read
+        blocked = t.incremental_plan(first, options={"holes_policy": "BLOCK"})
+        assert (blocked.end, blocked.commits) == (first, ())
+        # By completion time, `begin` and `end` are completion times too: a consumer starting from scratch.
+        by_completion = t.incremental_plan("000", options={"holes_policy": "USE_TRANSITION_TIME"})
+        assert by_completion.commits == (first, b) and by_completion.end > b
+        assert sorted(r.record_key for r in t.changes("000", options={"holes_policy": "USE_TRANSITION_TIME"})
+                      .collect()) == ["k00", "k02"]
+    finally:
+        gate.go.set()
+        thread.join(120)
+    assert a["instant"] == pending
+    assert sorted(r.record_key for r in t.changes(blocked.end, options={"holes_policy": "BLOCK"}).collect()) == \
+        ["k01", "k02"]
+    after = t.incremental_plan(by_completion.end, options={"holes_policy": "USE_TRANSITION_TIME"})
+    assert after.commits == (pending,) and after.end > by_completion.end
+    assert [r.record_key for r in t.changes(by_completion.end, options={"holes_policy": "USE_TRANSITION_TIME"})
+            .collect()] == ["k01"]
+    assert changes(t, first, b) == {"k01": (1, pending), "k02": (2, b)}  # no hole left: the default reads on
+
+
+def test_clustering_in_flight_is_no_hole(spark, tmp_path):
+    """A pending clustering (a replacecommit holding a clustering plan) moves records, which keep their
+    commit times: no read is refused for it; a pending commit at the same place is a hole."""
+    from labformat.model.instant import Action, next_instant_time, parse_instant_time
+    from labformat.timeline import Timeline
+
+    t = lf.Table.create(spark, tmp_path / "t")
+    first = t.bulk_insert(spark.createDataFrame([("k00", "", 0, 0)], SCHEMA)).instant
+    last = t.bulk_insert(spark.createDataFrame([("k01", "", 1, 1)], SCHEMA)).instant
+    between = next_instant_time(first, now=parse_instant_time(first))  # first + 1 ms
+    assert between < last
+    timeline = Timeline(t.storage)
+    timeline.request(Action.REPLACE_COMMIT, {"clusteringPlan": {"inputGroups": []}}, at=between)
+    assert t.incremental_plan(first).end == last
+    timeline.request(Action.COMMIT, at=between)
+    with pytest.raises(lf.LabformatError, match=between):
+        t.incremental_plan(first)

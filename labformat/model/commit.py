@@ -21,6 +21,10 @@ COMPLETION_TIME_KEY = "labformat.completionTime"
 # pruning, bloom filters and record-key stats of the base file cover the whole slice. Hudi writes
 # no such key (and its bucket or Flink writers put inserts in logs), so its logs never count.
 LOG_KEYS_IN_BASE_KEY = "labformat.logKeysInBaseFile"
+# extraMetadata key of a CDC table's commit: its change-record files (a JSON list of paths), the ones
+# its successful task attempts wrote. A retried task's earlier attempt may have published a file too;
+# readers take the listed files only.
+CDC_FILES_KEY = "labformat.cdcFiles"
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,16 @@ class IncrementalFormat(enum.StrEnum):
     CDC = "cdc"  # every change the range made: op, ts_ms, before, after (change data capture)
 
 
+class HolesPolicy(enum.StrEnum):
+    """`hoodie.read.timeline.holes.resolution.policy`: what an incremental query does when an instant
+    older than its range's end is still in flight (a hole: its rows would land behind a consumer's
+    checkpoint)."""
+
+    FAIL = "FAIL"  # refuse the read (TimelineHoleError), Hudi's default
+    BLOCK = "BLOCK"  # end the range before the oldest instant in flight
+    USE_TRANSITION_TIME = "USE_TRANSITION_TIME"  # begin and end are completion times, not instant times
+
+
 class CdcLoggingMode(enum.StrEnum):
     """`hoodie.table.cdc.supplemental.logging.mode`: what a change record keeps of the record."""
 

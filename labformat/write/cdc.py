@@ -10,14 +10,16 @@ they are no change. Images are the data columns as JSON, as Hudi's CDC query ret
 record that moved partition under a global index is a delete and an insert.
 
 Where Hudi writes `.cdc` log files beside the data, labformat writes parquet files
-`.hoodie/cdc/<instant>.<n>.parquet` before the commit publishes: readers trust the files of
-completed instants only, and a rollback deletes a failed instant's with its other files.
+`.hoodie/cdc/<instant>.<writeToken>.parquet` (one per task attempt) before the commit publishes; the
+commit lists the files of the attempts that succeeded (`labformat.cdcFiles`) and the others (a
+retried task's first attempt) are deleted before it, as a write's stray base files are. Readers trust
+the listed files of completed instants only, and a rollback deletes a failed instant's with its other files.
 """
 
 from __future__ import annotations
 
 import io
-import uuid
+import json
 from typing import Iterator
 
 import pyarrow as pa
@@ -27,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from labformat.model.enums import MergeMode
+from labformat.model.commit import CDC_FILES_KEY
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import parse_instant_time
 from labformat.read.merge_on_read import read_file_slices
@@ -34,6 +37,7 @@ from labformat.schema import COMMIT_TIME, PARTITION_PATH, RECORD_KEY
 from labformat.storage import Storage
 from labformat.timeline import CDC_DIR
 from labformat.spark.compat import default_parallelism
+from labformat.write.arrow_writer import this_task
 
 _WRITTEN_DDL = "path string, rows long"
 
@@ -70,22 +74,43 @@ def changes(spark: SparkSession, storage: Storage, instant: str, before: list[Fi
 
 
 def _write_files(batches: Iterator[pa.RecordBatch], base_uri: str, instant: str) -> Iterator[pa.RecordBatch]:
-    """Task: its change records as one parquet file `.hoodie/cdc/<instant>.<token>.parquet`."""
+    """Task: its change records as one parquet file `.hoodie/cdc/<instant>.<writeToken>.parquet`."""
     batches = [b for b in batches if b.num_rows]
     rows = []
     if batches:
         table = pa.Table.from_batches(batches)
         sink = io.BytesIO()
         pq.write_table(table, sink, compression="zstd")
-        rel = f"{CDC_DIR}/{instant}.{uuid.uuid4().hex[:12]}.parquet"
+        # Named by the attempt, as base files are: a retried attempt never meets its predecessor's file.
+        rel = f"{CDC_DIR}/{instant}.{this_task().token}.parquet"
         Storage(base_uri).publish(rel, sink.getvalue())
         rows.append({"path": rel, "rows": table.num_rows})
     yield pa.RecordBatch.from_pylist(rows, schema=pa.schema([("path", pa.string()), ("rows", pa.int64())]))
 
 
-def write_changes(spark: SparkSession, storage: Storage, instant: str, records: DataFrame) -> int:
-    """Write the change records by Spark tasks (a couple of files per commit); how many there were."""
+def write_changes(spark: SparkSession, storage: Storage, instant: str, records: DataFrame) -> list[str]:
+    """Write the change records by Spark tasks (a couple of files per commit), then delete the files
+    of this instant's failed task attempts; the files the commit lists (`CDC_FILES_KEY`)."""
     base_uri = storage.base_uri
     written = (records.coalesce(max(1, default_parallelism(spark)))
                .mapInArrow(lambda batches: _write_files(batches, base_uri, instant), _WRITTEN_DDL).collect())
-    return sum(r.rows for r in written)
+    kept = sorted(r.path for r in written)
+    reconcile(storage, instant, set(kept))
+    return kept
+
+
+def commit_entry(files: list[str]) -> dict[str, str]:
+    """The commit's `extraMetadata` entry listing its change-record files."""
+    return {CDC_FILES_KEY: json.dumps(files)}
+
+
+def reconcile(storage: Storage, instant: str, kept: set[str]) -> list[str]:
+    """Delete this instant's change-record files that no successful attempt returned (a retried task's
+    earlier attempt, a temp file a killed attempt left); the paths deleted."""
+    deleted = []
+    for info in storage.list(CDC_DIR):
+        leaf = info.path.rsplit("/", 1)[-1]
+        if leaf.lstrip(".").split(".", 1)[0] == instant and info.path not in kept:
+            storage.delete(info.path)
+            deleted.append(info.path)
+    return deleted

@@ -182,7 +182,7 @@ class WriteTransaction:
         # Before the lock: the changes are this instant's own (the conflict check keeps others off its
         # file groups), and a rollback deletes them with its other metadata.
         self._keep_record_index(stats, replaced)
-        self._keep_changes(stats, replaced, data_schema)
+        extra = {**(extra or {}), **self._keep_changes(stats, replaced, data_schema)}
         with self._lock() as lock:
             self.ctx.check_same_table()
             timeline = self.timeline.reload()
@@ -452,16 +452,17 @@ class WriteTransaction:
         return before, after
 
     def _keep_changes(self, stats: list[BaseFileStat], replaced: dict[str, tuple[str, ...]],
-                      data_schema: T.StructType) -> None:
-        """A CDC table's change records of this instant (`write/cdc.py`), before the commit publishes."""
+                      data_schema: T.StructType) -> dict[str, str]:
+        """A CDC table's change records of this instant (`write/cdc.py`), before the commit publishes;
+        the commit's entry listing their files."""
         conf = self.ctx.config
         if not conf.cdc_enabled:
-            return
+            return {}
         latest = {(s.partition_path, s.file_id): s for s in FileSystemView(self.ctx.timeline).latest_file_slices()}
         before, after = self._slices_before_after(stats, replaced, latest)
         records = cdc.changes(self.ctx.spark, self.ctx.storage, self.instant.time, before, after,
                               self.ctx.schema(), data_schema, conf.precombine_field, conf.merge_mode)
-        cdc.write_changes(self.ctx.spark, self.ctx.storage, self.instant.time, records)
+        return cdc.commit_entry(cdc.write_changes(self.ctx.spark, self.ctx.storage, self.instant.time, records))
 
     def _write_metadata(self, write_stats: tuple[WriteStat, ...], task_stats: list[BaseFileStat],
                         replaced: dict[str, tuple[str, ...]] | None = None) -> None:
