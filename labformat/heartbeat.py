@@ -7,8 +7,10 @@ import os
 import socket
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 
+from labformat.errors import ConcurrentWriteError
 from labformat.storage import Storage
 
 HEARTBEAT_DIR = ".hoodie/.heartbeat"  # Hudi's folder and naming: one file per instant, named by its time
@@ -54,6 +56,8 @@ class Heartbeat:
         self.interval_s = interval_s
         self.tolerable_misses = tolerable_misses
         self.lost = False  # the file vanished under us: another writer took this instant for dead
+        # Tells this writer's file from one another writer made for the same instant (a resumed clean's).
+        self.owner_id = uuid.uuid4().hex
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -63,12 +67,29 @@ class Heartbeat:
 
     def start(self) -> "Heartbeat":
         body = {"instant": self.instant_time, "pid": os.getpid(), "host": socket.gethostname(),
-                "interval_ms": int(self.interval_s * 1000), "tolerable_misses": self.tolerable_misses}
+                "interval_ms": int(self.interval_s * 1000), "tolerable_misses": self.tolerable_misses,
+                "owner_id": self.owner_id}
         self.storage.replace(self.path, json.dumps(body).encode())
         self._thread = threading.Thread(target=self._beat, name=f"labformat-heartbeat-{self.instant_time}",
                                         daemon=True)
         self._thread.start()
         return self
+
+    def check(self) -> None:
+        """ConcurrentWriteError unless the heartbeat file is still this writer's: a writer that took
+        this instant for dead (this process was frozen past its tolerance) deleted it when it rolled
+        the instant back. Read now, not left to the beating thread, which may not have run since the
+        process was resumed."""
+        try:
+            body = json.loads(self.storage.read_text(self.path))
+            ours = isinstance(body, dict) and body.get("owner_id") == self.owner_id
+        except (FileNotFoundError, ValueError):  # UnicodeDecodeError included
+            ours = False
+        if self.lost or not ours:
+            raise ConcurrentWriteError(
+                f"the heartbeat of instant {self.instant_time} is gone or another writer's: another writer "
+                "took this write for dead (it stalled for longer than hoodie.client.heartbeat.interval_in_ms "
+                "x (tolerable misses + 1)) and rolled it back; nothing was committed")
 
     def stop(self) -> None:
         """Stop beating and delete the heartbeat file (the instant is committed, rolled back or abandoned)."""

@@ -133,7 +133,14 @@ class TableLock:
         return self.acquire()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        self.release()
+        try:
+            self.release()
+        except Exception as cleanup:  # noqa: BLE001 - the error that left the block comes first
+            if exc is None:
+                raise
+            # Not released: it expires `expire_s` after its last refresh, and the next writer breaks it.
+            exc.add_note(f"labformat: the table lock {LOCK_PATH} was not released ({type(cleanup).__name__}: "
+                         f"{cleanup}); it expires {self.expire_s:g} s after its last refresh")
         return False
 
     # ---- inside ------------------------------------------------------------------------------

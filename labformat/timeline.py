@@ -183,10 +183,63 @@ class Timeline:
         return instant
 
     def to_inflight(self, instant: Instant) -> Instant:
+        """Mark a requested instant inflight; ConcurrentWriteError when its requested file is gone (a
+        writer that took it for dead rolled it back).
+
+        The inflight file is created only beside a requested file read just now, never overwritten,
+        and withdrawn if the requested file vanished meanwhile: a writer resumed after its rollback
+        must not bring its instant back as pending (an inflight file alone would pass for one)."""
+        requested = f"{TIMELINE_DIR}/{instant.to(State.REQUESTED).file_name}"
         inflight = instant.to(State.INFLIGHT)
-        self.storage.write_bytes(f"{TIMELINE_DIR}/{inflight.file_name}", b"")
+        rel = f"{TIMELINE_DIR}/{inflight.file_name}"
+        if not self.storage.exists(requested):
+            raise self._rolled_back_error(instant.time)
+        created = self.storage.create_exclusive(rel, b"")
+        if not self.storage.exists(requested):
+            if created:
+                self.storage.delete(rel)
+            raise self._rolled_back_error(instant.time)
         self.reload()
         return inflight
+
+    def check_pending(self, instant: Instant) -> None:
+        """ConcurrentWriteError unless `instant` is still this writer's to complete, read from storage
+        now (not from this snapshot): its requested and inflight files are there and no rollback,
+        pending or completed, names it. A rollback that died after deleting some of its files leaves
+        both files in place, so its plan must be looked at too."""
+        for state in (State.REQUESTED, State.INFLIGHT):
+            if not self.storage.exists(f"{TIMELINE_DIR}/{instant.to(state).file_name}"):
+                raise self._rolled_back_error(instant.time)
+        now = Timeline(self.storage, self._metadata_cache)
+        # A completed rollback deleted both files before completing: only a pending one needs its plan read.
+        if any((now._rollback_target(r) or ("",))[0] == instant.time
+               for r in now.pending() if r.action is Action.ROLLBACK):
+            raise self._rolled_back_error(instant.time)
+
+    def rolled_back_times(self) -> set[str]:
+        """The instant times the rollbacks of this snapshot (pending or completed) name: their plans
+        and bodies. Rollbacks Apache Hudi wrote (Avro) are skipped."""
+        out = set()
+        for rollback in (i for i in self.instants if i.action is Action.ROLLBACK):
+            if not rollback.is_completed:
+                target = self._rollback_target(rollback)
+                if target is not None:
+                    out.add(target[0])
+                continue
+            try:
+                body = json.loads(self.storage.read_bytes(f"{TIMELINE_DIR}/{rollback.file_name}").decode("utf-8"))
+            except (ValueError, FileNotFoundError):
+                continue
+            if isinstance(body, dict):
+                out.update(t for t in body.get("commitsRollback") or () if isinstance(t, str))
+        return out
+
+    @staticmethod
+    def _rolled_back_error(instant_time: str) -> ConcurrentWriteError:
+        return ConcurrentWriteError(
+            f"instant {instant_time} of this write was rolled back by another writer, which found its heartbeat "
+            "expired (this writer stalled for longer than hoodie.client.heartbeat.interval_in_ms x (tolerable "
+            "misses + 1)); nothing was committed")
 
     def complete(self, instant: Instant, body: str, before_publish=None) -> Instant:
         """Publish the completed instant atomically; from here on readers see it.
@@ -257,10 +310,53 @@ class Timeline:
             self.storage.delete(f"{TIMELINE_DIR}/{instant.to(state).file_name}")
         self.reload()
 
-    def delete_files_of(self, instant_time: str) -> list[str]:
+    def delete_files_of(self, *instant_times: str) -> list[str]:
         """Delete the base files (half-written and temp files too), log files (found by their write
-        markers) and metadata table files an instant wrote; the paths deleted. Its timeline files
-        are left to the caller."""
+        markers) and metadata table files the instants wrote; the paths deleted. Their timeline files
+        are left to the caller. One listing of the table, however many instants."""
+        deleted = []
+        for instant_time in instant_times:
+            deleted += self._delete_marked_files_of(instant_time)
+        times = set(instant_times)
+        for info in self.storage.list("", recursive=True):
+            leaf = info.path.rsplit("/", 1)[-1]
+            if info.path.startswith(METADATA_DIR + "/") or info.path.startswith(CDC_DIR + "/"):
+                # The metadata table's and change records' files of the failed instant go with its base files.
+                if leaf.split(".", 1)[0] in times or (leaf.startswith(".") and any(t in leaf for t in times)):
+                    self.storage.delete(info.path)
+                    deleted.append(info.path)
+                continue
+            if info.path.startswith(BUCKET_INDEX_DIR + "/"):
+                # A failed resize's hash ring: no reader counts it, but Hudi's loaders list every ring file.
+                if leaf.split(".", 1)[0] in times:
+                    self.storage.delete(info.path)
+                    deleted.append(info.path)
+                continue
+            if info.path.startswith(TIMELINE_DIR + "/"):
+                continue
+            base = BaseFile.try_parse(leaf)
+            # Half-written files and temp files from the failed instant carry its time too.
+            if (base is not None and base.instant_time in times) or (leaf.startswith(".") and any(t in leaf for t in times)):
+                self.storage.delete(info.path)
+                deleted.append(info.path)
+        return deleted
+
+    def leftovers_of_rollbacks(self) -> set[str]:
+        """Instants a rollback of this timeline named that are neither pending nor completed: any file
+        of theirs still in the table outlived its rollback. A writer frozen past its heartbeat's
+        tolerance, rolled back, then resumed, writes its files after the rollback deleted the others;
+        killed before its commit (which its fence refuses), it leaves them with no pending instant for
+        any rollback to look for."""
+        live = {i.time for i in self.instants if i.action is not Action.ROLLBACK}
+        return self.rolled_back_times() - live
+
+    def sweep_rolled_back(self) -> list[str]:
+        """Delete the files of `leftovers_of_rollbacks()` (the cleaner's and every rollback's sweep)."""
+        leftover = self.leftovers_of_rollbacks()
+        return self.delete_files_of(*sorted(leftover)) if leftover else []
+
+    def _delete_marked_files_of(self, instant_time: str) -> list[str]:
+        """The log files an instant's markers name (and their temp files), then the markers."""
         deleted = []
         marked = markers.marked_files(self.storage, instant_time)
         for path in marked:
@@ -273,33 +369,13 @@ class Timeline:
                     deleted.append(info.path)
         if marked:
             markers.delete_all(self.storage, instant_time)  # last: a crash before this finds them again
-        for info in self.storage.list("", recursive=True):
-            leaf = info.path.rsplit("/", 1)[-1]
-            if info.path.startswith(METADATA_DIR + "/") or info.path.startswith(CDC_DIR + "/"):
-                # The metadata table's and change records' files of the failed instant go with its base files.
-                if leaf.split(".", 1)[0] == instant_time or (leaf.startswith(".") and instant_time in leaf):
-                    self.storage.delete(info.path)
-                    deleted.append(info.path)
-                continue
-            if info.path.startswith(BUCKET_INDEX_DIR + "/"):
-                # A failed resize's hash ring: no reader counts it, but Hudi's loaders list every ring file.
-                if leaf.split(".", 1)[0] == instant_time:
-                    self.storage.delete(info.path)
-                    deleted.append(info.path)
-                continue
-            if info.path.startswith(TIMELINE_DIR + "/"):
-                continue
-            base = BaseFile.try_parse(leaf)
-            # Half-written files and temp files from the failed instant carry its time too.
-            if (base is not None and base.instant_time == instant_time) or (leaf.startswith(".") and instant_time in leaf):
-                self.storage.delete(info.path)
-                deleted.append(info.path)
         return deleted
 
     def _execute_rollback(self, rollback: Instant, failed_time: str, failed_action: str) -> RollbackResult:
         started = time.monotonic()
         inflight = self.to_inflight(rollback) if rollback.state is State.REQUESTED else rollback
-        deleted = self.delete_files_of(failed_time)
+        # The same listing finds what earlier rolled-back instants' resumed writers left behind.
+        deleted = self.delete_files_of(failed_time, *sorted(self.leftovers_of_rollbacks() - {failed_time}))
         # Timeline files last: until they are gone, a crash here just means rolling back again.
         for state in (State.INFLIGHT, State.REQUESTED):
             self.storage.delete(f"{TIMELINE_DIR}/{Instant(failed_time, Action(failed_action), state).file_name}")

@@ -166,6 +166,84 @@ def test_a_writer_whose_instant_was_rolled_back_while_it_stalled_commits_nothing
     assert [i.action for i in table.timeline()] == [Action.COMMIT, Action.ROLLBACK]
 
 
+def test_a_rolled_back_requested_instant_is_never_marked_inflight(bare):
+    """Issue 48 case 1, the timeline's side: once a rollback removed an instant's requested file,
+    `to_inflight` refuses to create an inflight file for it (a plain write used to bring the instant
+    back as pending, and its writer's commit then passed the pending check)."""
+    table, path = bare
+    timeline = table.active_timeline
+    requested = timeline.request(Action.COMMIT, {})
+    (path / ".hoodie" / requested.file_name).unlink()  # what a rollback by another writer does
+    with pytest.raises(ConcurrentWriteError, match=rf"instant {requested.time} of this write was rolled back"):
+        timeline.to_inflight(requested)
+    assert not list((path / ".hoodie").glob(f"{requested.time}*"))
+
+
+def test_a_commit_is_fenced_by_a_pending_rollback_that_names_its_instant(bare):
+    """A rollback of this writer's instant died after deleting its base files, before its timeline
+    files: the instant still looks pending and its heartbeat is still ours, but the commit is refused
+    (committing would publish files that are gone) and the instant is rolled back."""
+    table, path = bare
+    tx = WriteTransaction(table.context(), Operation.UPSERT, options=options())
+    tx.start()
+    written = stand_in_file(path, tx, "p", "gone-0")
+    rollback = table.active_timeline.request(Action.ROLLBACK, {"instant": tx.instant.time, "action": "commit"})
+    (path / written.path).unlink()
+    with pytest.raises(ConcurrentWriteError, match=rf"instant {tx.instant.time} of this write was rolled back"):
+        with tx:
+            tx.commit([written], SCHEMA)
+    timeline = table.active_timeline
+    assert [i for i in timeline.pending() if i.action is not Action.ROLLBACK] == []
+    assert [i.time for i in timeline.completed_writes()] == [table.timeline()[0].time]
+    assert rollback in timeline.pending()  # finished by the next writer's start, as any dead rollback's plan
+
+
+def test_a_commit_is_fenced_by_its_heartbeat_being_deleted(bare):
+    """The heartbeat file of this writer's instant was deleted (a writer took it for dead) but its
+    beating thread has not run since: the commit reads the file itself and refuses."""
+    table, path = bare
+    tx = WriteTransaction(table.context(), Operation.UPSERT, options=options())
+    tx.start()
+    written = stand_in_file(path, tx, "p", "late-0")
+    (path / heartbeat_path(tx.instant.time)).unlink()
+    with pytest.raises(ConcurrentWriteError, match=rf"heartbeat of instant {tx.instant.time} is gone"):
+        with tx:
+            tx.commit([written], SCHEMA)
+    assert [i.action for i in table.timeline()] == [Action.COMMIT, Action.ROLLBACK]
+    assert not (path / written.path).exists()
+
+
+def test_the_next_rollback_deletes_files_a_rolled_back_writer_wrote_after_its_rollback(bare):
+    """Issue 48 case 17, the rollback's side: a writer rolled back while it stalled, resumed, writes a
+    base file and dies before its commit. Its instant is no longer pending, so no rollback of it looks
+    for the file; the next rollback of any instant finds it by the instant its predecessor named."""
+    table, path = bare
+    fast = options(heartbeat_interval_ms=50, heartbeat_tolerable_misses=1)
+    stalled = WriteTransaction(table.context(), Operation.UPSERT, options=fast)
+    stalled.start()
+    stalled._heartbeat._stop.set()  # frozen: no beats
+    stalled._heartbeat._thread.join()
+    time.sleep(0.2)
+    with WriteTransaction(table.context(), Operation.UPSERT) as other:
+        other.start()
+        assert other.rolled_back == (stalled.instant.time,)
+        other.abandon()
+    late = stand_in_file(path, stalled, "p", "late-0")  # resumed, then killed before its commit
+    assert table.active_timeline.leftovers_of_rollbacks() == {stalled.instant.time}
+    dying = WriteTransaction(table.context(), Operation.UPSERT, options=fast)
+    dying.start()
+    dying._heartbeat._stop.set()
+    dying._heartbeat._thread.join()
+    time.sleep(0.2)
+    with WriteTransaction(table.context(), Operation.UPSERT) as next_writer:
+        next_writer.start()
+        assert next_writer.rolled_back == (dying.instant.time,)
+        next_writer.abandon()
+    assert not (path / late.path).exists()
+    assert table.active_timeline.leftovers_of_rollbacks() == {stalled.instant.time, dying.instant.time}
+    assert [s.file_id for s in table.file_slices()] == ["shared-0"]
+
+
 def test_instant_times_stay_unique_across_writers_starting_at_once(bare):
     table, _ = bare
     times, errors = [], []
@@ -674,3 +752,94 @@ def test_occ_resizes_splitting_different_buckets_of_one_ring_exactly_one_commits
     assert report.rows_updated == 100
     expected = {i: 7.0 if i in set(in_x) else i * 0.5 for i in in_x + in_y[:400]}
     assert batteries(t) == expected and hudi_batteries(path) == expected
+
+
+
+# Short enough for a test to outwait, long enough that a running writer never misses them.
+FREEZABLE = {"lock_expire_minutes": 0.02, "heartbeat_interval_ms": 100, "heartbeat_tolerable_misses": 1}
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_writer_frozen_in_start_and_rolled_back_commits_nothing_when_resumed(spark, tmp_path):
+    """Issue 48 case 1. Single-writer mode. A (another process) is frozen (SIGSTOP) holding the lock in
+    `start`, just after its `.commit.requested`; once its lock and heartbeat expire, B breaks the lock,
+    rolls A's instant back and inserts the same new keys. Resumed, A must commit nothing: it used to
+    re-create its `.inflight`, pass the pending check and commit, storing each key twice."""
+    import signal
+
+    from tests.helpers import telemetry
+
+    path = tmp_path / "t"
+    # Inserts into new file groups (no small-file routing): the conflict check cannot see the shared keys.
+    own_groups = {"small_file_limit": 0}
+    a = WriterProcess(tmp_path, path, "upsert", {"n": 5, "start": 100, "battery": 1000.0,
+                                                 "options": {**FREEZABLE, **own_groups}}, pause_at="after_requested")
+    t = lf.Table.create(spark, path)
+    t.bulk_insert(telemetry(spark, 20, partitions=1))
+    a.begin()
+    a.wait_paused("after_requested")
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        (a_instant,) = t.active_timeline.pending()
+        a.go("after_requested")  # seen only once it runs again
+        # B waits for A's lock to expire (A's own 1.2 s), breaks it, and finds A's heartbeat expired too.
+        b = t.upsert(updates(spark, range(100, 105), 2000.0), own_groups)
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    a_report = a.outcome()
+
+    assert b.rolled_back == (a_instant.time,)
+    assert a_report.get("error") == "ConcurrentWriteError", a_report
+    keys = [r.record_key for r in t.read().select("record_key").collect()]
+    assert len(keys) == len(set(keys)) == 25
+    expected = {**{i: i * 0.5 for i in range(20)}, **{i: 2000.0 for i in range(100, 105)}}
+    assert batteries(t) == expected and hudi_batteries(path) == expected
+    assert len(hudi_snapshot_rows(path)) == 25
+    assert t.active_timeline.pending() == []
+    assert not [p for p in path.rglob(f"*{a_instant.time}*") if ".hoodie" not in p.parts]
+    assert not (path / ".hoodie" / ".aux" / "lock").exists()
+
+
+def hudi_snapshot_rows(path) -> list:
+    from tests.helpers import hudi_snapshot
+
+    return list(hudi_snapshot(path)["_hoodie_record_key"])
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_rolled_back_writer_killed_after_writing_leaves_no_file_once_cleaned(spark, tmp_path):
+    """Issue 48 case 17. A (another process) is frozen after `start`; B rolls its instant back and
+    commits. Resumed, A writes its base file and is killed before its commit: the file belongs to no
+    pending instant and used to stay for good (hudi-rs then reads it as data). The next clean deletes
+    the files of instants a rollback named; every reader then sees B's table only."""
+    import signal
+
+    from tests.helpers import telemetry
+
+    path = tmp_path / "t"
+    a = WriterProcess(tmp_path, path, "upsert", {"n": 5, "start": 200, "battery": 1000.0, "options": FREEZABLE},
+                      pause_at="after_start", crash_at="after_write")
+    t = lf.Table.create(spark, path)
+    t.bulk_insert(telemetry(spark, 20, partitions=1))
+    a.begin()
+    a.wait_paused("after_start")
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        (a_instant,) = t.active_timeline.pending()
+        a.go("after_start")
+        time.sleep(0.6)  # past A's heartbeat tolerance (0.2 s)
+        b = t.upsert(updates(spark, range(10, 15), 2000.0))
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    a.killed()
+    assert b.rolled_back == (a_instant.time,)
+    leaked = [p for p in path.rglob(f"*{a_instant.time}*.parquet")]
+    assert leaked and t.active_timeline.pending() == []  # the leak: no instant any rollback would look for
+
+    t.clean()
+    assert not [p for p in path.rglob(f"*{a_instant.time}*") if ".hoodie" not in p.parts]
+    expected = {i: 2000.0 if 10 <= i < 15 else i * 0.5 for i in range(20)}
+    assert batteries(t) == expected and hudi_batteries(path) == expected
+    assert len(hudi_snapshot_rows(path)) == 20

@@ -155,6 +155,31 @@ def binary_keys(s):
     return _rows(s).withColumn("record_key", F.concat(F.unhex(F.lit("FF")), F.col("record_key").cast("binary")))
 
 
+def leftover_of_a_rollback(table: Table) -> None:
+    """A base file written under an instant a completed rollback names, after that rollback (issue 48
+    case 17: a writer rolled back while frozen, resumed, then killed before its commit)."""
+    import json
+
+    from labformat.model.instant import next_instant_time
+
+    rolled_back = table.active_timeline.new_instant_time()
+    rollback = next_instant_time(rolled_back)
+    with open(os.path.join(table.path, ".hoodie", f"{rollback}.rollback"), "w") as fh:
+        json.dump({"startRollbackTime": rollback, "commitsRollback": [rolled_back],
+                   "instantsRollback": [{"commitTime": rolled_back, "action": "commit"}]}, fh)
+    source = table.file_slices()[0]
+    late = os.path.join(table.path, source.partition_path, f"late-0_0-1-0_{rolled_back}.parquet")
+    shutil.copyfile(os.path.join(table.path, source.path), late)
+
+
+def swept_by_clean(table: Table, report) -> None:
+    """Handled: the clean deleted the leftover; our reader and hudi-rs read the committed rows only."""
+    from tests.helpers import hudi_snapshot
+
+    assert not [f for _, _, files in os.walk(table.path) for f in files if f.startswith("late-0_")]
+    assert table.read().count() == ROWS and len(hudi_snapshot(table.path)) == ROWS
+
+
 def spark_null_precombine(s):
     return _rows(s, 1, start=0).withColumn("updated_at", F.lit(None).cast("timestamp"))
 
@@ -227,6 +252,8 @@ FAULTS = [
           timeline_file(lambda t: "99991231235959999.rollback", b"{}"), match="99991231235959999"),
     Fault("instant time that is no date", upsert(_rows), CorruptTableError,
           timeline_file(lambda t: "99999999999999999.rollback", b"{}"), match="99999999999999999"),
+    # issue 48 case 17: a rolled-back writer's file that outlived its rollback
+    Fault("base file of a rolled-back instant, clean", lambda t, s: t.clean(), swept_by_clean, leftover_of_a_rollback),
     # case 7: raw errors instead of LabformatError
     Fault("array column on a new table", bulk_insert(with_column("tags", lambda: F.array(F.lit("a")))), InvalidInputError, table="new", match="tags"),
     Fault("map column on a new table", bulk_insert(with_column("m", lambda: F.create_map(F.lit("k"), F.lit(1)))), InvalidInputError, table="new", match="'m'"),

@@ -222,3 +222,44 @@ def test_occ_writers_on_s3_on_the_same_file_group_exactly_one_commits(spark, s3_
     assert batteries(t) == {i: i * 0.5 if i < 10 else 2000.0 for i in range(20)}
     assert [i.action.value for i in t.timeline()] == ["commit", "commit", "rollback"]
     assert t.active_timeline.pending() == [] and not t.storage.exists(LOCK_PATH)
+
+
+@pytest.mark.slow
+def test_a_writer_whose_s3_server_stops_mid_commit_keeps_its_own_error(tmp_path):
+    """Issue 48 case 15: the server stops between a writer's start and its commit. The write fails with
+    a StorageError for what it was doing; the cleanup that cannot reach the server either (the
+    rollback, the lock, the heartbeat's delete) adds notes to it instead of replacing it with a raw
+    OSError (the heartbeat's delete in the transaction's `finally` used to). Once the server is back,
+    the next writer rolls the instant back and the table is as it was."""
+    from labformat.errors import StorageError
+    from labformat.heartbeat import heartbeat_path
+    from labformat.model.enums import Operation
+    from labformat.s3_server import S3Server
+    from labformat.write.transaction import WriteTransaction
+    from tests.test_concurrency import SCHEMA, options, stand_in_file
+
+    server = S3Server.start(tmp_path / "weed")
+    try:
+        table = lf.Table.create(None, server.uri("t"), storage_options=server.storage_options)
+        fast = options(heartbeat_interval_ms=100, heartbeat_tolerable_misses=1)
+        tx = WriteTransaction(table.context(), Operation.UPSERT, options=fast)
+        tx.start()
+        stat = stand_in_file(tmp_path / "local", tx, "p", "a-0")
+        table.storage.write_bytes(stat.path, b"PAR1")
+        server.stop()
+        with pytest.raises(LabformatError) as raised:
+            with tx:
+                tx.commit([stat], SCHEMA)
+        assert isinstance(raised.value, StorageError), repr(raised.value)
+        notes = "\n".join(getattr(raised.value, "__notes__", ()))
+        assert heartbeat_path(tx.instant.time) in notes and "was not rolled back" in notes, notes
+    finally:
+        server.stop()
+    with S3Server.start(tmp_path / "weed") as again:
+        table = lf.Table.open(None, again.uri("t"), storage_options=again.storage_options)
+        assert table.timeline() == [] and [i.time for i in table.active_timeline.pending()] == [tx.instant.time]
+        with WriteTransaction(table.context(), Operation.UPSERT, options=options()) as next_writer:
+            next_writer.start()
+            assert next_writer.rolled_back == (tx.instant.time,)
+            next_writer.abandon()
+        assert not table.storage.exists(stat.path) and table.active_timeline.pending() == []

@@ -18,6 +18,8 @@ The timeline files are JSON, as labformat's other instants; Hudi writes clean in
 hudi-rs reads only commits, delta commits and replacecommits, so it skips them (as it skips
 rollbacks) and lists what is left. A clean killed midway stays pending; the next clean's transaction
 resumes it once its heartbeat has expired and finishes its plan (deleting a file twice is harmless).
+Before all that, a clean deletes the files of instants a rollback named that outlived the rollback
+(`Timeline.sweep_rolled_back`: a writer resumed after being rolled back, then killed).
 """
 
 from __future__ import annotations
@@ -242,7 +244,11 @@ def dead_cleans(ctx: TableContext) -> list[tuple[Instant, dict]]:
 
 
 def clean(ctx: TableContext, options: WriteOptions) -> WriteReport:
-    """`Table.clean`: finish the dead cleans, then clean by the policy."""
+    """`Table.clean`: delete what rolled-back instants left behind, finish the dead cleans, then clean
+    by the policy."""
+    # No instant, no lock: files of an instant a rollback named can never become part of the table
+    # (its writer's commit is fenced), so deleting them races with nothing.
+    ctx.timeline.fresh().sweep_rolled_back()
     finished = []
     for pending, body in dead_cleans(ctx):
         if execute(Clean(resume=(pending, body)), ctx, options).instant is not None:

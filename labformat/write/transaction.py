@@ -105,7 +105,7 @@ class WriteTransaction:
         start this writer's heartbeat, request the instant (holding `plan`, if any, beside the
         operation type) and mark it inflight."""
         self._check_store_supports_concurrency()
-        with self._lock():
+        with self._lock() as lock:
             self.ctx.check_same_table()  # a table deleted and created again is not the one planned for
             timeline = self.timeline = self.ctx.timeline.fresh()
             self.rolled_back = self._roll_back_dead_writers(timeline)
@@ -116,11 +116,15 @@ class WriteTransaction:
             try:
                 self.instant = timeline.request(self.action, {"operationType": self.operation_type, **(plan or {})},
                                                 at=at)
-            except BaseException:
-                self._stop_heartbeat()
+            except BaseException as exc:
+                self._stop_heartbeat(exc)
                 raise
             crash_point("after_requested")
+            # A writer frozen here past the lock's expiry may have been rolled back meanwhile: the lock
+            # tells, and `to_inflight` never marks inflight an instant whose requested file is gone.
+            lock.verify()
             self.instant = timeline.to_inflight(self.instant)
+            self._fence(lock)
         crash_point("after_start")
         return self.instant
 
@@ -186,7 +190,7 @@ class WriteTransaction:
         with self._lock() as lock:
             self.ctx.check_same_table()
             timeline = self.timeline.reload()
-            self._check_still_pending(timeline)
+            self._fence(lock)  # early, before the metadata table is written; again just before publishing
             conf = self.ctx.config
             check_conflicts(self.ctx.timeline, timeline, self.instant, write_stats,
                             touched=[(p, fid) for p, ids in replaced.items() for fid in ids],
@@ -214,7 +218,7 @@ class WriteTransaction:
 
             def before_publish() -> None:
                 crash_point("before_publish")
-                lock.verify()  # the last moment a lost lock can still stop the publish
+                self._fence(lock)  # the last moment a lost lock or a rolled-back instant can still stop it
 
             self.completed = timeline.complete(self.instant, metadata.to_json(), before_publish=before_publish)
             # Published: its log files are the table's now, and no rollback will look for them.
@@ -231,11 +235,11 @@ class WriteTransaction:
         crash_point("after_write")
         with self._lock() as lock:
             timeline = self.timeline.reload()
-            self._check_still_pending(timeline)
+            self._fence(lock)
 
             def before_publish() -> None:
                 crash_point("before_publish")
-                lock.verify()
+                self._fence(lock)
 
             self.completed = timeline.complete(self.instant, body, before_publish=before_publish)
         self._stop_heartbeat()
@@ -279,7 +283,7 @@ class WriteTransaction:
                 else:
                     _sweep_stragglers(self.timeline, self.instant.time)
         finally:
-            self._stop_heartbeat()
+            self._stop_heartbeat(exc)
         if not isinstance(exc, Exception):
             return
         translated = exc if isinstance(exc, LabformatError) else None
@@ -292,8 +296,12 @@ class WriteTransaction:
             translated = (storage_error(exc, f"{self.operation} of {self.ctx.storage.base_uri}")
                           if isinstance(exc, OSError) else from_task_failure(exc))
         if not_rolled_back:
-            (translated or exc).add_note(not_rolled_back)
+            exc.add_note(not_rolled_back)
         if translated is not None and translated is not exc:
+            # The cleanup's notes (a rollback or heartbeat delete that failed) go with the error raised.
+            for note in getattr(exc, "__notes__", ()):
+                if note.startswith("labformat: ") and note not in getattr(translated, "__notes__", ()):
+                    translated.add_note(note)
             raise translated from None
 
     def abandon(self) -> None:
@@ -316,8 +324,10 @@ class WriteTransaction:
                 self.abort(exc)
             elif self.instant is not None and self.completed is None and not self._abandoned:
                 self.abort()
-        finally:
-            self._stop_heartbeat()
+        except BaseException as raised:
+            self._stop_heartbeat(raised)
+            raise
+        self._stop_heartbeat(exc)
         return False  # the exception, if any, goes on (abort may have replaced it)
 
     # ---- concurrency ------------------------------------------------------------------------
@@ -338,10 +348,21 @@ class WriteTransaction:
                 "hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL is refused here: "
                 "use SINGLE_WRITER with one writer at a time, or a store that honours If-None-Match")
 
-    def _stop_heartbeat(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat.stop()
-            self._heartbeat = None
+    def _stop_heartbeat(self, failing: BaseException | None = None) -> None:
+        """Stop the heartbeat and delete its file. While `failing` (the write's own error) goes on, a
+        storage that refuses the delete (an S3 server gone) adds a note to it instead of replacing it:
+        the file left behind only makes the instant look alive until its tolerance runs out."""
+        heartbeat, self._heartbeat = self._heartbeat, None
+        if heartbeat is None:
+            return
+        try:
+            heartbeat.stop()
+        except Exception as cleanup:  # noqa: BLE001 - the write's own error comes first
+            if failing is None:
+                raise
+            failing.add_note(f"labformat: the heartbeat {heartbeat.path} was not deleted "
+                             f"({type(cleanup).__name__}: {cleanup}); the instant counts as dead once it is "
+                             "older than its tolerance")
 
     def _roll_back_dead_writers(self, timeline: Timeline) -> tuple[str, ...]:
         """Under the lock: roll back the pending write instants whose heartbeat expired; refuse to
@@ -362,14 +383,18 @@ class WriteTransaction:
         delete_heartbeats(self.ctx.storage, keep={i.time for i in timeline.pending()})
         return tuple(r.rolled_back for r in results)
 
-    def _check_still_pending(self, timeline: Timeline) -> None:
-        """ConcurrentWriteError when this write's instant is no longer pending: a writer that found
-        its heartbeat expired (this driver stalled) rolled it back."""
-        if not any((i.time, i.action) == (self.instant.time, self.action) for i in timeline.pending()):
-            raise ConcurrentWriteError(
-                f"instant {self.instant.time} of this write was rolled back by another writer, which found "
-                "its heartbeat expired (this writer stalled for longer than hoodie.client.heartbeat."
-                "interval_in_ms x (tolerable misses + 1)); nothing was committed")
+    def _fence(self, lock: TableLock) -> None:
+        """Under the lock: ConcurrentWriteError unless this writer may still complete its instant, as
+        Hudi re-checks a writer's heartbeat and instant before completing. Read from storage now, in
+        this order: the instant (requested and inflight files there, no rollback naming it), the
+        heartbeat (still this writer's file), the lock last. A rollback runs only under the lock, and a
+        lock once broken never becomes this writer's again, so a lock still ours after the instant was
+        seen pending means no rollback ran in between; what is left is a freeze between this check
+        and the publish that follows it, longer than the lock's expiry (no lease-based lock closes that)."""
+        self.timeline.check_pending(self.instant)
+        if self._heartbeat is not None:
+            self._heartbeat.check()
+        lock.verify()
 
     def _roll_back_own_instant(self) -> None:
         """Under the lock: roll back this write's instant if still pending; if another writer rolled it
