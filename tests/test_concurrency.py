@@ -754,7 +754,6 @@ def test_occ_resizes_splitting_different_buckets_of_one_ring_exactly_one_commits
     assert batteries(t) == expected and hudi_batteries(path) == expected
 
 
-
 # Short enough for a test to outwait, long enough that a running writer never misses them.
 FREEZABLE = {"lock_expire_minutes": 0.02, "heartbeat_interval_ms": 100, "heartbeat_tolerable_misses": 1}
 
