@@ -32,6 +32,12 @@ class CorruptTableError(LabformatError):
     """A file the table depends on (properties, an instant, a base file footer) cannot be read."""
 
 
+class CorruptIndexError(CorruptTableError):
+    """A file of the metadata table's record index fails its checksums or disagrees with its manifest.
+    Its own class so that a RECORD_INDEX upsert can tell it from damaged data: the index is derived
+    from the base files, so it is rebuilt from them, where a damaged base file stops the write."""
+
+
 class InvalidInputError(LabformatError, ValueError):
     """An input is not acceptable: a write's (missing columns, null or empty record keys, ...)
     or a query's (a condition Spark cannot resolve against the table)."""

@@ -237,6 +237,60 @@ def reopened(act):
     return lambda t, s: act(Table.open(s, t.path), s)
 
 
+def _index_files(table: Table) -> list[str]:
+    folder = os.path.join(table.path, ".hoodie", "metadata", "record_index")
+    return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".parquet"))
+
+
+def keep_record_index(table: Table) -> None:
+    table.rebuild_metadata({"record_index_enable": True})
+
+
+def index_file_replaced_by_another(table: Table) -> None:
+    keep_record_index(table)
+    first, second = _index_files(table)[:2]
+    shutil.copyfile(first, second)
+
+
+def index_file_bit_flipped(table: Table) -> None:
+    keep_record_index(table)
+    path = _index_files(table)[0]
+    with open(path, "r+b") as fh:
+        data = bytearray(fh.read())
+        data[len(data) // 3] ^= 0x10
+        fh.seek(0)
+        fh.write(data)
+
+
+def index_manifest_unchecked(table: Table) -> None:
+    import json
+
+    keep_record_index(table)
+    folder = os.path.join(table.path, ".hoodie", "metadata", "record_index")
+    (name,) = [n for n in os.listdir(folder) if n.endswith(".json")]
+    body = json.load(open(os.path.join(folder, name)))
+    del body["checksum"]
+    with open(os.path.join(folder, name), "w") as fh:
+        json.dump(body, fh)
+
+
+def key_moved_by_simple(table: Table) -> None:
+    keep_record_index(table)
+    table.upsert(_rows(table.spark, 1, start=0).withColumn("day", F.lit("2024-01-17")), {"index_type": "SIMPLE"})
+
+
+def index_rebuilt(table: Table, report) -> None:
+    """Handled: the index was built again from the base files, and the upsert updated the rows in place."""
+    assert "built from" in str(report.details.lookup_source), report.details.lookup_source
+    assert (report.rows_updated, report.rows_inserted) == (ROWS, 0)
+    assert table.read().count() == ROWS
+
+
+def record_index_upsert(t, s):
+    """Every key again (so every shard of the index is read) through RECORD_INDEX."""
+    return t.upsert(_rows(s, ROWS, start=0), {"index_type": "RECORD_INDEX"})
+
+
 # ---- the catalogue ------------------------------------------------------------------------------
 
 FAULTS = [
@@ -354,6 +408,12 @@ FAULTS = [
     Fault("bucket count edited from 4 to 2, point query",
           reopened(lambda t, s: t.query("record_key = '202401150900_drone0003'")),
           CorruptTableError, bucket_count(2), table="bucket", match="hoodie.bucket.index.num.buckets=2"),
+    # issue 48 cases 5-7: the record index is verified where it is read, and refuses a key stored twice
+    Fault("record index file replaced by another's", record_index_upsert, index_rebuilt, index_file_replaced_by_another),
+    Fault("record index file with a flipped bit", record_index_upsert, index_rebuilt, index_file_bit_flipped),
+    Fault("record index manifest without its checksum", record_index_upsert, index_rebuilt, index_manifest_unchecked),
+    Fault("RECORD_INDEX after a SIMPLE write stored a key twice", record_index_upsert, ConfigError, key_moved_by_simple,
+          match="more than one file group"),
 ]
 
 

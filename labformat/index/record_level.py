@@ -7,8 +7,10 @@ other global indexes, and a record whose partition changed moves (or stays) as
 `hoodie.record.index.update.partition.path` says (`global_index.resolve`).
 
 Before the lookup, the index is made usable: built from the base files when the table has none
-or it is stale, or its deltas merged into a new base once there are
-`hoodie.metadata.compact.max.delta.commits` of them; the tag result's source says which.
+or it is stale, untrusted or damaged, or its deltas merged into a new base once there are
+`hoodie.metadata.compact.max.delta.commits` of them; the tag result's source says which. A
+damaged file found only by the tasks that read it (a failed checksum) is a CorruptIndexError: the
+merge then builds instead, and the upsert tags again with `damaged` set (`write/upsert.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from labformat.errors import CorruptIndexError, from_task_failure
 from labformat.index.base import FILE_ID, KEY, OLD_PART, PART, Lookup, TagResult
 from labformat.index.global_index import NEW_PART, resolve
 from labformat.metadata import record_index
@@ -24,30 +27,38 @@ from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
 
 
-def usable_index(lookup: Lookup, slices: list[FileSlice], shards: int, max_deltas: int
+def usable_index(lookup: Lookup, slices: list[FileSlice], shards: int, max_deltas: int, damaged: str | None = None
                  ) -> tuple[record_index.IndexView | None, str | None]:
     """The record index to look keys up in, built or compacted first when needed, and what was done
-    (None: used as it was). None for a table with no completed write: every key is an insert."""
+    (None: used as it was). None for a table with no completed write: every key is an insert.
+    `damaged`: a lookup found a file of the index damaged (why): built anew whatever it looks like."""
     ctx = lookup.ctx
-    view, why = record_index.current(ctx.storage, ctx.timeline)
     newest = record_index.newest_completed(ctx.timeline)
     if newest is None:
         return None, None
+    view, why = (None, damaged) if damaged else record_index.current(ctx.storage, ctx.timeline)
+    if view is not None and len(view.deltas) >= max_deltas:
+        try:
+            return (record_index.compact(ctx.spark, ctx.storage, view, newest),
+                    f"{len(view.deltas)} deltas merged into a new base first")
+        except Exception as exc:  # noqa: BLE001 - only a damaged index file is handled here
+            found = from_task_failure(exc)
+            if not isinstance(found, CorruptIndexError):
+                raise
+            view, why = None, str(found)
     if view is None:
         shards = record_index.shards_of(ctx.storage) or shards
         built = record_index.build(ctx.spark, ctx.storage, newest, slices, shards)
         return built, f"built from {len(slices)} base files first ({why})"
-    if len(view.deltas) >= max_deltas:
-        return (record_index.compact(ctx.spark, ctx.storage, view, newest),
-                f"{len(view.deltas)} deltas merged into a new base first")
     return view, None
 
 
 def tag(lookup: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
-        update_partition_path: bool, deleting: bool, shards: int, max_deltas: int) -> TagResult:
+        update_partition_path: bool, deleting: bool, shards: int, max_deltas: int,
+        damaged: str | None = None) -> TagResult:
     """Tag each record with the file group the index names for its key; `slices`: every latest file
-    slice of the table."""
-    view, done = usable_index(lookup, slices, shards, max_deltas)
+    slice of the table; `damaged`: why the index must be built anew first."""
+    view, done = usable_index(lookup, slices, shards, max_deltas, damaged)
     funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
                        files_scanned=0, keys_read=0, index_entries_read=0 if view is None else None,
                        note="RECORD_INDEX reads the index entries near each key from the metadata table: "

@@ -450,11 +450,16 @@ class WriteTransaction:
         latest = {(s.partition_path, s.file_id): s for s in FileSystemView(plan_timeline).latest_file_slices()}
         shards = record_index.shards_of(storage) or self.options.record_index_shards
         if view is None and asked and newest is not None:
-            record_index.build(spark, storage, newest, list(latest.values()), shards)
+            view = record_index.build(spark, storage, newest, list(latest.values()), shards)
         before, after = self._slices_before_after(stats, replaced, latest)
+        # A global lookup placed this write's inserts where no copy was; any other write may have
+        # stored a key a second time, which its delta checks against the index it follows.
+        looked_up = (self.operation in (Operation.UPSERT, Operation.DELETE)
+                     and (self.options.index_type or self.ctx.config.index_type).is_global)
         record_index.write_delta(spark, storage, self.instant.time,
                                  [(s.path, s.file_id, list(s.log_paths)) for s in after],
-                                 [(s.path, s.file_id, list(s.log_paths)) for s in before], shards)
+                                 [(s.path, s.file_id, list(s.log_paths)) for s in before], shards,
+                                 before=None if looked_up else view)
 
     def _slices_before_after(self, stats: list[BaseFileStat], replaced: dict[str, tuple[str, ...]],
                              latest: dict[tuple[str, str], FileSlice]) -> tuple[list[FileSlice], list[FileSlice]]:

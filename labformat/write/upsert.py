@@ -27,7 +27,7 @@ from pyspark.sql import types as T
 
 from labformat.config import WriteOptions
 from labformat.context import TableContext
-from labformat.errors import ConfigError, InvalidInputError
+from labformat.errors import ConfigError, CorruptIndexError, InvalidInputError, from_task_failure
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fs_view import refuse_nested_partitions
 from labformat.index import bloom, bucket, consistent_bucket, global_index, record_level, simple
@@ -310,13 +310,15 @@ def latest_file_slices(ctx: TableContext, partitions: set[str], writes_rows: boo
 def tag_records(lookup: Lookup, deduped: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
                 counted: DataFrame | None = None, count_stages: tuple[str, ...] = (),
                 count_shuffles: bool = True, update_partition_path: bool = True,
-                deleting: bool = False, record_index_shards: int = 10, max_index_deltas: int = 10) -> TagResult:
+                deleting: bool = False, record_index_shards: int = 10, max_index_deltas: int = 10,
+                index_damaged: str | None = None) -> TagResult:
     """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert.
     `counted` (BLOOM only): step 1's count, run in the same job as the lookup. A global index
-    finds keys in every partition and moves records as `update_partition_path` says."""
+    finds keys in every partition and moves records as `update_partition_path` says.
+    `index_damaged` (RECORD_INDEX): why its index is to be built anew first."""
     if lookup.options.index_type is IndexType.RECORD_INDEX:
         result = record_level.tag(lookup, deduped, slices, files_in_snapshot, update_partition_path, deleting,
-                                  record_index_shards, max_index_deltas)
+                                  record_index_shards, max_index_deltas, index_damaged)
     elif lookup.options.index_type.is_global:
         result = global_index.tag(lookup, deduped, slices, files_in_snapshot, update_partition_path, deleting)
     elif counted is not None:
@@ -694,17 +696,30 @@ class Upsert(WriteOperation):
             state.slices, state.files_in_snapshot = latest_file_slices(ctx, partitions, writes_rows=kind.writes_rows,
                                                                        every_partition=state.index_type.is_global)
         with run.step("tag"):
-            state.tag = tag_records(state.lookup, state.deduped, state.slices, state.files_in_snapshot,
-                                    counted=counted if fused else None, count_stages=count_stages,
-                                    count_shuffles=state.parallelism > 1,
-                                    update_partition_path=update_partition_path(state.index_type, options),
-                                    deleting=kind is Operation.DELETE, record_index_shards=options.record_index_shards,
-                                    max_index_deltas=options.metadata_compact_max_delta_commits)
-            run.cleanup.extend(state.tag.cleanup)
-            if fused:
-                state.counts = counts_by_partition(state.tag.partition_counts)
-                refuse_bad_rows(state.counts, ctx.config.precombine_field, ctx.config.record_key)
-            state.profile = workload_profile(state.tag, state.counts, state.index_type)
+            def tag(index_damaged: str | None = None) -> None:
+                state.tag = tag_records(state.lookup, state.deduped, state.slices, state.files_in_snapshot,
+                                        counted=counted if fused else None, count_stages=count_stages,
+                                        count_shuffles=state.parallelism > 1,
+                                        update_partition_path=update_partition_path(state.index_type, options),
+                                        deleting=kind is Operation.DELETE,
+                                        record_index_shards=options.record_index_shards,
+                                        max_index_deltas=options.metadata_compact_max_delta_commits,
+                                        index_damaged=index_damaged)
+                run.cleanup.extend(state.tag.cleanup)
+                if fused:
+                    state.counts = counts_by_partition(state.tag.partition_counts)
+                    refuse_bad_rows(state.counts, ctx.config.precombine_field, ctx.config.record_key)
+                state.profile = workload_profile(state.tag, state.counts, state.index_type)
+
+            try:
+                tag()
+            except Exception as exc:  # noqa: BLE001 - only a damaged record index is handled here
+                damaged = from_task_failure(exc) if state.index_type is IndexType.RECORD_INDEX else None
+                if not isinstance(damaged, CorruptIndexError):
+                    raise
+                # The lookup ran in the profile's job, before any instant: the index, derived from
+                # the base files, is built from them again (its build refuses a key stored twice).
+                tag(str(damaged))
         if fused:
             run.steps.ran_in("deduplicate", "tag")
         with run.step("small_files"):
