@@ -114,7 +114,7 @@ def read_table_properties(storage: Storage) -> dict[str, str]:
             problems.append(f"{rel} is not text ({exc})")
             continue
         except OSError as exc:
-            raise storage_error(exc, f"reading {rel}") from None
+            raise storage_error(exc, f"reading {rel} of the table at {storage.base_uri}") from None
         try:
             return P.parse_properties(text, rel)
         except CorruptTableError as exc:

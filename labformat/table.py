@@ -371,12 +371,20 @@ def _check_new_table_folder(storage: Storage, exists: TableExistsError) -> None:
         raise InvalidInputError(f"{storage.base_uri} is a file, not a folder; a table needs a folder")
     found = storage.list("", recursive=True)
     if found and all(_CREATING.fullmatch(f.path) for f in found):
-        raise exists
+        if any(f.path in (P.PROPERTIES_PATH, P.BACKUP_PATH) for f in found):
+            raise exists
+        # Temp files only: a creator is linking them into place now, or was killed before it could.
+        leftovers = ", ".join(sorted(f.path for f in found))
+        raise TableExistsError(f"{exists}. If no creator is running there, one was killed before publishing "
+                               f"the table's properties: delete {leftovers} and create again")
+    if found and (storage.exists(P.PROPERTIES_PATH) or storage.exists(P.BACKUP_PATH)):
+        raise exists  # a creator that won meanwhile has begun writing its table's first files
     if found:
         example = ", ".join(sorted(f.path for f in found)[:3])
         raise InvalidInputError(f"{storage.base_uri} already holds {len(found)} file(s) ({example}"
                                 f"{', ...' if len(found) > 3 else ''}); a new table needs an empty or absent folder")
-    outer = storage.enclosing(P.PROPERTIES_PATH)
+    # A table whose creator was killed between its two files holds only the backup; Table.open reads it.
+    outer = storage.enclosing(P.PROPERTIES_PATH) or storage.enclosing(P.BACKUP_PATH)
     if outer is not None:
         raise InvalidInputError(f"{storage.base_uri} is inside the table at {outer}; a table cannot be created "
                                 "inside another table's folder")

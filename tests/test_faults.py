@@ -405,6 +405,8 @@ FAULTS = [
           CorruptTableError, bucket_count(2), table="bucket", match="hoodie.bucket.index.num.buckets=2"),
     Fault("bucket count edited from 4 to 2, delete", reopened(delete_keys(lambda s: _rows(s, 10, start=0))),
           CorruptTableError, bucket_count(2), table="bucket", match="hoodie.bucket.index.num.buckets=2"),
+    Fault("bucket count edited from 4 to 2, bucket join", reopened(lambda t, s: t.join_by_bucket(t)),
+          CorruptTableError, bucket_count(2), table="bucket", match="hoodie.bucket.index.num.buckets=2"),
     Fault("bucket count edited from 4 to 2, point query",
           reopened(lambda t, s: t.query("record_key = '202401150900_drone0003'")),
           CorruptTableError, bucket_count(2), table="bucket", match="hoodie.bucket.index.num.buckets=2"),

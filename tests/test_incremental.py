@@ -306,3 +306,26 @@ def test_clustering_in_flight_is_no_hole(spark, tmp_path):
     timeline.request(Action.COMMIT, at=between)
     with pytest.raises(lf.LabformatError, match=between):
         t.incremental_plan(first)
+
+
+def test_block_never_moves_the_checkpoint_back_nor_loses_it(spark, tmp_path):
+    """BLOCK with nothing completed between the checkpoint and the hole reads nothing and keeps the
+    checkpoint: `end` is `begin`, never None (which no next read takes) nor older than `begin`."""
+    from labformat.model.instant import Action, next_instant_time, parse_instant_time
+    from labformat.timeline import Timeline
+
+    block = {"holes_policy": "BLOCK"}
+    t = lf.Table.create(spark, tmp_path / "t")
+    first = t.bulk_insert(spark.createDataFrame([("k00", "", 0, 0)], SCHEMA)).instant
+    second = t.bulk_insert(spark.createDataFrame([("k01", "", 1, 1)], SCHEMA)).instant
+    Timeline(t.storage).request(Action.COMMIT, at="20200101000000000")  # older than every write
+    plan = t.incremental_plan("000", options=block)
+    assert (plan.end, plan.commits) == ("000", ())
+    assert t.changes(plan.end, options=block).count() == 0  # the checkpoint is one a next read takes
+
+    t2 = lf.Table.create(spark, tmp_path / "t2")
+    first = t2.bulk_insert(spark.createDataFrame([("k00", "", 0, 0)], SCHEMA)).instant
+    second = t2.bulk_insert(spark.createDataFrame([("k01", "", 1, 1)], SCHEMA)).instant
+    Timeline(t2.storage).request(Action.COMMIT, at=next_instant_time(first, now=parse_instant_time(first)))
+    t2.bulk_insert(spark.createDataFrame([("k02", "", 2, 2)], SCHEMA))
+    assert t2.incremental_plan(second, options=block).end >= second  # never `first`: never backwards

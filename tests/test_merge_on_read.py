@@ -642,3 +642,16 @@ def test_merge_on_read_holds_exactly_what_copy_on_write_holds(spark, ops):
                 pd.testing.assert_frame_equal(theirs, expected, check_dtype=False, obj=f"hudi-rs {kind} after {op}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_an_update_of_a_table_keyed_by_an_int_column_appends_a_log(spark, tmp_path):
+    """An int key is the computed `_lf_key` in the write: the log block's `_hoodie_record_key` comes
+    from it (it once failed: `Field "_lf_key" does not exist`)."""
+    t = lf.Table.create(spark, tmp_path / "t", record_key="id", precombine_field="v", partition_field=None,
+                        table_type="MERGE_ON_READ", options={"index_type": "SIMPLE"})
+    t.bulk_insert(spark.createDataFrame([(1, "a", 1), (2, "b", 1)], "id int, name string, v int"))
+    t.upsert(spark.createDataFrame([(1, "a", 2)], "id int, name string, v int"))
+    assert sum(len(s.log_paths) for s in t.file_slices()) == 1
+    assert sorted((r.id, r.v) for r in t.read().collect()) == [(1, 2), (2, 1)]
+    keys = sorted(r._hoodie_record_key for r in t.read().select("_hoodie_record_key").collect())
+    assert len(keys) == 2 and len(set(keys)) == 2

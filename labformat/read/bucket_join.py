@@ -22,7 +22,7 @@ from labformat.errors import ConfigError
 from labformat.fileformat.arrow_columns import conform_to_spark
 from labformat.fileformat.parquet_io import read_base_file
 from labformat.fs_view import check_base_files
-from labformat.index.bucket import bucket_of_file_id
+from labformat.index.bucket import bucket_of_file_id, check_layout
 from labformat.model.enums import IndexType
 from labformat.model.instant import Instant
 from labformat.storage import Storage
@@ -101,6 +101,9 @@ def bucket_join(left: TableContext, right: TableContext, how: str = "inner",
     for side, (ctx, at) in enumerate(((left, left_at), (right, right_at))):
         slices = ctx.file_system_view(at).latest_file_slices()
         check_base_files(ctx.storage, slices)
+        # A bucket count edited under the table would send file groups to no task (or two to one bucket).
+        check_layout([(s.partition_path, s.file_id) for s in slices], ctx.config.bucket_num,
+                     f"bucket join of {ctx.storage.base_uri}")
         for s in slices:
             files[bucket_of_file_id(s.file_id)][side].append(s.path)
     out = _output_schema(*schemas, on, how)

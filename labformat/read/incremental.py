@@ -152,7 +152,11 @@ def plan_incremental(ctx: TableContext, begin: str | None, end: str | None = Non
                 "before it) or USE_TRANSITION_TIME (ranges by completion time); a dead writer's instant stays "
                 "in flight until the next writer rolls it back", pending=hole, end=end_instant.time)
         earlier = [i for i in writes if i.time < hole]
-        end_instant = earlier[-1] if earlier else None
+        if not earlier or earlier[-1].time <= begin:
+            # Nothing completed between the checkpoint and the hole: nothing to read, and the checkpoint
+            # stays where it was (never None, never older than `begin`).
+            return IncrementalPlan(begin, begin, (), (), 0, ctx=ctx)
+        end_instant = earlier[-1]
     if end_instant is None or begin >= end_instant.time:
         return IncrementalPlan(begin, end_instant.time if end_instant else None, (), (), 0, ctx=ctx)
     commits = [i for i in writes if begin < i.time <= end_instant.time]

@@ -106,6 +106,10 @@ def _block(rows: pa.Table, keys: pa.Array, spec: WriteSpec, partition_path: str,
     data = rows.select(list(spec.data_columns))
     schema = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS]
                        + [data.schema.field(c).with_nullable(True) for c in spec.data_columns])
+    if spec.record_key not in data.column_names:
+        # A key that is no single string column (an int, or several fields) is the computed `_lf_key`:
+        # not a data column, but `keys` holds it in the rows' order.
+        data = data.append_column(spec.record_key, keys)
     records = add_meta_columns(data, spec, schema, partition_path, log_name, f"{spec.instant_time}_{task_partition}_", 0)
     return avro_data_block(records, spec.log_schema, spec.instant_time)
 
