@@ -162,7 +162,7 @@ def check_against_model(spark, t, path: Path, outcomes: dict) -> None:
     assert strays == [], strays
 
 
-@settings(max_examples=int(os.environ.get("LABFORMAT_PROPERTY_EXAMPLES", "4")), deadline=None,
+@settings(max_examples=int(os.environ.get("LABFORMAT_PROPERTY_EXAMPLES", "3")), deadline=None,
           derandomize="LABFORMAT_PROPERTY_EXAMPLES" not in os.environ, database=None,
           suppress_health_check=list(HealthCheck), phases=("explicit", "generate"))
 @given(schedule=SCHEDULES)
