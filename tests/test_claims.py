@@ -51,3 +51,16 @@ def test_the_summary_lists_every_claim_and_the_broken_exact_ones_fail_the_job(tm
     assert "| 02 | range pruning keeps a falling share | day 1: 3 of 32; day 3: 4 of 38 | **BROKEN** |" in text
     assert "smaller files upsert faster (timing)" in text and "1 of 1 timing claims held" in text
     assert [c.text for c in runner.broken_claims(tmp_path, done)] == ["range pruning keeps a falling share"]
+
+
+def test_a_rule_is_checked_by_name_and_refuses_a_plain_function():
+    @claims.rule("the demo effect is at least 2x", absent=dict(a=1, b=1), present=[dict(a=1, b=2), dict(a=2, b=5)])
+    def demo_twice(a: int, b: int):
+        return b >= 2 * a, f"{a} vs {b}"
+
+    lessons = claims.Lessons("09-demo")
+    made = lessons.check(demo_twice, a=3, b=7)
+    assert made.held and made.text == "the demo effect is at least 2x" and made.rule.endswith("demo_twice")
+    with pytest.raises(lf.LabformatError, match="not a rule"):
+        lessons.check(lambda: (True, ""))
+    del claims.RULES[made.rule]
