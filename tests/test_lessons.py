@@ -50,3 +50,12 @@ def test_clearly_faster_needs_the_margin_and_runs_enough():
     assert not claims.clearly_faster([1.0] * 3, [2.0] * 3)[0]  # too few runs
     # the medians differ by 1.5x but the slow variant's fastest run beats the fast one's median
     assert not claims.clearly_faster([1.0, 1.0, 1.0, 1.0, 1.0], [0.9, 1.5, 1.5, 1.5, 1.5])[0]
+
+
+@pytest.mark.parametrize("notebook", SOLUTIONS, ids=lambda p: p.stem)
+def test_every_chart_is_named_for_what_it_shows(notebook):
+    """A cell that draws names its chart (`chart` metadata), so out/charts never holds `06-cell21.png`."""
+    unnamed = [number for number, cell in enumerate(json.loads(notebook.read_text())["cells"], 1)
+               if cell["cell_type"] == "code" and not cell["metadata"].get("chart")
+               and any("image/png" in o.get("data", {}) for o in cell.get("outputs", []))]
+    assert not unnamed, f"cells drawing a chart without a `chart` name in their metadata: {unnamed}"
