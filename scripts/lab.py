@@ -7,6 +7,7 @@
     python3 scripts/lab.py lab [ARGS...]    JupyterLab on notebooks/, at 127.0.0.1, no browser
     python3 scripts/lab.py bench [ARGS...]  the benchmark against the peers: python -m labformat.bench ARGS
     python3 scripts/lab.py check            only set up .venv and check Java
+    python3 scripts/lab.py wheelhouse DIR   collect every package the commands install as wheels in DIR
 
 Every sub-command first makes sure `.venv/` (at the repository root) matches
 pyproject.toml: when it is missing, or its stamp file does not hold the sha256
@@ -19,6 +20,12 @@ When it is up to date this costs a file read and a hash, and prints nothing.
 Then the script runs itself again with .venv's interpreter, checks Java, and
 does the job.
 
+Offline (a room of laptops, one USB stick): `wheelhouse DIR` collects, as wheels for the
+platform and Python it runs on, every package any command installs (the runtime dependencies,
+every extra, and the setuptools that builds labformat itself); with LABFORMAT_WHEELHOUSE=DIR
+set, setting up .venv runs `pip install --no-index --find-links DIR` and never touches the
+network, and names the packages the wheelhouse lacks when it cannot finish.
+
 Set LABFORMAT_NO_VENV=1 to skip .venv and use the interpreter running this
 script as it is (e.g. inside the conda environment from environment.yml).
 
@@ -30,6 +37,7 @@ import hashlib
 import importlib.util
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -43,6 +51,9 @@ LOCK = os.path.join(VENV, ".labformat-lock")
 PIP_LOG = os.path.join(VENV, "pip.log")
 PYPROJECT = os.path.join(ROOT, "pyproject.toml")
 NO_VENV_ENV = "LABFORMAT_NO_VENV"
+WHEELHOUSE_ENV = "LABFORMAT_WHEELHOUSE"
+# Written into a wheelhouse: what it was built for, so that a laptop of another kind is told so.
+WHEELHOUSE_MANIFEST = "labformat-wheelhouse.txt"
 # Imported by the benchmark's engines: the peers are runtime packages, psutil the bench extra's.
 BENCH_MODULES = ("deltalake", "pyiceberg", "psutil")
 
@@ -55,8 +66,11 @@ USAGE = """usage: python3 scripts/lab.py {run,test,lab,bench,pack,check} [ARGS..
   bench [ARGS...]                benchmark against the peers (python -m labformat.bench ARGS)
   pack [--output FILE]           pack .venv for a cluster's executors (spark.archives; docs/cluster.md)
   check                          only set up .venv and check Java
+  wheelhouse DIR                 collect every package the commands install as wheels in DIR (for this
+                                 platform and Python); then LABFORMAT_WHEELHOUSE=DIR installs from it offline
 
-Each one first creates or refreshes .venv/ from pyproject.toml when needed.
+Each one (but wheelhouse) first creates or refreshes .venv/ from pyproject.toml when needed,
+from the package index, or with no network from the folder LABFORMAT_WHEELHOUSE names.
 """
 
 
@@ -161,16 +175,26 @@ class _Lock(object):
 
 def ensure_venv(extras=()):
     """Create or refresh .venv when pyproject.toml or the Python version changed, or `extras` are
-    missing (keeping the extras it has); silent when up to date."""
+    missing (keeping the extras it has); silent when up to date. With LABFORMAT_WHEELHOUSE set,
+    pip installs from that folder alone."""
     if venv_is_current(extras=extras):
         return
+    wheelhouse = os.environ.get(WHEELHOUSE_ENV)
+    if wheelhouse:
+        problem = wheelhouse_problem(wheelhouse)
+        if problem:
+            sys.stderr.write("error: {}\n".format(problem))
+            sys.exit(1)
+        for warning in wheelhouse_warnings(wheelhouse):
+            sys.stderr.write("warning: {}\n".format(warning))
     os.makedirs(VENV, exist_ok=True)
     with _Lock(LOCK):
         if venv_is_current(extras=extras):  # another run finished the set-up while we waited
             return
         extras = sorted(set(extras) | (installed_extras() or set()))
         target = ".[{}]".format(",".join(extras)) if extras else "."
-        print("setting up .venv from pyproject.toml (first run: 1-2 minutes; log: .venv/pip.log)...", flush=True)
+        source = "from the wheels in {}, offline".format(wheelhouse) if wheelhouse else "from pyproject.toml"
+        print("setting up .venv {} (first run: 1-2 minutes; log: .venv/pip.log)...".format(source), flush=True)
         if os.path.exists(STAMP):
             os.remove(STAMP)
         create = not os.path.exists(venv_python())
@@ -185,12 +209,172 @@ def ensure_venv(extras=()):
                         "`{}` failed; on Debian/Ubuntu the venv module comes with "
                         "`apt-get install python3-venv`".format(" ".join(command))
                     )
-            command = [venv_python(), "-m", "pip", "install", "--disable-pip-version-check", "-e", target]
-            status = _run_logged(command, log)
+            command = [venv_python(), "-m", "pip", "install", "--disable-pip-version-check"]
+            if wheelhouse:
+                # --no-index reaches the isolated environment that builds labformat too: its setuptools
+                # comes from the wheelhouse as well.
+                command += ["--no-index", "--find-links", os.path.abspath(wheelhouse)]
+            status = _run_logged(command + ["-e", target], log)
         if status != 0:
+            missing = missing_requirements(_read(PIP_LOG)) if wheelhouse else []
+            if missing:
+                _fail_setup(
+                    "the wheelhouse {} ({}) has no wheel for {} on this machine ({}); build it again with "
+                    "`python3 scripts/lab.py wheelhouse {}` on a machine of this kind that reaches the package "
+                    "index, or unset {} to install from the index".format(
+                        wheelhouse, WHEELHOUSE_ENV, ", ".join(missing), machine_kind(), wheelhouse, WHEELHOUSE_ENV))
             _fail_setup("`.venv/bin/pip install -e '{}'` failed with exit code {}".format(target, status))
         with open(STAMP, "w") as handle:
             handle.write(expected_stamp(extras=extras))
+
+
+# --- the wheelhouse: every package, as wheels, for installing with no network ------------------
+
+
+def machine_kind():
+    """What a wheel must fit: the Python minor version (cp311 tags), the OS and the CPU."""
+    return "Python {}.{} on {} {}".format(sys.version_info[0], sys.version_info[1], platform.system(), platform.machine())
+
+
+def wheelhouse_requirements(pyproject=PYPROJECT):
+    """Every requirement a command can install: the runtime dependencies, every extra (so that `test`,
+    `bench`, `pack` and `run --storage s3` work offline too), and what builds labformat itself in pip's
+    isolated build environment (pyproject's build-system, and wheel, which older setuptools ask for)."""
+    import tomllib  # standard since Python 3.11, which main() has checked
+
+    with open(pyproject, "rb") as handle:
+        data = tomllib.load(handle)
+    project = data["project"]
+    own = project["name"].lower()
+    groups = [project.get("dependencies", [])]
+    groups += [extra for _, extra in sorted(project.get("optional-dependencies", {}).items())]
+    groups.append(list(data.get("build-system", {}).get("requires", [])) + ["wheel"])
+    requirements = []
+    for group in groups:
+        for requirement in group:
+            if requirement not in requirements and requirement_name(requirement) != own:
+                requirements.append(requirement)
+    return requirements
+
+
+def requirement_name(requirement):
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else requirement
+
+
+def missing_requirements(pip_output):
+    """The requirements pip found no distribution for, in the order it said so (its own words, e.g.
+    `pandas<3,>=2.2`), from a `pip install --no-index` log."""
+    found = []
+    for pattern in (r"No matching distribution found for (\S+)",
+                    r"Could not find a version that satisfies the requirement (\S+)"):
+        for requirement in re.findall(pattern, pip_output):
+            requirement = requirement.rstrip(";,")  # an extra's: `psutil>=5.9; extra == "test"`
+            if requirement not in found:
+                found.append(requirement)
+    return found
+
+
+def _read(path):
+    try:
+        with open(path, errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def _manifest(folder):
+    """(pyproject sha256 or None, [machine kinds it holds wheels for]) from a wheelhouse's manifest."""
+    digest, kinds = None, []
+    for line in _read(os.path.join(folder, WHEELHOUSE_MANIFEST)).splitlines():
+        if line.startswith("pyproject.toml sha256 "):
+            digest = line.split()[-1]
+        elif line.startswith("for "):
+            kinds.append(line[len("for "):].split(" (built")[0])
+    return digest, kinds
+
+
+def _pyproject_digest(pyproject=PYPROJECT):
+    with open(pyproject, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def wheelhouse_problem(folder):
+    """Why `folder` cannot be a wheelhouse at all (missing, or no wheel in it), or None."""
+    if not os.path.isdir(folder):
+        return "{}={} is not a folder; build one with `python3 scripts/lab.py wheelhouse {}`".format(
+            WHEELHOUSE_ENV, folder, folder)
+    if not any(name.endswith(".whl") for name in os.listdir(folder)):
+        return "{}={} holds no wheels; build it with `python3 scripts/lab.py wheelhouse {}`".format(
+            WHEELHOUSE_ENV, folder, folder)
+    return None
+
+
+def wheelhouse_warnings(folder, pyproject=PYPROJECT):
+    """What makes it likely that `folder` lacks a package this machine needs (pip then names it)."""
+    digest, kinds = _manifest(folder)
+    if digest is None:
+        return ["{} has no {}: it was not made by `lab.py wheelhouse`; trying it anyway".format(folder, WHEELHOUSE_MANIFEST)]
+    warnings = []
+    if kinds and machine_kind() not in kinds:
+        warnings.append("the wheelhouse {} was built for {}, and this is {}: compiled packages will be "
+                        "missing".format(folder, " and ".join(kinds), machine_kind()))
+    if digest != _pyproject_digest(pyproject):
+        warnings.append("the wheelhouse {} was built from another pyproject.toml: a package added or "
+                        "raised since may be missing".format(folder))
+    return warnings
+
+
+def _python_with_pip():
+    """An interpreter of this Python version with pip: this one, else .venv's (set up first)."""
+    if importlib.util.find_spec("pip") is not None:
+        return sys.executable
+    ensure_venv()
+    return venv_python()
+
+
+def cmd_wheelhouse(args):
+    if len(args) != 1 or args[0].startswith("-"):
+        sys.stderr.write("usage: python3 scripts/lab.py wheelhouse DIR\n")
+        return 2
+    import time
+
+    folder = os.path.abspath(args[0])
+    os.makedirs(folder, exist_ok=True)
+    requirements = wheelhouse_requirements()
+    listing = os.path.join(folder, "requirements.txt")
+    with open(listing, "w") as handle:
+        handle.write("# What `python3 scripts/lab.py wheelhouse` collected (with their dependencies), from pyproject.toml.\n")
+        handle.write("".join(requirement + "\n" for requirement in requirements))
+    log_path = os.path.join(folder, "pip.log")
+    print("collecting {} requirements and their dependencies as wheels for {} in {} (log: {})...".format(
+        len(requirements), machine_kind(), folder, log_path), flush=True)
+    started = time.time()
+    with open(log_path, "w") as log:
+        # pip wheel, not pip download: a package published only as source (pyspark) is built once here,
+        # so that no laptop needs a compiler or setuptools' build of it.
+        status = _run_logged([_python_with_pip(), "-m", "pip", "wheel", "--disable-pip-version-check",
+                              "--wheel-dir", folder, "-r", listing], log)
+    if status != 0:
+        sys.stderr.write("\n" + _tail(log_path))
+        sys.stderr.write("error: `pip wheel` failed with exit code {} (full log: {})\n".format(status, log_path))
+        return 1
+    digest, kinds = _manifest(folder)
+    kinds = kinds if digest == _pyproject_digest() else []  # wheels of an older pyproject.toml may lack packages
+    kinds = [kind for kind in kinds if kind != machine_kind()] + [machine_kind()]
+    with open(os.path.join(folder, WHEELHOUSE_MANIFEST), "w") as handle:
+        handle.write("# A labformat wheelhouse (`python3 scripts/lab.py wheelhouse DIR`); install from it with "
+                     "{}=DIR python3 scripts/lab.py check\n".format(WHEELHOUSE_ENV))
+        handle.write("pyproject.toml sha256 {}\n".format(_pyproject_digest()))
+        for kind in kinds:
+            handle.write("for {} (built {})\n".format(kind, time.strftime("%Y-%m-%d")) if kind == machine_kind()
+                         else "for {}\n".format(kind))
+    wheels = [name for name in os.listdir(folder) if name.endswith(".whl")]
+    size = sum(os.path.getsize(os.path.join(folder, name)) for name in wheels)
+    print("ok: {} wheels, {:.0f} MB, for {}, in {:.0f} s. On a machine of that kind, with no network:\n"
+          "  {}={} python3 scripts/lab.py check".format(
+              len(wheels), size / 1e6, machine_kind(), time.time() - started, WHEELHOUSE_ENV, folder))
+    return 0
 
 
 def _run_logged(command, log):
@@ -324,7 +508,9 @@ def cmd_pack(args):
 
 
 COMMANDS = {"run": cmd_run, "test": cmd_test, "lab": cmd_lab, "bench": cmd_bench, "pack": cmd_pack,
-            "check": cmd_check}
+            "check": cmd_check, "wheelhouse": cmd_wheelhouse}
+# Commands that need nothing from .venv: they run with the interpreter that started this script.
+NO_VENV_COMMANDS = ("wheelhouse",)
 
 
 def main(argv):
@@ -339,7 +525,7 @@ def main(argv):
     if name not in COMMANDS:
         sys.stderr.write("error: unknown command {!r}\n\n{}".format(name, USAGE))
         return 2
-    if not os.environ.get(NO_VENV_ENV):
+    if not os.environ.get(NO_VENV_ENV) and name not in NO_VENV_COMMANDS:
         ensure_venv(extras_for(name, args))
         if not running_in(VENV):
             python = venv_python()
