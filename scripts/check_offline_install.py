@@ -43,6 +43,7 @@ print(f"labformat from {os.path.dirname(lf.__file__)}, pyspark {pyspark.__versio
 """
 
 _netns = None
+NETNS = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "offline"]
 
 
 def offline_env(env):
@@ -53,17 +54,21 @@ def offline_env(env):
     return env
 
 
-def without_network(command):
-    """`command` in a network namespace of its own (loopback only, for Spark), when one can be made here."""
+def _netns_works():
+    """Whether this user may run a command in a network namespace of its own (root on Linux, usually)."""
     global _netns
-    wrapper = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "offline"]
     if _netns is None:
         try:
             _netns = shutil.which("unshare") is not None and shutil.which("ip") is not None and subprocess.call(
-                wrapper + ["true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30) == 0
+                NETNS + ["true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30) == 0
         except (OSError, subprocess.TimeoutExpired):
             _netns = False
-    return wrapper + list(command) if _netns else list(command)
+    return _netns
+
+
+def without_network(command):
+    """`command` in a network namespace of its own (loopback only, for Spark), when one can be made here."""
+    return NETNS + list(command) if _netns_works() else list(command)
 
 
 def copy_tree(target):
@@ -82,10 +87,12 @@ def copy_tree(target):
             shutil.copy2(source, os.path.join(target, name))
 
 
-def step(title, command, cwd, env, results):
-    print("\n== {}: {}".format(title, " ".join(command[-6:] if command[0] == "unshare" else command)), flush=True)
+def step(title, command, cwd, env, results, offline=False, shown=None):
+    """Run `command` (with the network cut when `offline`), print its time, record (title, seconds, exit code)."""
+    print("\n== {}: {}{}".format(title, shown or " ".join(command), " (network cut)" if offline and _netns_works() else ""),
+          flush=True)
     started = time.perf_counter()
-    code = subprocess.call(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+    code = subprocess.call(without_network(command) if offline else command, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
     seconds = time.perf_counter() - started
     results.append((title, seconds, code))
     print("== {}: {} in {:.0f} s".format(title, "ok" if code == 0 else "FAILED (exit {})".format(code), seconds), flush=True)
@@ -113,14 +120,17 @@ def main(argv=None):
         if not (args.reuse and built):
             if not step("build the wheelhouse", [sys.executable, LAB_PY, "wheelhouse", wheelhouse], ROOT, env, results):
                 return report(results, wheelhouse, clone)
+        started = time.perf_counter()
         copy_tree(clone)
+        results.append(("copy the tree's tracked files", time.perf_counter() - started, 0))
         offline = dict(offline_env(env), LABFORMAT_WHEELHOUSE=wheelhouse, SPARK_LOCAL_IP="127.0.0.1")
         python = os.path.join(clone, ".venv", "bin", "python")
-        ok = (step("set up .venv offline (check)", without_network([sys.executable, "scripts/lab.py", "check"]), clone, offline, results)
-              and step("import and run Spark offline", without_network([python, "-c", SMOKE]), clone, offline, results)
-              and step("add the test extra offline and run tests/test_model.py", without_network(
-                  [sys.executable, "scripts/lab.py", "test", "-q", "-p", "no:cacheprovider", "tests/test_model.py"]),
-                  clone, offline, results))
+        ok = (step("set up .venv offline", [sys.executable, "scripts/lab.py", "check"], clone, offline, results, True)
+              and step("import and run Spark", [python, "-c", SMOKE], clone, offline, results, True,
+                       shown=".venv/bin/python -c <import labformat, pyspark, deltalake, pyiceberg; a Spark job>")
+              and step("add the test extra offline, run tests/test_model.py",
+                       [sys.executable, "scripts/lab.py", "test", "-q", "-p", "no:cacheprovider", "tests/test_model.py"],
+                       clone, offline, results, True))
         return report(results, wheelhouse, clone, ok)
     finally:
         if args.keep:
@@ -136,6 +146,8 @@ def report(results, wheelhouse, clone, ok=False):
     if os.path.isdir(wheelhouse):
         print("wheelhouse {}: {:.0f} MB of wheels".format(wheelhouse, wheelhouse_mb(wheelhouse)))
     print("network cut by a network namespace: {}".format("yes" if _netns else "no (an unreachable index only)"))
+    print("load average at the end: {}".format(" ".join(str(round(x, 1)) for x in os.getloadavg()))
+          if hasattr(os, "getloadavg") else "")
     print("offline install: {}".format("ok" if ok else "FAILED"))
     return 0 if ok else 1
 
