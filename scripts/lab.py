@@ -245,7 +245,7 @@ def wheelhouse_requirements(pyproject=PYPROJECT):
     with open(pyproject, "rb") as handle:
         data = tomllib.load(handle)
     project = data["project"]
-    own = project["name"].lower()
+    own = requirement_name(project["name"])
     groups = [project.get("dependencies", [])]
     groups += [extra for _, extra in sorted(project.get("optional-dependencies", {}).items())]
     groups.append(list(data.get("build-system", {}).get("requires", [])) + ["wheel"])
