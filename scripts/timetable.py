@@ -90,7 +90,7 @@ def timetable(summary, about, when, machine, runs=1):
     if summary["timing"]:
         held.append("{} of {} timing claims".format(*summary["timing"]))
     how = "the main job" if runs == 1 else "{} runs of the main job".format(runs)
-    source = ("Measured on {} on {} by `python3 scripts/lab.py run` (each notebook run top to bottom by {}; "
+    source = ("Measured on {} by `python3 scripts/lab.py run` on {} (each notebook run top to bottom by {}; "
               "{} held). Update it after a run with `python3 scripts/timetable.py out --write`.").format(
                   when, machine, how, " and ".join(held) or "no claims recorded")
     return "\n".join([BEGIN] + rows + ["", source, END])
