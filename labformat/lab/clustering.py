@@ -207,12 +207,14 @@ def drone_and_window(cached: datasets.CachedDataset, drone: str = "drone0001") -
 
 
 def layouts(spark, cached: datasets.CachedDataset, name: str, queries: dict[str, str], files_out: int = 16,
-            layouts=LAYOUTS, files_per_day: int = SMALL_FILES_PER_DAY, workdir=None) -> Layouts:
-    """The last history day as small files (`small_file_table`), copied once per layout, each copy
-    clustered into `files_out` files in that layout (the target size is the day's bytes over
-    `files_out`; bloom filters sized for a file's keys); every query on the table before clustering
-    and on each copy."""
-    source = small_file_table(spark, cached, workshop.scratch(name, workdir), files_per_day)
+            layouts=LAYOUTS, files_per_day: int = SMALL_FILES_PER_DAY, workdir=None,
+            source: lf.Table | None = None) -> Layouts:
+    """The last history day as small files (`small_file_table`, or `source`, a copy of one made before),
+    copied once per layout, each copy clustered into `files_out` files in that layout (the target size
+    is the day's bytes over `files_out`; bloom filters sized for a file's keys); every query on the
+    table before clustering and on each copy."""
+    if source is None:
+        source = small_file_table(spark, cached, workshop.scratch(name, workdir), files_per_day)
     scans = {"before clustering": {q: source.query(c)[1] for q, c in queries.items()}}
     day_bytes = sum(s.size_bytes for s in source.file_slices())
     files = {"before clustering": len(source.file_slices())}

@@ -182,9 +182,9 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
                     progress: bool = False) -> pd.DataFrame:
     """The file-size trade-off: per size, the history bulk inserted as `n` GLOBAL_SORT base files with
     Hudi's sizes scaled to them (`sizing.scaled_sizes`), then batch `day` upserted; then `query` on
-    every table: once untimed on each (every core warmed by a scan of the same shape), once counting
-    its storage reads, then `repeats` timed rounds, the tables interleaved (the order reversed every
-    other round), so that a drift of the machine's load falls on every size alike.
+    every table: once counting its storage reads (untimed; a scan of the same shape as the timed ones,
+    it warms every core), then `repeats` timed rounds, the tables interleaved (the order reversed
+    every other round), so that a drift of the machine's load falls on every size alike.
 
     One row per size: history_files, hours_per_file (of readings in a history file), path (the
     table's), max_file_size
@@ -228,10 +228,10 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
                      "projected_write_stage_s": frames.span_seconds(frames.project(write, project_to)),
                      "upsert_s": upsert.seconds})
     conditions = [standard_queries(table, spec)[query] for table in tables]
-    for table, condition in zip(tables, conditions):
-        table.query(condition)  # warm-up: the first scan of a new set of files pays for listing and caches
     for row, table, condition in zip(rows, tables, conditions):
-        counted = table.scan(condition).counting().measure()  # counted, never timed: reads pass through Python
+        # Counted, never timed (its reads pass through Python); a scan of the same shape as the timed
+        # ones, it is their warm-up too: the first scan of a set of files pays for listing and caches.
+        counted = table.scan(condition).counting().measure()
         d = counted.details
         row.update(files_opened=d.files_opened, planning_entries=d.stats_entries_read, scan_tasks=d.scan_tasks,
                    read_requests=d.read_requests, mb_read=d.bytes_read / 1024**2 if isinstance(d.bytes_read, int)
@@ -301,10 +301,28 @@ def projected_file_cost(tradeoff: pd.DataFrame, per_file_s: float) -> pd.DataFra
         extra = int(r["files_opened"]) - fewest
         rows.append({"hours_per_file": r["hours_per_file"], "files_opened": int(r["files_opened"]),
                      "extra_files": extra, "scan_tasks": int(r["scan_tasks"]),
-                     "projected_extra_s": extra * per_file_s / max(int(r["scan_tasks"]), 1),
+                     "projected_extra_s": extra * max(per_file_s, 0.0) / max(int(r["scan_tasks"]), 1),
                      "measured_median_s": float(pd.Series(runs).median()) if runs else float("nan"),
                      "measured_spread_s": (max(runs) - min(runs)) if runs else float("nan")})
     return pd.DataFrame(rows).set_index("hours_per_file")
+
+
+def projection_note(projected: pd.DataFrame) -> str:
+    """`projected_file_cost`'s verdict in words: for the size with the most extra files, its projected
+    extra seconds against the spread of its timed runs."""
+    row = projected.loc[projected["extra_files"].idxmax()]
+    hours = projected["extra_files"].idxmax()
+    side = "below" if row.projected_extra_s < row.measured_spread_s else "above"
+    return (f"{hours:g} h a file: {int(row.extra_files)} extra files add {row.projected_extra_s:.3f} s by the "
+            f"projection, {side} the spread of its timed runs ({row.measured_spread_s:.3f} s, max - min)")
+
+
+def per_file_note(per_file_s: float) -> str:
+    """The measured cost of one more file, in words (a slope at or below zero: nothing this run could measure)."""
+    if per_file_s <= 0:
+        return ("one more file costs a read nothing this run could measure (the slope over the rounds below "
+                f"is {per_file_s * 1000:.2f} ms): the projection counts it as 0")
+    return f"one more file costs a read {per_file_s * 1000:.2f} ms here (measured: the slope over the rounds below)"
 
 
 def per_file_seconds(reads: pd.DataFrame) -> float:

@@ -22,11 +22,13 @@ FUNNEL_COLUMNS = ("files_in_snapshot", "after_range_pruning", "after_bloom", "ma
 # column), so they are in the sweep's table, not in panels that would repeat this one.
 TRADEOFF_METRICS = (("rows_rewritten", "rows copy-on-write rewrote"), ("write_stage_tasks", "write tasks"),
                     ("projected_write_stage_s", f"write stage on {CLUSTER_CORES} cores, projected"),
-                    ("files_opened", "files a full-table query opens"),
-                    ("read_requests", "its read requests (GETs on S3)"),
-                    ("query_runs_s", "that query, every timed run"))
+                    ("files_opened", "a full-table query: files, requests"),
+                    ("mb_read", "the bytes it read"),
+                    ("query_runs_s", "its time, every timed run"))
 TRADEOFF_UNITS = {"rows_rewritten": "rows", "write_stage_tasks": "tasks", "projected_write_stage_s": "seconds",
-                  "files_opened": "files (a footer each)", "read_requests": "requests", "query_runs_s": "seconds"}
+                  "files_opened": "files opened / read requests", "mb_read": "MB", "query_runs_s": "seconds"}
+# Drawn in the panel of the first column, beside it: read requests follow files opened (a few per file).
+_TRADEOFF_BESIDE = {"files_opened": ("read_requests", "read requests (GETs on S3)")}
 
 
 def _new_ax(ax):
@@ -416,11 +418,21 @@ def plot_file_size_tradeoff(sweep: pd.DataFrame, axes=None):
         frame = pd.DataFrame({"mb": mb, "value": sweep[column]}).explode("value").dropna()
         frame["value"] = frame["value"].astype(float)
         medians = frame.groupby("mb")["value"].median()
-        ax.plot(medians.index, medians.values, marker="o", label="median" if len(frame) > len(medians) else None)
+        beside = _TRADEOFF_BESIDE.get(column)
+        top = frame["value"].max() if len(frame) else 0.0
+        if beside and beside[0] in sweep.columns:
+            other = pd.DataFrame({"mb": mb, "value": sweep[beside[0]]}).dropna()
+            other["value"] = other["value"].astype(float)
+            ax.plot(other["mb"], other["value"], marker="s", color="tab:orange", label=beside[1])
+            ax.plot(medians.index, medians.values, marker="o", label="files opened (a footer each)")
+            ax.legend(fontsize="small")
+            top = max(top, other["value"].max())
+        else:
+            ax.plot(medians.index, medians.values, marker="o", label="median" if len(frame) > len(medians) else None)
         if len(frame) > len(medians):
             ax.scatter(frame["mb"], frame["value"], s=12, alpha=0.5, color="0.3", label="runs")
             ax.legend(fontsize="small")
-        ax.set_ylim(bottom=0, top=max(frame["value"].max() * 1.15, 1e-9) if len(frame) else None)
+        ax.set_ylim(bottom=0, top=max(top * 1.15, 1e-9) if len(frame) else None)
         ax.set_xticks(medians.index)
         # Two significant digits: scaled sizes are computed ("0.47"), not round numbers.
         ax.set_xticklabels([f"{v:.2g}" + (f"\n{hours[v]:g} h a file" if v in hours else "") for v in medians.index])
@@ -430,6 +442,13 @@ def plot_file_size_tradeoff(sweep: pd.DataFrame, axes=None):
 
 
 # ---------------------------------------------------------------- 5. query skipping
+
+def _count(n, noun: str) -> str:
+    """`1 file`, `64 files`; a count that is no number (not counted on Spark Connect) as it is."""
+    if isinstance(n, str):
+        return f"{noun}s: {n}"
+    return f"{int(n)} {noun}" + ("" if int(n) == 1 else "s")
+
 
 def plot_query_skipping(frame: pd.DataFrame, axes=None):
     """Two panels per `compare_skipping` frame: files per query (read vs skipped, stacked to the
@@ -478,7 +497,7 @@ def plot_query_skipping(frame: pd.DataFrame, axes=None):
         if counted:
             # What each scan opened and read beside its time: a point lookup without skipping opens every
             # file yet reads one row group, which is why its time barely moves.
-            ax_time.bar_label(bars, labels=[f" {int(f)} files, {g} row groups" if not pd.isna(f) else ""
+            ax_time.bar_label(bars, labels=[f" {_count(f, 'file')}, {_count(g, 'row group')}" if not pd.isna(f) else ""
                                             for f, g in zip(part["files_read"], part["row_groups_read"])],
                               fontsize="x-small", padding=6)
     if counted:
