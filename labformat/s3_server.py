@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -26,8 +27,10 @@ from labformat.errors import LabformatError
 BUCKET = "lab"
 # Credentials of the server's one identity: local and throwaway, never a real account's.
 ACCESS_KEY, SECRET_KEY = "labformat", "labformat-local-secret"
-# weed mini's listeners, each at base + offset; gRPC listens at the HTTP port + 10000.
-_PORTS = ("s3.port", "master.port", "volume.port", "filer.port", "admin.port", "webdav.port")
+# weed mini's listeners, each at base + offset; gRPC listens at the HTTP port + 10000. metricsPort
+# serves Prometheus metrics, among them the S3 requests by type (`request_counts`).
+_PORTS = ("s3.port", "master.port", "volume.port", "filer.port", "admin.port", "webdav.port", "metricsPort")
+_REQUESTS = re.compile(r'^SeaweedFS_s3_request_total\{(?P<labels>[^}]*)\}\s+(?P<n>[0-9.e+]+)$', re.M)
 _GRPC_OFFSET = 10000
 
 
@@ -119,6 +122,19 @@ class S3Server:
                     raise LabformatError(f"the local S3 server did not get ready in {timeout_s:g} s; "
                                          f"its log: {self.log_path}") from None
                 time.sleep(0.3)
+
+    def request_counts(self) -> dict[str, int]:
+        """The S3 requests this server has answered on its bucket so far, by type (GET, PUT, HEAD,
+        LIST, DELETE...), from its Prometheus metrics: a ranged GET and a whole one both count as GET."""
+        port = next(a.split("=", 1)[1] for a in self.process.args if a.startswith("-metricsPort="))
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        counts: dict[str, int] = {}
+        for m in _REQUESTS.finditer(text):
+            labels = dict(part.split("=", 1) for part in m.group("labels").split(","))
+            if labels.get("bucket", "").strip('"') == self.bucket:
+                kind = labels.get("type", "").strip('"')
+                counts[kind] = counts.get(kind, 0) + int(float(m.group("n")))
+        return counts
 
     def environment(self) -> dict[str, str]:
         """The standard AWS_* variables pointing at this server: how a process that gets no

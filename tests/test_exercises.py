@@ -238,8 +238,11 @@ def test_retention_cleans_with_fewer_commits_each_time_and_the_exercise_counts_b
     assert not drop.readable and drop.files_read is None and drop.report.details.files_deleted == 8
     frame = run.frame()
     assert frame.loc[1, "files deleted"] == 8 and "CleanedInstantError" in frame.loc[1, f"as of {first}"]
+    assert run.smallest_readable == 2  # what the cleans showed: 2 retained still readable, 1 not
     assert ex.smallest_retention("3.3", 2, run).right
     assert ex.smallest_retention("3.3", 1, run).right is False and ex.smallest_retention("3.3", 3, run).right is False
+    assert "falls out of the retained commits" in ex.smallest_retention("3.3", 1, run).message
+    assert "is safe, but keeps files of more commits" in ex.smallest_retention("3.3", 3, run).message
     with pytest.raises(lf.LabformatError, match="no completed write"):
         clustering.retention(table, "20000101000000000", window)
 
@@ -255,11 +258,35 @@ def test_base_file_names_split_as_hudi_names_them():
     assert set(names.stage) == {8} and set(names.attempt) == {0} and set(names.instant) == {"20240101000000000"}
 
 
-def test_fewest_rows_rewritten_accepts_any_tied_size_and_nothing_else():
-    tradeoff = pd.DataFrame({"history_files": [8, 2, 1], "rows_rewritten": [2880, 2880, 5760]})
-    assert ex.fewest_rows_rewritten("3.3", 8, tradeoff).right and ex.fewest_rows_rewritten("3.3", 2, tradeoff).right
-    assert ex.fewest_rows_rewritten("3.3", 1, tradeoff).right is False
-    assert ex.fewest_rows_rewritten("3.3", 8.5, tradeoff).right is False
+def test_fewest_rows_rewritten_accepts_every_size_within_the_tie_and_says_why_a_bigger_one_is_wrong():
+    # small's numbers from issue 49: 6 h and 24 h files both rewrite about yesterday, 48 h two days
+    tradeoff = pd.DataFrame({"hours_per_file": [6.0, 24.0, 48.0], "rows_rewritten": [34_560, 34_552, 69_120]})
+    assert ex.fewest_rows_rewritten("3.3", 6, tradeoff).right and ex.fewest_rows_rewritten("3.3", 24, tradeoff).right
+    assert ex.fewest_rows_rewritten("3.3", 24.0, tradeoff).right
+    wrong = ex.fewest_rows_rewritten("3.3", 48, tradeoff)
+    assert wrong.right is False and "hold more than the day the corrections touch" in wrong.message
+    assert "69,120" not in wrong.message  # the hint gives the rule, not the run's answer
+    assert ex.fewest_rows_rewritten("3.3", 12, tradeoff).right is False  # no such size
+    assert "one of 6, 24, 48" in ex.fewest_rows_rewritten("3.3", 12, tradeoff).message
     assert ex.fewest_rows_rewritten("3.3", True, tradeoff).right is False
     assert ex.fewest_rows_rewritten("3.3", None, tradeoff).right is None
-    assert "8 files: 2,880 rows" in ex.fewest_rows_rewritten("3.3", 8, tradeoff).message
+    assert "6 h a file: 34,560 rows" in ex.fewest_rows_rewritten("3.3", 6, tradeoff).message
+    # beyond the tie, the smaller size alone is right
+    apart = pd.DataFrame({"hours_per_file": [6.0, 24.0], "rows_rewritten": [8_640, 34_552]})
+    assert ex.fewest_rows_rewritten("3.3", 6, apart).right and ex.fewest_rows_rewritten("3.3", 24, apart).right is False
+
+
+def test_file_size_choice_takes_the_biggest_file_that_keeps_the_fewest_rows_rewritten():
+    tradeoff = pd.DataFrame({"hours_per_file": [6.0, 24.0, 48.0], "rows_rewritten": [34_560, 34_552, 69_120],
+                             "files_opened": [60, 15, 8]})
+    right = ex.file_size_choice("3.4", 24, tradeoff, reason="a day is what the corrections touch")
+    assert right.right and "Your reason: a day is what the corrections touch" in right.message
+    too_small = ex.file_size_choice("3.4", 6, tradeoff)
+    assert too_small.right is False and "rewrite no fewer rows" in too_small.message
+    too_big = ex.file_size_choice("3.4", 48, tradeoff)
+    assert too_big.right is False and "hold more than the day" in too_big.message
+    assert ex.file_size_choice("3.4", None, tradeoff).right is None
+    assert ex.file_size_choice("3.4", "24", tradeoff).right is False
+    # two sizes at the floor with as many files opened: both right
+    tied = tradeoff.assign(files_opened=[15, 15, 8])
+    assert ex.file_size_choice("3.4", 6, tied).right and ex.file_size_choice("3.4", 24, tied).right

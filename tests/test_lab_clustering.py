@@ -44,3 +44,23 @@ def test_layouts_cluster_copies_of_one_table_and_count_each_querys_files(spark, 
         assert frame.loc[label].tolist()[1:] == [2, 2, 1], label
     assert frame.loc["before clustering", "drone_id filter"] == 24
     assert run.rows_returned("drone and hour") == {60} and run.rows_returned("one-hour window") == {120}
+
+
+def test_the_notebooks_target_clusters_a_day_into_four_files_and_retention_is_counted_back_from_the_report(spark, tmp_path):
+    """The notebook's clustering target writes `CLUSTERED_FILES` files whatever the preset (a day's bytes
+    over 4, plus one); two corrections after it make four writes, and a query as of the clustering
+    reads on after a clean retaining 3 commits, not after one retaining 2."""
+    cached = datasets.generate(spark, datasets.spec("tiny"))
+    table = clustering.small_file_table(spark, cached, tmp_path / "small", files_per_day=24)
+    run = clustering.cluster_and_compare(table, clustering.window_of(cached), clustering.target_for(table))
+    assert run.report.details.files_out == clustering.CLUSTERED_FILES == 4
+    assert run.frame().loc["after clustering", "files_read"] == 1  # 10:00-11:00 lies inside 06:00-12:00
+    for hour in (3, 15):
+        report = clustering.correct_hour(table, cached, hour)
+        assert report.rows_updated == cached.spec.drones * 60 and report.rows_inserted == 0
+    writes = [i.time for i in table.active_timeline.completed_writes()]
+    assert len(writes) == 4
+    cleaned = clustering.retention(table, writes[-3], clustering.window_of(cached))
+    assert [c.retained for c in cleaned.cleans] == [4, 3, 2, 1] and cleaned.writes_since == 3
+    assert [c.readable for c in cleaned.cleans] == [True, True, False, False]
+    assert cleaned.smallest_readable == 3

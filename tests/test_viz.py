@@ -209,7 +209,19 @@ def test_file_size_tradeoff_plots_each_metric_against_megabytes():
     assert [a.get_title() for a in axes] == [label for _, label in viz.TRADEOFF_METRICS]
     x, y = axes[1].get_lines()[0].get_data()
     assert list(x) == [1, 4, 16, 128] and list(y) == [80, 24, 8, 2]
-    assert "no 'query_s' column" in [t.get_text() for t in axes[4].texts]
+    assert "no 'query_runs_s' column" in [t.get_text() for t in axes[5].texts]
+    assert all(a.get_ylabel() for a in axes) and "log scale" in axes[0].get_xlabel()
+    plt.close("all")
+
+
+def test_file_size_tradeoff_draws_every_timed_run_and_names_the_hours_a_file_holds():
+    sweep = pd.DataFrame({"max_file_size": [1024**2, 4 * 1024**2], "hours_per_file": [6.0, 24.0],
+                          "query_runs_s": [[0.5, 0.7, 0.6], [0.4, 0.9, 0.5]]})
+    axes = viz.plot_file_size_tradeoff(sweep)
+    x, y = axes[5].get_lines()[0].get_data()
+    assert list(x) == [1, 4] and list(y) == [0.6, 0.5]
+    assert len(axes[5].collections[0].get_offsets()) == 6
+    assert [t.get_text() for t in axes[5].get_xticklabels()] == ["1\n6 h a file", "4\n24 h a file"]
     plt.close("all")
 
 

@@ -30,23 +30,75 @@ def unreadable(path: str, exc: BaseException, what: str | None = None) -> Corrup
     return CorruptTableError(f"{what} {path} cannot be read ({type(exc).__name__}: {exc}); the file is damaged")
 
 
+class CountedFile:
+    """A file opened for reading, its reads counted: each `read` is one request to the storage (a ranged
+    GET on S3, where opening the file is a HEAD), `requests` and `bytes` so far. Parquet's reader
+    asks for the footer first (one read of the file's last 64 KB), then for the column chunks it
+    needs; what it asks for is the same on any storage, so a count on a local disk is the count of
+    GETs the same read makes on S3 (tests/test_storage_requests.py checks it on a local S3 server)."""
+
+    def __init__(self, source):
+        self.source = source
+        self.requests = 0
+        self.bytes = 0
+
+    def read(self, nbytes: int = -1) -> bytes:
+        data = self.source.read(nbytes)
+        self.requests += 1
+        self.bytes += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self.source.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.source.tell()
+
+    def size(self) -> int:
+        return self.source.size()
+
+    @property
+    def closed(self) -> bool:
+        return self.source.closed
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.source.close()
+
+
 def read_base_file(storage: Storage, path: str, columns: Sequence[str] | None = None,
-                   keep: Callable[[pq.FileMetaData, int], bool] | None = None) -> pa.Table:
+                   keep: Callable[[pq.FileMetaData, int], bool] | None = None,
+                   counted: Callable[[CountedFile], None] | None = None) -> pa.Table:
     """A base file's rows (all columns, or those of `columns` it has), single-threaded as a Spark
     task has one core; with `keep`, only the row groups `keep(footer, g)` keeps (a reader's
-    row-group skipping)."""
+    row-group skipping). With `counted`, the reads go through a `CountedFile` handed to `counted`
+    once the file is read (a little slower: each read passes through Python)."""
     try:
-        with storage.fs.open_input_file(storage.full_path(path)) as source:
-            parquet = pq.ParquetFile(source, page_checksum_verification=True)
-            if columns is not None:
-                present = set(parquet.schema_arrow.names)
-                columns = [c for c in columns if c in present]
-            if keep is None:
-                return parquet.read(columns=columns, use_threads=False)
-            groups = [g for g in range(parquet.metadata.num_row_groups) if keep(parquet.metadata, g)]
-            return parquet.read_row_groups(groups, columns=columns, use_threads=False)
+        with storage.fs.open_input_file(storage.full_path(path)) as opened:
+            source = opened if counted is None else CountedFile(opened)
+            try:
+                return _read(source, columns, keep)
+            finally:
+                if counted is not None:
+                    counted(source)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise unreadable(path, exc) from None
+
+
+def _read(source, columns: Sequence[str] | None, keep) -> pa.Table:
+    parquet = pq.ParquetFile(source, page_checksum_verification=True)
+    if columns is not None:
+        present = set(parquet.schema_arrow.names)
+        columns = [c for c in columns if c in present]
+    if keep is None:
+        return parquet.read(columns=columns, use_threads=False)
+    groups = [g for g in range(parquet.metadata.num_row_groups) if keep(parquet.metadata, g)]
+    return parquet.read_row_groups(groups, columns=columns, use_threads=False)
 
 
 def read_base_file_with_footer(storage: Storage, path: str) -> tuple[pa.Table, dict[bytes, bytes], int]:

@@ -59,8 +59,20 @@ class ClusteringRun:
 
 
 # Hudi's clustering target (hoodie.clustering.plan.strategy.target.file.max.bytes, 1 GB) over its
-# hoodie.parquet.max.file.size (120 MB): the workshop scales the target with the max file size.
+# hoodie.parquet.max.file.size (120 MB). Scaled like the max file size, it exceeds a day of the
+# workshop's readings at every preset: clustering would write one file.
 HUDI_TARGET_OVER_MAX_FILE_SIZE = 8
+# The notebook clusters a day of small files into this many: 6 hours of readings a file, so an
+# hour's window sits in one of them, at every preset.
+CLUSTERED_FILES = 4
+
+
+def target_for(table: lf.Table, files: int = CLUSTERED_FILES) -> int:
+    """A clustering target (bytes) that rewrites every base file of `table` into `files` files: a
+    group of B bytes is written as ceil(B / target) files, so the target is just over 1/`files` of the
+    table's bytes."""
+    total = sum(s.size_bytes for s in table.file_slices())
+    return total // files + 1
 
 
 def cluster_and_compare(table: lf.Table, condition: str, target_bytes: int, sort_columns: str = "ts",
@@ -95,6 +107,14 @@ class Retention:
     writes_since: int  # completed writes from `instant` to the latest, both counted
     cleans: tuple[Clean, ...]
 
+    @property
+    def smallest_readable(self) -> int | None:
+        """The fewest commits retained after whose clean the query as of `instant` still ran, when the
+        run also cleaned with one fewer (and the query failed): what the run showed. None otherwise."""
+        by = {c.retained: c.readable for c in self.cleans}
+        found = [n for n, readable in by.items() if readable and by.get(n - 1) is False]
+        return min(found) if found else None
+
     def frame(self) -> pd.DataFrame:
         rows = [{"commits retained": c.retained, "clean": c.report.instant or "nothing to delete",
                  "files deleted": getattr(c.report.details, "files_deleted", 0),
@@ -104,13 +124,16 @@ class Retention:
         return pd.DataFrame(rows).set_index("commits retained")
 
 
-def retention(table: lf.Table, instant: str, condition: str, retained=(2, 1)) -> Retention:
+def retention(table: lf.Table, instant: str, condition: str, retained=None) -> Retention:
     """Clean `table` with each `cleaner_commits_retained` of `retained` in turn (most first: each clean
-    deletes what the one before kept and this one does not), and after each, run `condition` as of
-    `instant` (time travel): still readable, or cleaned."""
+    deletes what the one before kept and this one does not; by default every count from the table's
+    completed writes down to 1), and after each, run `condition` as of `instant` (time travel): still
+    readable, or cleaned."""
     writes = [i.time for i in table.active_timeline.completed_writes()]
     if instant not in writes:
         raise lf.LabformatError(f"{instant} is no completed write of {table.path}")
+    if retained is None:
+        retained = range(len(writes), 0, -1)
     cleans = []
     for n in sorted(retained, reverse=True):
         report = table.clean({"cleaner_commits_retained": n})
@@ -120,6 +143,17 @@ def retention(table: lf.Table, instant: str, condition: str, retained=(2, 1)) ->
         except lf.CleanedInstantError:
             cleans.append(Clean(n, report, False, None))
     return Retention(instant, len(writes) - writes.index(instant), tuple(cleans))
+
+
+def correct_hour(table: lf.Table, cached: datasets.CachedDataset, hour: int) -> lf.WriteReport:
+    """Upsert corrections of every reading of `hour` (0-23) on the last history day (each one minute
+    newer in `updated_at`): one more commit, rewriting the files that hold that hour."""
+    spec = cached.spec
+    start = datetime.combine(spec.day_date(spec.history_days - 1), time(hour))
+    rows = (datasets.load_history(table.spark, cached)
+            .where(f"ts >= '{start:%Y-%m-%d %H:%M:%S}' AND ts < '{start + timedelta(hours=1):%Y-%m-%d %H:%M:%S}'")
+            .withColumn(datasets.PRECOMBINE_FIELD, F.col(datasets.PRECOMBINE_FIELD) + F.expr("INTERVAL 1 MINUTE")))
+    return table.upsert(rows)
 
 
 # The layouts `layouts` compares: (label, sort columns, hoodie.layout.optimize.strategy).
@@ -154,6 +188,12 @@ class Layouts:
                            for label, row in frame.iterrows())
         return bool(held), f"files read ({' / '.join([*single, both])}) of {frame['files'].max()}: {counts}"
 
+    def numbers(self) -> str:
+        """What `viz.plot_layouts` shows of this run, in words: files read by each query on each layout."""
+        frame = self.frame()
+        return "\n".join(f"{label} ({int(row['files'])} files): "
+                         + ", ".join(f"{q} {int(row[q])}" for q in self.queries) for label, row in frame.iterrows())
+
     def rows_returned(self, query: str) -> set[int]:
         """The rows `query` returned on each layout: one value when every layout returned the same rows."""
         return {scans[query].rows_returned for scans in self.scans.values()}
@@ -167,12 +207,14 @@ def drone_and_window(cached: datasets.CachedDataset, drone: str = "drone0001") -
 
 
 def layouts(spark, cached: datasets.CachedDataset, name: str, queries: dict[str, str], files_out: int = 16,
-            layouts=LAYOUTS, files_per_day: int = SMALL_FILES_PER_DAY, workdir=None) -> Layouts:
-    """The last history day as small files (`small_file_table`), copied once per layout, each copy
-    clustered into `files_out` files in that layout (the target size is the day's bytes over
-    `files_out`; bloom filters sized for a file's keys); every query on the table before clustering
-    and on each copy."""
-    source = small_file_table(spark, cached, workshop.scratch(name, workdir), files_per_day)
+            layouts=LAYOUTS, files_per_day: int = SMALL_FILES_PER_DAY, workdir=None,
+            source: lf.Table | None = None) -> Layouts:
+    """The last history day as small files (`small_file_table`, or `source`, a copy of one made before),
+    copied once per layout, each copy clustered into `files_out` files in that layout (the target size
+    is the day's bytes over `files_out`; bloom filters sized for a file's keys); every query on the
+    table before clustering and on each copy."""
+    if source is None:
+        source = small_file_table(spark, cached, workshop.scratch(name, workdir), files_per_day)
     scans = {"before clustering": {q: source.query(c)[1] for q, c in queries.items()}}
     day_bytes = sum(s.size_bytes for s in source.file_slices())
     files = {"before clustering": len(source.file_slices())}

@@ -258,31 +258,116 @@ def skipped_share(exercise: str, answer, timings: pd.DataFrame, query: str) -> C
                  "what are the min and max drone_id of a file that holds a few minutes of every drone?")
 
 
+# Sizes whose upserts rewrote within this share of the fewest rows tie: once files are no bigger than
+# the rows a day's corrections touch, every size rewrites those rows, and only where a file boundary
+# fell (a few rows on either side of the day) tells them apart.
+REWRITE_TIE = 0.10
+
+
+def _hours(answer) -> float | None:
+    number = _number(answer)
+    return number if number is not None and number > 0 else None
+
+
+def _by_hours(tradeoff: pd.DataFrame) -> pd.DataFrame:
+    """The sweep's rows keyed by the hours of readings a history file holds (rounded: 6, 24, 48...)."""
+    frame = tradeoff.copy()
+    frame["hours"] = frame["hours_per_file"].astype(float).round(2)
+    return frame.set_index("hours")
+
+
+def _hours_text(hours: float) -> str:
+    return f"{hours:g} h"
+
+
+def _sizes_hint(frame: pd.DataFrame) -> str:
+    return "answer with one of " + ", ".join(f"{h:g}" for h in frame.index) + " (hours of readings a file holds)"
+
+
 def fewest_rows_rewritten(exercise: str, answer, tradeoff: pd.DataFrame) -> Check:
-    """Which history file count of a `sweeps.file_size_sweep` made day 1's upsert rewrite the fewest
-    rows (any of them when several tie)."""
-    rows = tradeoff.set_index("history_files")["rows_rewritten"].astype(int)
-    best = sorted(int(n) for n in rows.index[rows == rows.min()])
-    listing = ", ".join(f"{int(n)} files: {r:,} rows" for n, r in rows.items())
-    given = _number(answer)
-    right = None if answer is None else (given is not None and given.is_integer() and int(given) in best)
-    explanation = (f"Rows rewritten: {listing}. The smaller the files, the fewer of the older days' rows share "
-                   "a file with the corrections of the last day, and the fewer the upsert copies along.")
-    hint = (f"answer with one of {', '.join(str(int(n)) for n in rows.index)}: a corrected row makes the upsert "
-            "copy its whole file; which size leaves the fewest other rows beside the corrections?")
-    return Check(exercise, answer, best[0] if len(best) == 1 else best, right, explanation, hint)
+    """Which file size of a `sweeps.file_size_sweep` (hours of readings a history file holds) made the
+    day's upsert rewrite the fewest rows: every size within `REWRITE_TIE` of the fewest is right (files
+    no bigger than the corrections' footprint all rewrite about that footprint)."""
+    frame = _by_hours(tradeoff)
+    rows = frame["rows_rewritten"].astype(int)
+    tied = [h for h in frame.index if rows[h] <= rows.min() * (1 + REWRITE_TIE)]
+    listing = ", ".join(f"{_hours_text(h)} a file: {rows[h]:,} rows" for h in frame.index)
+    rule = ("A corrected row makes the upsert copy its whole file. The day's corrections touch about a tenth of "
+            "yesterday's readings, spread over all its 24 hours, so every file holding any of yesterday is "
+            "rewritten.")
+    question = " Which sizes leave the fewest other rows in the files rewritten?"
+    explanation = (f"Rows rewritten: {listing}. {rule} Files of a day or less each rewrite about that day "
+                   f"({', '.join(_hours_text(h) for h in tied)} tie, within {REWRITE_TIE:.0%}); bigger files "
+                   "drag along the older rows they hold.")
+    given = _hours(answer)
+    if answer is None:
+        return Check(exercise, None, tied, None, explanation, rule + question)
+    if given is None or given not in frame.index:
+        return Check(exercise, answer, tied, False, explanation, f"{_sizes_hint(frame)}. {rule}")
+    if given in tied:
+        return Check(exercise, answer, tied, True, explanation, "")
+    why = (f"Files of {_hours_text(given)} hold more than the day the corrections touch, so each file rewritten "
+           "carries rows of days no correction touched. " if given > min(tied) else "")
+    return Check(exercise, answer, tied, False, explanation, why + rule + question)
+
+
+def file_size_choice(exercise: str, answer, tradeoff: pd.DataFrame, reason: str | None = None) -> Check:
+    """A tuning choice: the max file size (hours of readings a file holds) for a workload whose daily
+    corrections touch every hour of yesterday and whose queries open every file. Right: a size whose
+    upsert rewrote the fewest rows (within `REWRITE_TIE`) and, of those, whose query opened the fewest
+    files (ties included): the largest file no bigger than the corrections' footprint. `reason`, the
+    learner's why, is shown back beside the run's numbers."""
+    frame = _by_hours(tradeoff)
+    rows, opened = frame["rows_rewritten"].astype(int), frame["files_opened"].astype(int)
+    floor = [h for h in frame.index if rows[h] <= rows.min() * (1 + REWRITE_TIE)]
+    best = [h for h in floor if opened[h] == min(opened[f] for f in floor)]
+    listing = "; ".join(f"{_hours_text(h)} a file: {rows[h]:,} rows rewritten, {opened[h]} files opened by the query"
+                        for h in frame.index)
+    said = f" Your reason: {reason.strip()}" if isinstance(reason, str) and reason.strip() else ""
+    explanation = (f"{listing}. {' or '.join(_hours_text(h) for h in best)}: files no smaller than needed to "
+                   "keep the upsert at its fewest rows rewritten, so every query opens as few files as that "
+                   f"allows.{said}")
+    rule = ("The upsert rewrites every file holding a corrected row, and the corrections cover all of "
+            "yesterday; the dashboards' queries open every file. Pick the size that makes the upsert rewrite no "
+            "more rows than any other, with the fewest files.")
+    given = _hours(answer)
+    if answer is None:
+        return Check(exercise, None, best, None, explanation, rule)
+    if given is None or given not in frame.index:
+        return Check(exercise, answer, best, False, explanation, f"{_sizes_hint(frame)}. {rule}")
+    if given in best:
+        return Check(exercise, answer, best, True, explanation, "")
+    if given in floor:
+        why = (f"Files of {_hours_text(given)} rewrite no fewer rows than bigger ones that still fit in the day "
+               "the corrections touch, and every query opens more of them. ")
+    else:
+        why = (f"Files of {_hours_text(given)} hold more than the day the corrections touch: each upsert copies "
+               "the older rows beside yesterday's. ")
+    return Check(exercise, answer, best, False, explanation, why + rule)
 
 
 def smallest_retention(exercise: str, answer, run) -> Check:
-    """The smallest `hoodie.cleaner.commits.retained` that keeps time travel to the watched instant of
-    `run` (`lab.clustering.retention`): the completed writes from it to the latest, both counted."""
-    expected = run.writes_since
+    """The smallest `hoodie.cleaner.commits.retained` that keeps a query as of the watched instant of
+    `run` (`lab.clustering.retention`) readable: by KEEP_LATEST_COMMITS, the completed writes from
+    that instant to the latest, both counted. When the run's cleans tried that count and one fewer,
+    the expected value is what they showed (the smallest retention after which the query still ran)."""
+    expected = run.smallest_readable if run.smallest_readable is not None else run.writes_since
     seen = ", ".join(f"{c.retained} retained: {'still readable' if c.readable else 'cleaned'}" for c in run.cleans)
-    return count(exercise, answer, expected,
-                 f"KEEP_LATEST_COMMITS keeps every file slice the last N completed commits read; {run.instant} is "
-                 f"{expected} commits back, counting the latest ({seen}).",
-                 "the cleaner keeps what the last N commits can read, counting the latest: count the commits "
-                 "from the bulk insert to the latest in the timeline above, both included.")
+    rule = ("KEEP_LATEST_COMMITS keeps every file slice the last N completed commits read, counting the latest: "
+            "the snapshot a query reads must be one of those N. ")
+    explanation = (f"{rule}The query's snapshot ({run.instant}) is {run.writes_since} commits back, counting the "
+                   f"latest ({seen}).")
+    number = _number(answer)
+    why = ""
+    if answer is not None and number is not None and number.is_integer():
+        if number < expected:
+            why = (f"With {int(number)} retained the snapshot the query reads falls out of the retained commits: "
+                   "a clean may delete its files while the query runs. ")
+        elif number > expected:
+            why = f"{int(number)} is safe, but keeps files of more commits than the query needs. "
+    return count(exercise, answer, expected, explanation,
+                 why + rule + "Count the commits from the query's snapshot to the latest in the timeline above, "
+                 "both included.")
 
 
 # ------------------------------------------------------------------ 04: merge-on-read

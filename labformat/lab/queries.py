@@ -34,7 +34,12 @@ def standard_queries(table: lf.Table, spec: datasets.DatasetSpec) -> dict[str, s
 def compare_skipping(table: lf.Table, queries: dict[str, str], repeats: int = 3,
                      warm_up: bool = True) -> pd.DataFrame:
     """Each query with skipping on and off, alternating (on, off, on, off, ...), after one untimed run of
-    each (the first scan of a file set pays for listing, caches and JIT); medians of the timed runs."""
+    each (the first scan of a file set pays for listing, caches and JIT); medians of the timed runs.
+
+    One row per query and setting: median_s, min_s, max_s and planning_s (median); the plan's
+    files_in_snapshot and files_read; what the tasks did: row_groups_in_files_read (in the files
+    they opened), row_groups_read (those whose statistics did not rule the filter out) and scan_tasks;
+    rows and stats_source."""
     rows = []
     for name, condition in queries.items():
         if warm_up:
@@ -52,10 +57,26 @@ def compare_skipping(table: lf.Table, queries: dict[str, str], repeats: int = 3,
                 "median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds),
                 "planning_s": statistics.median(r.planning_seconds for r in reports),
                 "files_in_snapshot": reports[0].funnel.files_in_snapshot,
-                "files_read": reports[0].funnel.files_read, "rows": reports[0].rows_returned,
+                "files_read": reports[0].funnel.files_read,
+                "row_groups_in_files_read": reports[0].details.row_groups_in_files_read,
+                "row_groups_read": reports[0].details.row_groups_read, "scan_tasks": reports[0].details.scan_tasks,
+                "rows": reports[0].rows_returned,
                 "stats_source": reports[0].stats_source,
             })
     return pd.DataFrame(rows)
+
+
+def skipping_numbers(timings: pd.DataFrame) -> str:
+    """What `compare_skipping`'s chart shows, in words: per query, files and row groups read and the
+    median seconds (min-max) with skipping on and off."""
+    lines = []
+    for query, rows in timings.groupby("query", sort=False):
+        parts = []
+        for _, r in rows.iterrows():
+            parts.append(f"skipping {r.skipping}: {int(r.files_read)} of {int(r.files_in_snapshot)} files, "
+                         f"{r.row_groups_read} row groups, {r.median_s:.3f} s ({r.min_s:.3f}-{r.max_s:.3f})")
+        lines.append(f"{query}: " + "; ".join(parts))
+    return "\n".join(lines)
 
 
 def compare_lookup_sources(table: lf.Table, batch, options: Mapping[str, Any] | None = None, repeats: int = 3,

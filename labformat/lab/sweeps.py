@@ -6,6 +6,7 @@ the same functions, so a number in a notebook, a widget and a CSV comes from the
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -176,25 +177,33 @@ def compare_indexes_timed(base: lf.Table, spec: datasets.DatasetSpec, indexes: I
 
 
 def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[int] = (64, 16, 4), day: int = 1,
-                    repeats: int = 3, project_to: int = CLUSTER_CORES, query: str = "drone_id filter",
+                    repeats: int = 5, project_to: int = CLUSTER_CORES, query: str = "drone_id filter",
                     small_file_ratio: float | None = None, workdir: Path | None = None,
                     progress: bool = False) -> pd.DataFrame:
     """The file-size trade-off: per size, the history bulk inserted as `n` GLOBAL_SORT base files with
-    Hudi's sizes scaled to them (`sizing.scaled_sizes`), then batch `day` upserted, then `query`
-    run `repeats` times after an untimed warm-up run.
+    Hudi's sizes scaled to them (`sizing.scaled_sizes`), then batch `day` upserted; then `query` on
+    every table: once counting its storage reads (untimed; a scan of the same shape as the timed ones,
+    it warms every core), then `repeats` timed rounds, the tables interleaved (the order reversed
+    every other round), so that a drift of the machine's load falls on every size alike.
 
-    One row per size: history_files, max_file_size and small_file_limit (bytes; `small_file_ratio`
-    overrides Hudi's 100/120), files (after the upsert), files_rewritten, rows_rewritten and
-    mb_rewritten (new slices of existing file groups: the rows copy-on-write copied, and their bytes), write_stage_tasks, write_stage_s (here), projected_write_stage_s (the
-    measured write tasks laid onto `project_to` cores), upsert_s, files_opened by the query,
-    planning_s (median) and planning_runs_s (every run), query_s and query_runs_s (the whole query:
-    planning, then the scan of every column of the matching rows).
+    One row per size: history_files, hours_per_file (of readings in a history file), path (the
+    table's), max_file_size
+    and small_file_limit (bytes; `small_file_ratio` overrides Hudi's 100/120), files (after the
+    upsert). The upsert: files_rewritten, rows_rewritten and mb_rewritten (new slices of existing
+    file groups: the rows copy-on-write copied, and their bytes), write_stage_tasks, write_stage_s
+    (here), projected_write_stage_s (the measured write tasks laid onto `project_to` cores),
+    upsert_s. The query, by its own counts: files_opened (by its tasks, a footer read each),
+    planning_entries (column-stats entries planning read from the metadata table), scan_tasks,
+    read_requests (each a ranged GET on S3; opening a file is one more request, a HEAD) and
+    mb_read; and its times: planning_s and query_s (medians) with planning_runs_s and
+    query_runs_s (every timed run; a query is planning, then the scan of every column of the
+    matching rows).
     """
     import statistics
 
     cached = datasets.generate(spark, spec)
     history, batch = datasets.load_history(spark, cached), datasets.load_batch(spark, cached, day)
-    rows = []
+    rows, tables = [], []
     for n in tqdm(list(history_files), desc="file sizes", disable=not progress):
         table = lf.Table.create(spark, workshop.scratch(f"size-{n}-files", workdir), record_key=datasets.RECORD_KEY,
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
@@ -208,22 +217,123 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
             options["small_file_limit"] = int(sizes.max_file_size * small_file_ratio)
         upsert = table.upsert(batch, options)
         write = frames.write_stage(frames.task_timeline(spark, upsert, "write"))
-        condition = standard_queries(table, spec)[query]
-        table.query(condition)  # warm-up: the first scan of a new set of files pays for listing and caches
-        scans = [table.query(condition)[1] for _ in range(repeats)]
-        planning = [scan.planning_seconds for scan in scans]
-        whole = [scan.seconds for scan in scans]
-        rows.append({"history_files": n, "max_file_size": options["max_file_size"],
+        tables.append(table)
+        rows.append({"history_files": n, "hours_per_file": spec.history_days * 24 / n, "path": str(table.path),
+                     "max_file_size": options["max_file_size"],
                      "small_file_limit": options["small_file_limit"], "files": len(table.file_slices()),
                      "files_rewritten": upsert.files_rewritten,
                      "rows_rewritten": sum(f.rows for f in upsert.files if not f.created),
                      "mb_rewritten": sum(f.size_bytes for f in upsert.files if not f.created) / 1024**2,
                      "write_stage_tasks": len(write), "write_stage_s": frames.span_seconds(write),
                      "projected_write_stage_s": frames.span_seconds(frames.project(write, project_to)),
-                     "upsert_s": upsert.seconds, "files_opened": scans[0].funnel.files_read,
-                     "planning_s": statistics.median(planning), "planning_runs_s": planning,
-                     "query_s": statistics.median(whole), "query_runs_s": whole})
+                     "upsert_s": upsert.seconds})
+    conditions = [standard_queries(table, spec)[query] for table in tables]
+    for row, table, condition in zip(rows, tables, conditions):
+        # Counted, never timed (its reads pass through Python); a scan of the same shape as the timed
+        # ones, it is their warm-up too: the first scan of a set of files pays for listing and caches.
+        counted = table.scan(condition).counting().measure()
+        d = counted.details
+        row.update(files_opened=d.files_opened, planning_entries=d.stats_entries_read, scan_tasks=d.scan_tasks,
+                   read_requests=d.read_requests, mb_read=d.bytes_read / 1024**2 if isinstance(d.bytes_read, int)
+                   else d.bytes_read, planning_runs_s=[], query_runs_s=[])
+    order = list(range(len(tables)))
+    for repeat in tqdm(range(repeats), desc="query rounds", disable=not progress):
+        for i in (order if repeat % 2 == 0 else order[::-1]):
+            _, scan = tables[i].query(conditions[i])
+            rows[i]["planning_runs_s"].append(scan.planning_seconds)
+            rows[i]["query_runs_s"].append(scan.seconds)
+    for row in rows:
+        row["planning_s"] = statistics.median(row["planning_runs_s"]) if row["planning_runs_s"] else float("nan")
+        row["query_s"] = statistics.median(row["query_runs_s"]) if row["query_runs_s"] else float("nan")
     return pd.DataFrame(rows)
+
+
+def tradeoff_numbers(tradeoff: pd.DataFrame) -> str:
+    """What `viz.plot_file_size_tradeoff` shows of a `file_size_sweep`, in words: one line per size."""
+    lines = []
+    for _, r in tradeoff.iterrows():
+        runs = [float(x) for x in r["query_runs_s"]]
+        timed = (f"{r.query_s:.3f} s ({min(runs):.3f}-{max(runs):.3f} over {len(runs)} runs)" if runs
+                 else "not timed")
+        lines.append(f"{r.hours_per_file:g} h a file ({r.max_file_size / 1024**2:.2g} MB max): {int(r.rows_rewritten):,} "
+                     f"rows rewritten, {int(r.write_stage_tasks)} write tasks, write stage on {CLUSTER_CORES} cores "
+                     f"{r.projected_write_stage_s:.2f} s (projected); the query opened {int(r.files_opened)} files "
+                     f"with {r.read_requests} read requests, in {int(r.scan_tasks)} tasks, {timed}")
+    return "\n".join(lines)
+
+
+def file_read_seconds(tables: Iterable[lf.Table], rounds: int = 5) -> pd.DataFrame:
+    """What a file costs a scan on this storage, measured without Spark: every base file of each table
+    read whole, one after the other on one thread (as a scan's task reads its files), after one
+    untimed round; the tables interleaved each round. One row per table: files, the seconds of a
+    round (median, min, max over `rounds`). The rows are the same in every table, so the rounds
+    differ by what each file costs beside its rows: the open, the footer, a request per column chunk.
+    """
+    import statistics
+
+    from labformat.fileformat.parquet_io import read_base_file
+
+    tables = list(tables)
+    listed = [[s.path for s in t.file_slices()] for t in tables]
+    runs: list[list[float]] = [[] for _ in tables]
+    for round_ in range(rounds + 1):
+        order = range(len(tables)) if round_ % 2 == 0 else reversed(range(len(tables)))
+        for i in order:
+            storage = tables[i].context().storage
+            started = time.perf_counter()
+            for path in listed[i]:
+                read_base_file(storage, path)
+            if round_ > 0:
+                runs[i].append(time.perf_counter() - started)
+    return pd.DataFrame([{"files": len(paths), "median_s": statistics.median(r), "min_s": min(r), "max_s": max(r)}
+                         for paths, r in zip(listed, runs)])
+
+
+def projected_file_cost(tradeoff: pd.DataFrame, per_file_s: float) -> pd.DataFrame:
+    """A projection, not a measurement: per size of a `file_size_sweep`, the seconds its query's extra
+    files (beyond the size that opened the fewest) add to the scan at `per_file_s` each, shared by its
+    scan tasks (one per core), beside what the timed runs measured: their median and their spread
+    (max - min). One row per hours_per_file."""
+    fewest = int(tradeoff["files_opened"].min())
+    rows = []
+    for _, r in tradeoff.iterrows():
+        runs = [float(x) for x in r["query_runs_s"]]
+        extra = int(r["files_opened"]) - fewest
+        rows.append({"hours_per_file": r["hours_per_file"], "files_opened": int(r["files_opened"]),
+                     "extra_files": extra, "scan_tasks": int(r["scan_tasks"]),
+                     "projected_extra_s": extra * max(per_file_s, 0.0) / max(int(r["scan_tasks"]), 1),
+                     "measured_median_s": float(pd.Series(runs).median()) if runs else float("nan"),
+                     "measured_spread_s": (max(runs) - min(runs)) if runs else float("nan")})
+    return pd.DataFrame(rows).set_index("hours_per_file")
+
+
+def projection_note(projected: pd.DataFrame) -> str:
+    """`projected_file_cost`'s verdict in words: for the size with the most extra files, its projected
+    extra seconds against the spread of its timed runs."""
+    row = projected.loc[projected["extra_files"].idxmax()]
+    hours = projected["extra_files"].idxmax()
+    side = "below" if row.projected_extra_s < row.measured_spread_s else "above"
+    return (f"{hours:g} h a file: {int(row.extra_files)} extra files add {row.projected_extra_s:.3f} s by the "
+            f"projection, {side} the spread of its timed runs ({row.measured_spread_s:.3f} s, max - min)")
+
+
+def per_file_note(per_file_s: float) -> str:
+    """The measured cost of one more file, in words (a slope at or below zero: nothing this run could measure)."""
+    if per_file_s <= 0:
+        return ("one more file costs a read nothing this run could measure (the slope over the rounds below "
+                f"is {per_file_s * 1000:.2f} ms): the projection counts it as 0")
+    return f"one more file costs a read {per_file_s * 1000:.2f} ms here (measured: the slope over the rounds below)"
+
+
+def per_file_seconds(reads: pd.DataFrame) -> float:
+    """The seconds one more file adds to a read of the same rows: the least-squares slope of
+    `file_read_seconds`' medians over its file counts (0 when every table has as many files)."""
+    import numpy as np
+
+    files, seconds = reads["files"].to_numpy(dtype=float), reads["median_s"].to_numpy(dtype=float)
+    if len(set(files)) < 2:
+        return 0.0
+    return float(np.polyfit(files, seconds, 1)[0])
 
 
 def bloom_filter_sizes(keys_per_file: int, fpp: float = 1e-9,

@@ -17,11 +17,18 @@ from labformat.spark.ui import assign_lanes
 _TIME_PREFIX = re.compile(r"^(\d{12})")
 _STEP_ORDER = UPSERT_STEPS
 FUNNEL_COLUMNS = ("files_in_snapshot", "after_range_pruning", "after_bloom", "matched", "false_positives")
-# Columns of a max_file_size sweep, in panel order, with their axis labels.
+# Columns of a max_file_size sweep, in panel order, with their titles and y-axis units. Each panel a
+# quantity of its own: footers read and planning entries follow files opened one for one (or one per
+# column), so they are in the sweep's table, not in panels that would repeat this one.
 TRADEOFF_METRICS = (("rows_rewritten", "rows copy-on-write rewrote"), ("write_stage_tasks", "write tasks"),
-                    ("projected_write_stage_s", f"write stage on {CLUSTER_CORES} cores, projected (s)"),
-                    ("files_opened", "files a full-table query opens"), ("query_s", "full-table query (s)"),
-                    ("planning_s", "of which planning (s)"))
+                    ("projected_write_stage_s", f"write stage on {CLUSTER_CORES} cores, projected"),
+                    ("files_opened", "a full-table query: files, requests"),
+                    ("mb_read", "the bytes it read"),
+                    ("query_runs_s", "its time, every timed run"))
+TRADEOFF_UNITS = {"rows_rewritten": "rows", "write_stage_tasks": "tasks", "projected_write_stage_s": "seconds",
+                  "files_opened": "files opened / read requests", "mb_read": "MB", "query_runs_s": "seconds"}
+# Drawn in the panel of the first column, beside it: read requests follow files opened (a few per file).
+_TRADEOFF_BESIDE = {"files_opened": ("read_requests", "read requests (GETs on S3)")}
 
 
 def _new_ax(ax):
@@ -386,40 +393,62 @@ def _size_mb(value) -> float:
 
 def plot_file_size_tradeoff(sweep: pd.DataFrame, axes=None):
     """Small multiples over a file-size sweep (`sweeps.file_size_sweep`), one panel per
-    `TRADEOFF_METRICS` column against max_file_size in MB (log scale): what an upsert rewrites and
-    how many write tasks it runs on one side, what a query opens and plans on the other.
+    `TRADEOFF_METRICS` column against max_file_size in MB (log scale; with an `hours_per_file` column
+    each tick also says the hours of readings a file holds): what an upsert rewrites and how many
+    write tasks it runs on one side, what a query that cannot skip opens and requests, and its
+    measured times, on the other.
 
     Takes `axes` (one Axes per metric, e.g. the array from `plt.subplots(2, 3)`) instead of one
     `ax`: quantities with different units read better side by side than on twin axes.
     `max_file_size` may be bytes or a size string ("24KB", "128MB"). A metric column that is
-    absent leaves its panel saying so. With several runs per size every run is a dot and the line
-    joins the medians. Returns the axes.
+    absent leaves its panel saying so. A column of lists (every run) or several rows per size are
+    drawn as a dot per run, the line joining the medians. Returns the axes.
     """
     axes = _new_axes(axes, len(TRADEOFF_METRICS), nrows=2, ncols=3, figsize=(13, 6.5), sharex=True)
     mb = sweep["max_file_size"].map(_size_mb)
+    hours = (dict(zip(mb, sweep["hours_per_file"].astype(float))) if "hours_per_file" in sweep.columns else {})
     for ax, (column, label) in zip(axes, TRADEOFF_METRICS):
         ax.set_title(label)
         ax.set_xscale("log")
-        ax.set_xlabel("max_file_size (MB)")
+        ax.set_xlabel("max_file_size (MB, log scale)")
+        ax.set_ylabel(TRADEOFF_UNITS.get(column, ""))
         if column not in sweep.columns:
             ax.text(0.5, 0.5, f"no '{column}' column", transform=ax.transAxes, ha="center", va="center")
             continue
-        frame = pd.DataFrame({"mb": mb, "value": sweep[column]}).dropna()
+        frame = pd.DataFrame({"mb": mb, "value": sweep[column]}).explode("value").dropna()
+        frame["value"] = frame["value"].astype(float)
         medians = frame.groupby("mb")["value"].median()
-        ax.plot(medians.index, medians.values, marker="o", label="median" if len(frame) > len(medians) else None)
+        beside = _TRADEOFF_BESIDE.get(column)
+        top = frame["value"].max() if len(frame) else 0.0
+        if beside and beside[0] in sweep.columns:
+            other = pd.DataFrame({"mb": mb, "value": sweep[beside[0]]}).dropna()
+            other["value"] = other["value"].astype(float)
+            ax.plot(other["mb"], other["value"], marker="s", color="tab:orange", label=beside[1])
+            ax.plot(medians.index, medians.values, marker="o", label="files opened (a footer each)")
+            ax.legend(fontsize="small")
+            top = max(top, other["value"].max())
+        else:
+            ax.plot(medians.index, medians.values, marker="o", label="median" if len(frame) > len(medians) else None)
         if len(frame) > len(medians):
             ax.scatter(frame["mb"], frame["value"], s=12, alpha=0.5, color="0.3", label="runs")
             ax.legend(fontsize="small")
-        ax.set_ylim(bottom=0, top=max(frame["value"].max() * 1.15, 1e-9) if len(frame) else None)
+        ax.set_ylim(bottom=0, top=max(top * 1.15, 1e-9) if len(frame) else None)
         ax.set_xticks(medians.index)
         # Two significant digits: scaled sizes are computed ("0.47"), not round numbers.
-        ax.set_xticklabels([f"{v:.2g}" for v in medians.index])
+        ax.set_xticklabels([f"{v:.2g}" + (f"\n{hours[v]:g} h a file" if v in hours else "") for v in medians.index])
         ax.minorticks_off()
         ax.tick_params(labelbottom=True)
     return axes
 
 
 # ---------------------------------------------------------------- 5. query skipping
+
+def _count(n, noun: str) -> str:
+    """`1 file`, `64 files`; a count that is no number (not counted on Spark Connect) as it is."""
+    if isinstance(n, str):
+        return f"{noun}s: {n}"
+    return f"{int(n)} {noun}" + ("" if int(n) == 1 else "s")
+
 
 def plot_query_skipping(frame: pd.DataFrame, axes=None):
     """Two panels per `compare_skipping` frame: files per query (read vs skipped, stacked to the
@@ -457,17 +486,26 @@ def plot_query_skipping(frame: pd.DataFrame, axes=None):
     ax_files.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
 
     width = 0.4
+    counted = {"files_read", "row_groups_read"} <= set(frame.columns)
     for k, (mode, color) in enumerate((("on", "tab:blue"), ("off", "tab:orange"))):
         part = frame[frame["skipping"] == mode].set_index("query").reindex(queries)
         whiskers = None
         if {"min_s", "max_s"} <= set(part.columns):
             whiskers = [part["median_s"] - part["min_s"], part["max_s"] - part["median_s"]]
-        ax_time.barh(y - width / 2 + k * width, part["median_s"], width, xerr=whiskers, color=color,
-                     label=f"skipping {mode}", capsize=2)
+        bars = ax_time.barh(y - width / 2 + k * width, part["median_s"], width, xerr=whiskers, color=color,
+                            label=f"skipping {mode}", capsize=2)
+        if counted:
+            # What each scan opened and read beside its time: a point lookup without skipping opens every
+            # file yet reads one row group, which is why its time barely moves.
+            ax_time.bar_label(bars, labels=[f" {_count(f, 'file')}, {_count(g, 'row group')}" if not pd.isna(f) else ""
+                                            for f, g in zip(part["files_read"], part["row_groups_read"])],
+                              fontsize="x-small", padding=6)
+    if counted:
+        ax_time.set_xlim(0, float(np.nanmax(frame.get("max_s", frame["median_s"]))) * 1.9)
     ax_time.set_yticks(y)
     ax_time.set_yticklabels(queries)
     ax_time.invert_yaxis()
-    ax_time.set_xlabel("median seconds")
+    ax_time.set_xlabel("median seconds (whiskers: min-max)")
     ax_time.set_title("Query time with and without skipping")
     ax_time.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)
     return [ax_files, ax_time]

@@ -144,6 +144,7 @@ class MetadataReader:
         self._rank = {time: n for n, time in enumerate(order)}
         self.latest_instant = order[-1] if order else None
         self.files_read = 0  # metadata-table files this reader opened, for the reports that count them
+        self.entries_read = 0  # their rows (column stats: one per file and column; bloom filters: one per file)
 
     def _instants(self, partition: str) -> list[str]:
         """The completed instants with an entry in `partition`, in the order they completed."""
@@ -169,6 +170,7 @@ class MetadataReader:
         try:
             self.files_read += 1
             rows = _read_table(self.storage, _path(COLUMN_STATS, instants[-1])).to_pylist()
+            self.entries_read += len(rows)
         except Exception as exc:  # noqa: BLE001 - any unreadable file means: do not trust it
             return None, f"column stats unreadable ({type(exc).__name__}: {exc})"
         types = {f.name: f.dataType for f in schema.fields}
@@ -194,6 +196,7 @@ class MetadataReader:
                     break
                 self.files_read += 1
                 table = _read_table(self.storage, _path(BLOOM_FILTERS, instant))
+                self.entries_read += table.num_rows
                 types = (table.column("type").to_pylist() if "type" in table.column_names
                          else [LEGACY_TYPE] * table.num_rows)
                 for path, raw, kind in zip(table.column("path").to_pylist(), table.column("bloom").to_pylist(), types):

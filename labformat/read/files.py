@@ -20,13 +20,13 @@ import json
 from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
-from pyspark.accumulators import Accumulator
+from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from labformat.fileformat.arrow_columns import conform_to_spark, constant
 from labformat.fileformat.footers import row_group_column_stats
-from labformat.fileformat.parquet_io import read_base_file
+from labformat.fileformat.parquet_io import CountedFile, read_base_file
 from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
 from labformat.read.predicates import Predicate
 from labformat.storage import Storage
@@ -68,17 +68,38 @@ def counting(keep: Callable[[Any, int], bool] | None, counter: Accumulator | Non
     return counted
 
 
+class ReadCounts(AccumulatorParam):
+    """What the tasks of a scan did, added up on the driver (a Spark accumulator of this param):
+    (tasks, files opened, read requests, bytes read). A file opened is one footer read (and a HEAD
+    on S3); a read request is one ranged GET on S3 (`parquet_io.CountedFile`)."""
+
+    FIELDS = ("tasks", "files_opened", "read_requests", "bytes_read")
+
+    def zero(self, value):
+        return (0,) * len(self.FIELDS)
+
+    def addInPlace(self, a, b):
+        return tuple(x + y for x, y in zip(a, b))
+
+    @classmethod
+    def of(cls, value) -> dict[str, int]:
+        return dict(zip(cls.FIELDS, value))
+
+
 def read_files(spark: SparkSession, base_uri: str, paths: Sequence[str], schema: T.StructType,
                sizes: Sequence[int] | None = None, file_name_column: str | None = None,
-               predicate: Predicate | None = None, row_groups_read: Accumulator | None = None) -> DataFrame:
+               predicate: Predicate | None = None, row_groups_read: Accumulator | None = None,
+               read_counts: Accumulator | None = None, count_requests: bool = False) -> DataFrame:
     """The rows of the parquet files `paths` (relative to the table at `base_uri`) in `schema`: a
     column a file lacks reads as null, one it has in a narrower type is widened
     (`conform_to_spark`). With `file_name_column`, a last string column holding each row's file
     name (what Spark's `_metadata.file_name` gives). With `predicate` (the query's filter), row
     groups whose statistics prove no row matches are not read, as Spark's reader skips them; the
     caller still filters the rows. With `row_groups_read`, each task adds the row groups it read to
-    that accumulator (every action on the DataFrame adds again). A lazy DataFrame; the driver reads
-    no file."""
+    that accumulator (every action on the DataFrame adds again). With `read_counts` (an accumulator
+    of `ReadCounts`), each task adds itself and the files it opened, and with `count_requests` also
+    their read requests and bytes (the reads then pass through Python: count them in a run you do
+    not time). A lazy DataFrame; the driver reads no file."""
     out_schema = schema if file_name_column is None else T.StructType(
         list(schema.fields) + [T.StructField(file_name_column, T.StringType(), False)])
     if not paths:
@@ -92,12 +113,21 @@ def read_files(spark: SparkSession, base_uri: str, paths: Sequence[str], schema:
 
     keep = counting(None if predicate is None else might_hold, row_groups_read)
 
+    def count(file: CountedFile) -> None:
+        read_counts.add((0, 1, file.requests, file.bytes))
+
+    counted = count if read_counts is not None and count_requests else None
+
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         storage = Storage(base_uri)
+        if read_counts is not None:
+            read_counts.add((1, 0, 0, 0))
         for batch in batches:
             for group in batch.column(0).to_pylist():
                 for path in json.loads(group):
-                    table = read_base_file(storage, path, columns, keep)
+                    table = read_base_file(storage, path, columns, keep, counted)
+                    if read_counts is not None and counted is None:
+                        read_counts.add((0, 1, 0, 0))
                     table = conform_to_spark(table, schema).select(columns)
                     if file_name_column is not None:
                         table = table.append_column(file_name_column,

@@ -59,12 +59,15 @@ _SLICE_DDL = "base string, logs string"
 
 def read_file_slices(spark: SparkSession, storage: Storage, slices: Iterable[FileSlice], data_schema: T.StructType,
                      precombine_field: str, mode: MergeMode, predicate: Predicate | None = None,
-                     row_groups_read: Accumulator | None = None) -> DataFrame:
+                     row_groups_read: Accumulator | None = None, read_counts: Accumulator | None = None,
+                     count_requests: bool = False) -> DataFrame:
     """The rows of `slices` (meta columns first) as a lazy DataFrame: base files read by Spark tasks
     (`read.files`), slices with log files merged in a Spark task each (a read-optimized read passes
     slices without their logs: `FileSlice.base_only`). `predicate`, the filter the caller applies
     next, lets the tasks reading base files skip row groups; `row_groups_read` counts the base files'
-    row groups the tasks read (a merged slice's base file is read whole)."""
+    row groups the tasks read (a merged slice's base file is read whole); `read_counts` what the tasks
+    reading plain base files did (`read.files.ReadCounts`, requests with `count_requests`; the merging
+    tasks are not counted)."""
     schema = with_meta_columns(data_schema)
     slices = list(slices)
     plain = [s for s in slices if not s.has_logs]
@@ -72,7 +75,8 @@ def read_file_slices(spark: SparkSession, storage: Storage, slices: Iterable[Fil
     parts = []
     if plain:
         parts.append(read_files(spark, storage.base_uri, [s.path for s in plain], schema, [s.size_bytes for s in plain],
-                                predicate=predicate, row_groups_read=row_groups_read))
+                                predicate=predicate, row_groups_read=row_groups_read, read_counts=read_counts,
+                                count_requests=count_requests))
     if merged:
         parts.append(merged_slices(spark, storage.base_uri, merged, schema, precombine_field, mode, row_groups_read))
     if not parts:

@@ -41,6 +41,7 @@ from labformat.model.report import NOT_ON_CONNECT, Record, ScanFunnel, Source
 from labformat.read.catalyst import to_predicate
 from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
 from labformat.read.predicates import Predicate, key_equality_values
+from labformat.read.files import ReadCounts
 from labformat.read.merge_on_read import read_file_slices
 from labformat.spark.compat import is_connect
 from labformat.timeline import Timeline
@@ -68,6 +69,18 @@ class ScanDetails(Record):
     log_files_read: int  # merge-on-read: log files read beside the base files
     file_slices_merged: int  # merge-on-read: slices merged in a task each
     query_type: QueryType
+    # Planning's reads: metadata-table files and their entries (column stats: one per base file and
+    # column; bloom filters: one per base file), whatever the stages read there.
+    metadata_files_read: int = 0
+    stats_entries_read: int = 0
+    # The tasks' own counts (`read.files.ReadCounts`; NOT_ON_CONNECT on Spark Connect): tasks that
+    # read base files, base files they opened (one footer each); with `ScanPlan.counting()`, also
+    # their read requests (ranged GETs on S3) and bytes, else None. Slices merged with their log
+    # files are not counted.
+    scan_tasks: int | str = 0
+    files_opened: int | str = 0
+    read_requests: int | str | None = None
+    bytes_read: int | str | None = None
 
 
 @dataclass(frozen=True)
@@ -338,6 +351,9 @@ class ScanPlan:
     precombine_field: str  # merge-on-read: orders the records of a file slice's base file and logs
     query_type: QueryType  # READ_OPTIMIZED: base files only (the snapshot's slices carry no logs)
     merge_mode: MergeMode  # merge-on-read: how a slice's record versions meet
+    metadata_files_read: int = 0  # planning's reads of the metadata table: files, and their entries
+    stats_entries_read: int = 0
+    count_requests: bool = False  # the scan's tasks count their read requests (`counting()`)
 
     @property
     def file_slices(self) -> tuple[FileSlice, ...]:
@@ -363,14 +379,25 @@ class ScanPlan:
         `measure()` scans exactly what the caller gets."""
         return self._dataframe
 
+    def counting(self) -> "ScanPlan":
+        """This plan, its tasks counting their read requests and bytes too (each read then passes
+        through Python: a little slower, so count in a run you do not time)."""
+        return replace(self, count_requests=True)
+
     @cached_property
     def _row_groups_read(self) -> Accumulator | None:
         return None if is_connect(self.spark) else self.spark.sparkContext.accumulator(0)
 
     @cached_property
+    def _read_counts(self) -> Accumulator | None:
+        return None if is_connect(self.spark) else self.spark.sparkContext.accumulator(
+            ReadCounts().zero(None), ReadCounts())
+
+    @cached_property
     def _dataframe(self) -> DataFrame:
         source = read_file_slices(self.spark, self.storage, self.file_slices, self.schema, self.precombine_field,
-                                  self.merge_mode, self.predicate, self._row_groups_read)
+                                  self.merge_mode, self.predicate, self._row_groups_read, self._read_counts,
+                                  self.count_requests)
         return source.filter(self.condition)
 
     def failure(self, exc: BaseException) -> LabformatError | None:
@@ -401,8 +428,9 @@ class ScanPlan:
         started = time.perf_counter()
         try:
             df = self.to_dataframe()
-            counter = self._row_groups_read
+            counter, reads = self._row_groups_read, self._read_counts
             groups_before = counter.value if counter is not None else 0  # the caller's own actions on df counted too
+            reads_before = reads.value if reads is not None else None
             df.observe(observation, F.count(F.lit(1)).alias("rows")).write.format("noop").mode("overwrite").save()
         except Exception as exc:
             translated = self.failure(exc)
@@ -411,6 +439,12 @@ class ScanPlan:
             raise translated from None
         execution = time.perf_counter() - started
         row_groups_read = counter.value - groups_before if counter is not None else NOT_ON_CONNECT
+        if reads is not None:
+            did = ReadCounts.of(a - b for a, b in zip(reads.value, reads_before))
+            if not self.count_requests:
+                did.update(read_requests=None, bytes_read=None)
+        else:
+            did = dict.fromkeys(ReadCounts.FIELDS, NOT_ON_CONNECT)
         paths = [s.path for s in self.file_slices]
         # Row groups from the footers planning read; the rest (stats from the metadata table) read now.
         known = {p: n for stage in self.stages for p, n in stage.row_groups.items()}
@@ -428,7 +462,10 @@ class ScanPlan:
             details=ScanDetails(str(self.predicate), sum(known[p] for p in paths), row_groups_read,
                                 log_files_read=sum(len(s.log_paths) for s in self.file_slices),
                                 file_slices_merged=sum(1 for s in self.file_slices if s.has_logs),
-                                query_type=self.query_type),
+                                query_type=self.query_type, metadata_files_read=self.metadata_files_read,
+                                stats_entries_read=self.stats_entries_read, scan_tasks=did["tasks"],
+                                files_opened=did["files_opened"], read_requests=did["read_requests"],
+                                bytes_read=did["bytes_read"]),
         )
 
 
@@ -463,4 +500,6 @@ def plan_scan(ctx: TableContext, condition: Column | str, at: Instant | None, op
         remaining = pruned.kept
     return ScanPlan(condition, instant, predicate, schema, snapshot, tuple(results),
                     time.perf_counter() - started, ctx.spark, ctx.storage, ctx.config.precombine_field,
-                    options.query_type, ctx.config.merge_mode)
+                    options.query_type, ctx.config.merge_mode,
+                    metadata.files_read if metadata is not None else 0,
+                    metadata.entries_read if metadata is not None else 0)
