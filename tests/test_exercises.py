@@ -290,3 +290,73 @@ def test_file_size_choice_takes_the_biggest_file_that_keeps_the_fewest_rows_rewr
     # two sizes at the floor with as many files opened: both right
     tied = tradeoff.assign(files_opened=[15, 15, 8])
     assert ex.file_size_choice("3.4", 6, tied).right and ex.file_size_choice("3.4", 24, tied).right
+
+
+# ---------------------------------------------------------------- 06: choosing an index
+
+def _index_runs() -> pd.DataFrame:
+    """A tiny-shaped `indexes.compare` frame: two weeks of 20,160 rows, two files a day."""
+    rows = []
+    for workload, index, keys, entries, rewritten, twice in (
+            ("time-ordered", "SIMPLE", 20160, None, 2880, None), ("time-ordered", "BLOOM", 2880, None, 2880, None),
+            ("time-ordered", "BUCKET", 0, None, 20160, None), ("time-ordered", "GLOBAL_SIMPLE", 40320, None, 2880, None),
+            ("time-ordered", "GLOBAL_BLOOM", 2880, None, 2880, None), ("time-ordered", "RECORD_INDEX", 0, 40320, 2880, None),
+            ("random keys", "SIMPLE", 20160, None, 20160, None), ("random keys", "BLOOM", 20160, None, 20160, None),
+            ("random keys", "BUCKET", 0, None, 20160, None), ("random keys", "GLOBAL_SIMPLE", 40320, None, 20160, None),
+            ("random keys", "GLOBAL_BLOOM", 20160, None, 20160, None), ("random keys", "RECORD_INDEX", 0, 40320, 20160, None),
+            ("moves", "SIMPLE", 20160, None, 2880, 144), ("moves", "BLOOM", 2880, None, 2880, 144),
+            ("moves", "BUCKET", 0, None, 20160, 144), ("moves", "GLOBAL_SIMPLE", 40320, None, 2736, 0),
+            ("moves", "GLOBAL_BLOOM", 2880, None, 2736, 0), ("moves", "RECORD_INDEX", 0, 40320, 2736, 0)):
+        rows.append({"workload": workload, "index": index, "keys_read": keys, "index_entries_read": entries,
+                     "read": keys if entries is None else entries, "rows_rewritten": rewritten, "duplicates": twice})
+    return pd.DataFrame(rows)
+
+
+def test_index_exercises_count_what_the_runs_read_and_left_twice():
+    runs = _index_runs()
+    assert ex.simple_keys_read("6.1", 20160, runs).right and ex.simple_keys_read("6.1", 40320, runs).right is False
+    assert ex.simple_keys_read("6.1", None, runs).right is None
+    assert ex.indexes_leaving_duplicates("6.2", 3, runs).right
+    wrong = ex.indexes_leaving_duplicates("6.2", 6, runs)
+    assert wrong.right is False and "global" in wrong.hint and "SIMPLE, BLOOM, BUCKET" in wrong.explanation
+
+
+def test_the_cheapest_index_accepts_every_tie_and_says_why_another_costs_more():
+    runs = _index_runs()
+    assert ex.cheapest_index("6.3", "BUCKET", runs, "random keys").right
+    assert ex.cheapest_index("6.3", " bucket ", runs, "random keys").right  # names are not case-sensitive
+    record_index = ex.cheapest_index("6.3", "RECORD_INDEX", runs, "random keys")
+    assert record_index.right is False and "reads 40,320 and rewrites 20,160" in record_index.message
+    # Time-ordered keys: BLOOM and GLOBAL_BLOOM tie (the same two files); BUCKET rewrites the whole week.
+    assert ex.cheapest_index("6.3", "BLOOM", runs, "time-ordered").right
+    assert ex.cheapest_index("6.3", "GLOBAL_BLOOM", runs, "time-ordered").right
+    assert ex.cheapest_index("6.3", "BUCKET", runs, "time-ordered").right is False
+    # Records that change partition: only the global indexes qualify, whatever they cost.
+    moving = ex.cheapest_index("6.3", "BLOOM", runs, "moves", moves=True)
+    assert moving.right is False and "left keys stored twice" in moving.message
+    assert ex.cheapest_index("6.3", "GLOBAL_BLOOM", runs, "moves", moves=True).right
+    assert ex.cheapest_index("6.3", "HBASE", runs, "random keys").right is False
+    assert ex.cheapest_index("6.3", 3, runs, "random keys").right is False
+    assert ex.cheapest_index("6.3", None, runs, "random keys").right is None
+
+
+def test_bucket_count_accepts_the_whole_range_the_target_allows():
+    # 500 drones x 1440 x 30 days at 40 bytes a row: 823.97 MB, so 7 to 12 buckets of 64-128 MB.
+    check = lambda a: ex.bucket_count("6.6", a, 40.0, 500 * 1440, 30, 128)  # noqa: E731
+    assert all(check(n).right for n in (7, 9, 12, 12.0))
+    small, big = check(13), check(6)
+    assert small.right is False and "small files" in small.message
+    assert big.right is False and "above the target" in big.message
+    assert check(7.5).right is False and check(True).right is False and check(None).right is None
+
+
+def test_bucket_pruning_and_resize_exercises_read_the_run_they_are_given():
+    from types import SimpleNamespace
+
+    funnel = SimpleNamespace(after_bucket_pruning=2, after_partition_pruning=8)
+    assert ex.bucket_pruning_slices("6.4", 2, funnel, 2).right
+    assert ex.bucket_pruning_slices("6.4", 1, funnel, 2).right is False
+    split = SimpleNamespace(rows_rewritten=5760, table_rows=46080, buckets_split=2)
+    assert ex.rows_the_resize_rewrote("6.5", 5760, split).right
+    wrong = ex.rows_the_resize_rewrote("6.5", 46080, split)
+    assert wrong.right is False and "past the split threshold" in wrong.hint

@@ -416,16 +416,35 @@ def test_plot_index_comparison_shows_the_whole_upsert_and_the_files_rewritten_wi
     plt.close("all")
 
 
-def test_plot_bucket_growth_draws_each_tables_buckets_and_largest_file_against_the_limits():
-    steps = pd.DataFrame([
-        {"step": s, "table": t, "buckets": b, "largest base file KB": kb}
-        for s, (fixed, ring) in {"history": ((2, 800), (4, 450)), "day 1": ((2, 900), (4, 500))}.items()
-        for t, (b, kb) in (("fixed", fixed), ("ring", ring))])
-    axes = viz.plot_bucket_growth(steps, max_file_size=300 * 1024)
-    assert [list(line.get_ydata()) for line in axes[0].get_lines()] == [[2, 2], [4, 4]]
-    sizes = [list(np.round(line.get_ydata(), 3)) for line in axes[1].get_lines()]
-    assert sizes[:2] == [[round(800 / 1024, 3), round(900 / 1024, 3)], [round(450 / 1024, 3), round(500 / 1024, 3)]]
-    assert [round(line.get_ydata()[0], 3) for line in axes[1].get_lines()[2:]] == [round(300 / 1024, 3), round(600 / 1024, 3)]
+def test_plot_bucket_split_compares_largest_files_and_draws_the_hot_ring_before_and_after():
+    from types import SimpleNamespace
+
+    from matplotlib.patches import Wedge
+
+    buckets = pd.DataFrame(
+        [{"table": "fixed", "moment": m, "partition": p, "file_id": f"f{p}{b}", "rows": r, "KB": kb}
+         for m in ("before the resize", "after the resize")
+         for p, r, kb in (("d1", 10, 80.0), ("d2", 20, 150.0)) for b in (0, 1)]
+        + [{"table": "ring", "moment": "before the resize", "partition": p, "file_id": f"r{p}{b}", "rows": r, "KB": kb}
+           for p, r, kb in (("d1", 10, 80.0), ("d2", 20, 160.0)) for b in (0, 1)]
+        + [{"table": "ring", "moment": "after the resize", "partition": p, "file_id": f"a{p}{b}", "rows": r, "KB": kb}
+           for p, n, r, kb in (("d1", 2, 10, 80.0), ("d2", 4, 10, 85.0)) for b in range(n)])
+    rings = pd.DataFrame([{"moment": "before the resize", "node": v, "file_id": f"b{v}", "rows": 20}
+                          for v in (1073741824, 2147483647)]
+                         + [{"moment": "after the resize", "node": v, "file_id": f"c{v}", "rows": 10}
+                            for v in (536870911, 1073741824, 1610612735, 2147483647)])
+    split = SimpleNamespace(buckets=buckets, rings=rings, hot_partition="d2", max_file_size=60 * 1024,
+                            split_threshold=2.0)
+    sizes, ring = viz.plot_bucket_split(split)
+    assert [round(b.get_height()) for b in sizes.patches] == [80, 150, 80, 160, 80, 85]
+    assert [t.get_text() for t in sizes.get_xticklabels()] == ["d1", "d2\n(fleet doubled)"]
+    assert [round(line.get_ydata()[0]) for line in sizes.get_lines()] == [60, 120]
+    wedges = [p for p in ring.patches if isinstance(p, Wedge)]
+    assert len(wedges) == 6  # two buckets before, four after
+    # Each child is drawn in its parent's colour, and half its width.
+    inner, outer = wedges[:2], wedges[2:]
+    assert [w.get_facecolor()[:3] for w in outer] == [inner[0].get_facecolor()[:3]] * 2 + [inner[1].get_facecolor()[:3]] * 2
+    assert [round(w.theta2 - w.theta1) for w in wedges] == [180, 180, 90, 90, 90, 90]
     plt.close("all")
 
 
@@ -444,20 +463,17 @@ def test_key_ranges_of_a_month_of_commits_get_a_colour_scale_not_a_legend():
     plt.close("all")
 
 
-def test_index_runs_repeat_only_the_timed_workloads_and_the_chart_says_how_often():
-    from labformat.lab import indexes as ix
-
-    order = ix.run_order(["time-ordered", "random keys"], ["BLOOM", "SIMPLE"], repeats=2, timed=["time-ordered"])
-    # The untimed workload first (each index's warm-up), then the timed one twice, index order reversed.
-    assert order == [(1, "random keys", "BLOOM"), (1, "random keys", "SIMPLE"), (1, "time-ordered", "BLOOM"),
-                     (1, "time-ordered", "SIMPLE"), (2, "time-ordered", "SIMPLE"), (2, "time-ordered", "BLOOM")]
-    assert len(ix.run_order(["a", "b"], ["X"], repeats=3)) == 6  # all timed by default
-    runs = pd.DataFrame([{"workload": w, "index": i, "repeat": r, "timed": w == "time-ordered", "seconds": 1.0 + r,
-                          "keys_read": 10, "index_entries_read": None} for r, w, i in order])
-    keys, seconds = viz.plot_index_choice(runs)
-    assert [t.get_text() for t in seconds.get_xticklabels()] == ["random keys", "time-ordered\n(2 runs)"][1:]
-    assert [t.get_text() for t in keys.get_xticklabels()] == ["random keys", "time-ordered"]
-    assert [round(b.get_height(), 2) for b in seconds.patches] == [2.5, 2.5]  # medians of the timed runs only
+def test_index_chart_shows_keys_or_entries_read_and_rows_rewritten_per_workload():
+    runs = pd.DataFrame([{"workload": w, "index": i, "keys_read": k, "index_entries_read": e, "rows_rewritten": r}
+                         for w, i, k, e, r in (("time-ordered", "BLOOM", 10, None, 5), ("time-ordered", "RECORD_INDEX", 0, 40, 5),
+                                               ("random keys", "BLOOM", 70, None, 70),
+                                               ("random keys", "RECORD_INDEX", 0, 80, 70))])
+    keys, rewritten = viz.plot_index_reads_and_rewrites(runs)
+    assert [b.get_height() for b in keys.patches] == [10, 70, 40, 80]  # RECORD_INDEX: its index entries
+    assert [b.get_hatch() for b in keys.patches] == [None, None, "//", "//"]
+    assert [b.get_height() for b in rewritten.patches] == [5, 70, 5, 70]
+    assert [t.get_text() for t in keys.get_xticklabels()] == ["time-ordered", "random keys"]
+    assert "rows rewritten" in rewritten.get_ylabel() and "read" in keys.get_ylabel()
     plt.close("all")
 
 

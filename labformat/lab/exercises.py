@@ -442,6 +442,115 @@ def rows_kept_after_retry(exercise: str, answer, table: lf.Table, kept_value: fl
                  "it read before the conflict or the latest?")
 
 
+# ------------------------------------------------------------------ 06: choosing an index
+
+def _index_run(runs: pd.DataFrame, workload: str, index: str):
+    return runs[(runs.workload == workload) & (runs["index"] == index)].iloc[0]
+
+
+def simple_keys_read(exercise: str, answer, runs: pd.DataFrame) -> Check:
+    """6.1: the record keys SIMPLE's tag step read on the time-ordered workload (`lab.indexes.compare`)."""
+    run = _index_run(runs, "time-ordered", "SIMPLE")
+    return count(exercise, answer, int(run.keys_read),
+                 f"SIMPLE read {int(run.keys_read):,} keys: every key of the week the corrections fall in. The "
+                 "new day opens a week that holds no file yet, so its readings are inserts without a lookup.",
+                 "the batch names two weeks: the one of the day before (its corrections) and the one of the new "
+                 "day. SIMPLE reads every stored key of the weeks it names; which of them holds files?")
+
+
+def indexes_leaving_duplicates(exercise: str, answer, runs: pd.DataFrame) -> Check:
+    """6.2: how many of the indexes left at least one key stored twice after the moves workload."""
+    moves = runs[runs.workload == "moves"]
+    twice = [str(i) for i, d in zip(moves["index"], moves.duplicates) if d and d > 0]
+    return count(exercise, answer, len(twice),
+                 f"{', '.join(twice) or 'none'} left keys stored twice: a non-global index looks a key up only in "
+                 "the week its record names, finds nothing there and inserts it, leaving the old copy.",
+                 "where does each index look for a record whose week changed? Only a global index looks in every "
+                 "partition.")
+
+
+def bucket_pruning_slices(exercise: str, answer, funnel, partitions: int) -> Check:
+    """6.3: file slices left after bucket pruning for a query fixing one record key."""
+    return count(exercise, answer, funnel.after_bucket_pruning,
+                 f"{funnel.after_bucket_pruning} of {funnel.after_partition_pruning} file slices: one bucket can hold "
+                 f"the key in each of the {partitions} partitions.",
+                 "a key hashes to one bucket number, the same in every partition; a query on the key alone cannot "
+                 "skip a partition.")
+
+
+def rows_the_resize_rewrote(exercise: str, answer, split) -> Check:
+    """6.4: the rows the consistent-hashing resize rewrote (`lab.indexes.bucket_split`)."""
+    return count(exercise, answer, split.rows_rewritten,
+                 f"the resize rewrote {split.rows_rewritten:,} of the table's {split.table_rows:,} rows: only the "
+                 f"{split.buckets_split} buckets past the split threshold, those of the day the fleet doubled.",
+                 "a resize rewrites the buckets past the split threshold and nothing else: which day's buckets "
+                 "grew past it, and how many readings does that day hold?")
+
+
+def cheapest_index(exercise: str, answer, runs: pd.DataFrame, workload: str, moves: bool = False) -> Check:
+    """6.5, a tuning choice: the index whose upsert of `workload` did the least work, counted as what its
+    tag step read (record keys from data files, or RECORD_INDEX's index entries) plus the rows its write
+    step rewrote; with `moves`, records may change partition, so only the indexes that left no key
+    stored twice on the moves workload qualify. Every index tied at the least is right."""
+    chosen = runs[runs.workload == workload].set_index("index")
+    read = chosen["read"].astype(int)
+    work = read + chosen["rows_rewritten"].astype(int)
+    allowed = list(work.index)
+    if moves:
+        left = runs[runs.workload == "moves"].set_index("index").duplicates
+        allowed = [i for i in allowed if not (left.get(i) or 0)]
+    least = int(work[allowed].min())
+    right = [i for i in allowed if int(work[i]) == least]
+    seen = "; ".join(f"{i} {int(read[i]):,} + {int(chosen.loc[i, 'rows_rewritten']):,}" for i in work.index)
+    explanation = (f"read + rewritten on {workload}: {seen}. The least work, {least:,}, is "
+                   f"{' and '.join(right)}'s" + (" among the indexes that left no key twice" if moves else "") + ".")
+    hint = ("an upsert's work is what its tag step reads (record keys from data files, or index entries) plus the "
+            "rows its write step rewrites. On random keys range pruning spares no file and a day's corrections "
+            "reach every file of their week, whatever the index; which index then reads the least?")
+    if answer is None:
+        return Check(exercise, None, right, None, explanation, hint)
+    if not isinstance(answer, str):
+        return Check(exercise, answer, right, False, explanation, _type_hint(answer, "an index's name") + hint)
+    given = answer.strip().upper()
+    if given not in work.index:
+        return Check(exercise, answer, right, False, explanation,
+                     f"answer with one of {', '.join(work.index)}. {hint}")
+    if given in right:
+        return Check(exercise, answer, right, True, explanation, hint)
+    why = (f"{given} left keys stored twice when records changed week. " if given not in allowed else
+           f"{given} reads {int(read[given]):,} and rewrites {int(chosen.loc[given, 'rows_rewritten']):,}: "
+           f"{int(work[given]) - least:,} more than the least. ")
+    return Check(exercise, answer, right, False, explanation, why + hint)
+
+
+def bucket_count(exercise: str, answer, bytes_per_row: float, rows_per_day: int, days: int,
+                 target_mb: float) -> Check:
+    """6.6, a tuning choice: the bucket count for a partition of `days` days of `rows_per_day` rows, at
+    the run's measured base-file `bytes_per_row`, so that each bucket ends its partition between half
+    the target size and the target (seed 003: a bucket near its target, neither too big for the
+    query's parallelism nor a small file). Every count in that range is right."""
+    partition = bytes_per_row * rows_per_day * days
+    target = target_mb * 2**20
+    low, high = math.ceil(partition / target), math.floor(2 * partition / target)
+    explanation = (f"a partition of {rows_per_day:,} x {days} rows at {bytes_per_row:.1f} bytes a row is "
+                   f"{partition / 2**20:,.0f} MB: {low} to {high} buckets keep each between {target_mb / 2:,.0f} and "
+                   f"{target_mb:,.0f} MB.")
+    hint = ("a bucket holds its share of the partition for good (the count is fixed at creation): the partition's "
+            "bytes at the end (rows x bytes per row) over the count must stay at most the target and at least half "
+            "of it.")
+    number = _number(answer)
+    if answer is None:
+        return Check(exercise, None, (low, high), None, explanation, hint)
+    if number is None or not number.is_integer():
+        return Check(exercise, answer, (low, high), False, explanation, "answer with a whole number of buckets. " + hint)
+    if low <= number <= high:
+        return Check(exercise, answer, (low, high), True, explanation, hint)
+    size = partition / number / 2**20 if number > 0 else float("inf")
+    why = (f"{int(number)} buckets would hold {size:,.0f} MB each, "
+           + ("above the target. " if size > target_mb else "under half the target: small files. "))
+    return Check(exercise, answer, (low, high), False, explanation, why + hint)
+
+
 
 # ------------------------------------------------------------------ 08: three formats
 

@@ -933,51 +933,40 @@ def plot_race(runs, ax=None, title: str | None = None):
 
 # ---------------------------------------------------------------- choosing an index (06)
 
-def plot_index_choice(runs: pd.DataFrame, axes=None):
+def plot_index_reads_and_rewrites(runs: pd.DataFrame, axes=None):
     """`indexes.compare`'s runs, one group of bars per workload, one bar per index: what the tag step
     read (record keys from data files; for RECORD_INDEX the index entries it read instead, hatched),
-    and, for the timed workloads only (a `timed` column; all without one), the whole upsert's median
-    seconds with min-max whiskers, each workload's runs under its name."""
+    and the rows the upsert rewrote (base files written as a new slice of an existing file group)."""
+    from matplotlib.ticker import FuncFormatter
+
     axes = _new_axes(axes, 2, nrows=1, ncols=2, figsize=(15, 4.8))
-    first = runs[runs.repeat == 1].set_index(["workload", "index"])
+    first = runs.drop_duplicates(["workload", "index"]).set_index(["workload", "index"])
     workloads = list(dict.fromkeys(runs.workload))
-    timed_runs = runs[runs["timed"].astype(bool)] if "timed" in runs.columns else runs
-    timed = list(dict.fromkeys(timed_runs.workload))
     indexes = list(dict.fromkeys(runs["index"]))
     width = 0.8 / len(indexes)
-    seconds = timed_runs.groupby(["workload", "index"]).seconds
-    low, mid, high = seconds.min(), seconds.median(), seconds.max()
     for i, (index, color) in enumerate(zip(indexes, _colors(len(indexes)))):
-        offset = (i - (len(indexes) - 1) / 2) * width
-        x = np.arange(len(workloads)) + offset
+        x = np.arange(len(workloads)) + (i - (len(indexes) - 1) / 2) * width
         entries = [first.loc[(w, index)].index_entries_read for w in workloads]
         by_entries = [not _missing(e) for e in entries]
         read = [float(e) if has else float(first.loc[(w, index)].keys_read or 0)
                 for w, e, has in zip(workloads, entries, by_entries)]
+        rewritten = [float(first.loc[(w, index)].rows_rewritten) for w in workloads]
         label = f"{index} (index entries)" if any(by_entries) else index
-        bars = axes[0].bar(x, read, width, color=color, label=label, hatch="//" if any(by_entries) else None)
-        for bar, n in zip(bars, read):
-            axes[0].annotate(f"{int(n):,}", (bar.get_x() + bar.get_width() / 2, n), ha="center", va="bottom",
-                             fontsize="x-small", rotation=90)
-        xt = np.arange(len(timed)) + offset
-        m = [mid[(w, index)] for w in timed]
-        axes[1].bar(xt, m, width, color=color, label=index)
-        axes[1].errorbar(xt, m, yerr=[np.subtract(m, [low[(w, index)] for w in timed]),
-                                      np.subtract([high[(w, index)] for w in timed], m)],
-                         fmt="none", ecolor="black", capsize=2, linewidth=0.8)
-    repeats = timed_runs.groupby("workload").repeat.nunique()
-    for ax, names, labels in ((axes[0], workloads, workloads),
-                              (axes[1], timed, [f"{w}\n({repeats[w]} run{'s' if repeats[w] != 1 else ''})" for w in timed])):
-        ax.set_xticks(range(len(names)))
-        ax.set_xticklabels(labels)
-    from matplotlib.ticker import FuncFormatter
-
-    axes[0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    axes[0].set_ylabel("keys read by the tag step")
-    axes[0].set_title("what each index read to tag the batch")
-    axes[0].margins(y=0.15)
-    axes[1].set_ylabel("seconds (median, min-max)")
-    axes[1].set_title("the whole upsert (timed workloads)")
+        for ax, values, hatch in ((axes[0], read, "//" if any(by_entries) else None), (axes[1], rewritten, None)):
+            bars = ax.bar(x, values, width, color=color, label=label, hatch=hatch)
+            for bar, n in zip(bars, values):
+                ax.annotate(f"{int(n):,}", (bar.get_x() + bar.get_width() / 2, n), ha="center", va="bottom",
+                            fontsize="x-small", rotation=90)
+    for ax, ylabel, title in ((axes[0], "record keys (or index entries) read", "what each index's tag step read"),
+                              (axes[1], "rows rewritten (copy-on-write)", "what each upsert rewrote")):
+        ax.set_xticks(range(len(workloads)))
+        ax.set_xticklabels(workloads)
+        ax.set_xlabel("workload")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.set_ylim(bottom=0)
+        ax.margins(y=0.2)
     handles, labels = axes[0].get_legend_handles_labels()
     axes[0].figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small")
     return axes
@@ -1007,32 +996,71 @@ def _integer_locator():
     return MaxNLocator(integer=True)
 
 
-def plot_bucket_growth(steps: pd.DataFrame, max_file_size: int, split_threshold: float = 2.0, axes=None):
-    """`indexes.bucket_growth`'s steps: buckets per table after each step, and each table's largest
-    base file against `max_file_size` and the split threshold (dashed lines)."""
-    axes = _new_axes(axes, 2, nrows=1, ncols=2, figsize=(13, 4.2))
-    labels = list(dict.fromkeys(steps.step))
-    tables = list(dict.fromkeys(steps.table))
-    x = np.arange(len(labels))
-    for table, color, marker in zip(tables, _colors(len(tables)), "os"):
-        rows = steps[steps.table == table].set_index("step").loc[labels]
-        axes[0].plot(x, rows.buckets, marker=marker, color=color, label=table)
-        axes[1].plot(x, rows["largest base file KB"] / 1024, marker=marker, color=color, label=table)
-    for limit, text in ((max_file_size, "max_file_size"), (split_threshold * max_file_size, "split threshold")):
-        axes[1].axhline(limit / 1024**2, color="grey", linestyle="--", linewidth=0.8)
-        axes[1].annotate(text, (x[0], limit / 1024**2), xytext=(0, 3), textcoords="offset points",
-                         fontsize="small", color="grey")
-    for ax in axes:
-        ax.set_xticks(x)
-        ax.set_xticklabels(labels)
-        ax.set_ylim(bottom=0)
-    axes[0].yaxis.get_major_locator().set_params(integer=True)
-    axes[0].set_ylabel("buckets (file groups)")
-    axes[0].set_title("bucket count after each step")
-    axes[1].set_ylabel("MB")
-    axes[1].set_title("largest base file")
-    handles, names = axes[0].get_legend_handles_labels()
-    axes[0].figure.legend(handles, names, loc="outside lower center", ncols=len(names), fontsize="small")
+def plot_bucket_split(split, days: int = 5, axes=None):
+    """`indexes.bucket_split`: each table's largest base file in its last `days` day partitions (the
+    fixed count's, and the ring's before and after the resize) against `max_file_size` and the split
+    threshold; and the surging day's hash ring before (inner) and after (outer) the resize, each
+    bucket an arc as wide as its share of the hashes, labelled with its rows, a split bucket's two
+    halves in its colour."""
+    from matplotlib.patches import Patch, Wedge
+
+    from labformat.index.consistent_bucket import HASH_MASK
+
+    axes = _new_axes(axes, 2, nrows=1, ncols=2, figsize=(14, 5), width_ratios=[3, 2])
+    frame = split.buckets
+    partitions = sorted(frame.partition.unique())[-days:]
+    fixed, ring = frame.table.unique()[0], frame.table.unique()[-1]
+    series = (("fixed bucket count", fixed, "before the resize", "tab:red"),
+              ("ring, before the resize", ring, "before the resize", "tab:gray"),
+              ("ring, after the resize", ring, "after the resize", "tab:blue"))
+    width = 0.8 / len(series)
+    x = np.arange(len(partitions))
+    for i, (label, table, moment, color) in enumerate(series):
+        chosen = frame[(frame.table == table) & (frame.moment == moment)].groupby("partition").KB.max()
+        values = [float(chosen.get(p, 0.0)) for p in partitions]
+        bars = axes[0].bar(x + (i - (len(series) - 1) / 2) * width, values, width, color=color, label=label)
+        for bar, kb in zip(bars, values):
+            axes[0].annotate(f"{kb:,.0f}", (bar.get_x() + bar.get_width() / 2, kb), ha="center", va="bottom",
+                             fontsize="x-small")
+    for limit, text in ((split.max_file_size, "max_file_size"),
+                        (split.split_threshold * split.max_file_size, f"split threshold ({split.split_threshold:g}x)")):
+        axes[0].axhline(limit / 1024, color="black", linestyle="--", linewidth=0.8)
+        axes[0].annotate(text, (x[0] - 0.45, limit / 1024), xytext=(0, 3), textcoords="offset points", fontsize="small")
+    axes[0].set_xticks(x)
+    axes[0].set_xticklabels([p.rsplit("=", 1)[-1] + ("\n(fleet doubled)" if p == split.hot_partition else "")
+                             for p in partitions])
+    axes[0].set_xlabel("day partition")
+    axes[0].set_ylabel("largest base file (KB)")
+    axes[0].set_ylim(bottom=0)
+    axes[0].margins(y=0.2)
+    axes[0].set_title("a bucket count fixed at creation, and the ring's resize")
+    axes[0].legend(loc="upper left", fontsize="small")
+
+    ax, palette, space = axes[1], _colors(10), HASH_MASK + 1
+    before = split.rings[split.rings.moment == "before the resize"].sort_values("node")
+    for radius, moment in ((0.65, "before the resize"), (1.0, "after the resize")):
+        nodes = split.rings[split.rings.moment == moment].sort_values("node")
+        low = int(nodes.node.iloc[-1]) - space  # the first node's range wraps round from the last node's value
+        for row in nodes.itertuples(index=False):
+            high = int(row.node)
+            # Hash h sits at 90 - 360 h / space degrees: clockwise from the top.
+            theta1, theta2 = 90 - 360 * high / space, 90 - 360 * low / space
+            parent = int(np.searchsorted(before.node.to_numpy(), high, side="left")) % len(before)
+            ax.add_patch(Wedge((0, 0), radius, theta1, theta2, width=0.3, facecolor=palette[parent % 10],
+                               edgecolor="white", linewidth=2, alpha=0.5 if radius < 1 else 0.9))
+            middle = np.radians((theta1 + theta2) / 2)
+            ax.annotate(f"{int(row.rows):,}", ((radius - 0.15) * np.cos(middle), (radius - 0.15) * np.sin(middle)),
+                        ha="center", va="center", fontsize="small")
+            low = high
+    ax.set_xlim(-1.1, 1.1)
+    ax.set_ylim(-1.1, 1.1)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.legend(handles=[Patch(facecolor="grey", alpha=0.5, label="inner: before the resize"),
+                       Patch(facecolor="grey", alpha=0.9, label="outer: after the resize")],
+              loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize="small", ncols=2)
+    ax.set_title(f"the hash ring of {split.hot_partition.rsplit('=', 1)[-1]}: rows per bucket\n"
+                 "(an arc's width is its share of the XXH32 hashes)")
     return axes
 
 
