@@ -41,24 +41,20 @@ def test_best_task_counts_are_the_multiples_of_the_cores_when_work_dwarfs_start_
     assert 48 not in few and few[0] <= 16
 
 
-def test_scaled_tasks_keep_their_start_up_and_multiply_their_work():
-    tasks = pd.DataFrame({"duration": [0.05, 0.15]})
-    assert shuffle.scaled(tasks, 0.05, 10)["duration"].tolist() == pytest.approx([0.05, 1.05])
-    assert shuffle.scale_label(8_421.3) == "8,400x this batch"
-
-
 # ---------------------------------------------------------------- exercise checks
 
 def test_the_tuning_choice_accepts_every_count_the_rule_allows_and_says_why_a_wrong_one_is_slower():
-    startup, work, scale = 0.01, 0.3, 178.0
-    _, allowed = shuffle.best_task_counts(16, startup, work * scale)
+    startup, work = 0.01, shuffle.SEED_WORK_S
+    _, allowed = shuffle.best_task_counts(16, startup, work)
     for n in (16, 32, 48):
-        assert n in allowed and ex.shuffle_partitions_choice("2.5", n, startup, work, scale).right
-    wrong = ex.shuffle_partitions_choice("2.5", 20, startup, work, scale)
+        assert n in allowed and ex.shuffle_partitions_choice("2.5", n, startup, work).right
+    wrong = ex.shuffle_partitions_choice("2.5", 20, startup, work)
     assert wrong.right is False and "2 waves" in wrong.message and "x the fastest" in wrong.message
-    assert ex.shuffle_partitions_choice("2.5", None, startup, work, scale).right is None
+    assert ex.shuffle_partitions_choice("2.5", None, startup, work).right is None
     for bad in (True, 0, 201, 16.5, "48"):
-        assert ex.shuffle_partitions_choice("2.5", bad, startup, work, scale).right is False
+        assert ex.shuffle_partitions_choice("2.5", bad, startup, work).right is False
+    # A start-up as large as a tenth of a task's share: a third wave no longer comes free.
+    assert not ex.shuffle_partitions_choice("2.5", 48, 0.75, work).right
 
 
 def test_the_random_keys_share_accepts_the_run_and_the_rule_within_a_file_and_a_half():
@@ -114,14 +110,15 @@ def _runs() -> shuffle.ShuffleRuns:
                                rows=3_200, cores_here=2)
 
 
-def test_the_shuffle_projection_lays_each_stage_on_16_lanes_at_both_scales():
+def test_the_shuffle_projection_lays_the_measured_stage_and_the_rules_on_16_lanes():
     runs = _runs()
-    axes = viz.plot_shuffle_projection(runs, 100.0)
-    assert len(axes) == 4
-    assert [len(ax.patches) for ax in axes] != [] and all("tasks" in ax.get_title() for ax in axes)
-    assert "this batch" in axes[0].get_title() and "100x this batch" in axes[1].get_title()
-    assert axes[1].get_xlim()[1] > 10 * axes[0].get_xlim()[1]  # the seed's column on its own seconds axis
-    table = runs.by_rule([20, 48], scale=100.0)
+    axes = viz.plot_shuffle_projection(runs, 120.0)
+    assert len(axes) == 4 and all("tasks" in ax.get_title() for ax in axes)
+    assert "as measured here" in axes[0].get_title() and "by the rule, 120 s of work" in axes[1].get_title()
+    assert axes[1].get_xlim()[1] > 10 * axes[0].get_xlim()[1]  # the stated workload on its own seconds axis
+    equal = runs.projected(48, 120.0)
+    assert len(equal) == 48 and equal["lane"].nunique() == 16 and equal["duration"].iloc[0] == pytest.approx(0.02 + 2.5)
+    table = runs.by_rule([20, 48], work_s=120.0)
     assert table.loc[20, "waves"] == 2 and table.loc[48, "idle_cores_in_last_wave"] == 0
     assert table.loc[48, "stage_s"] < table.loc[20, "stage_s"]
     plt.close("all")

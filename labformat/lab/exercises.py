@@ -257,20 +257,20 @@ def files_rewritten_share(exercise: str, answer, day) -> Check:
     return Check(exercise, answer, round(rewritten / files, 3), right, explanation, hint)
 
 
-def shuffle_partitions_choice(exercise: str, answer, startup_s: float, work_s: float, scale: float,
-                              cores: int = 16, tolerance: float = 0.05) -> Check:
-    """A tuning choice: how many partitions to repartition a batch `scale` times this run's into before
-    an upsert on `cores` cores (Hudi 0.13+ runs one deduplicate task per partition). Graded by the rule
-    taught, `shuffle.shuffle_seconds`, with this run's per-task start-up and work: right when the
-    choice's projected stage is within `tolerance` of the fastest of 1 to 200 partitions."""
+def shuffle_partitions_choice(exercise: str, answer, startup_s: float, work_s: float, cores: int = 16,
+                              tolerance: float = 0.05) -> Check:
+    """A tuning choice: how many partitions to repartition a batch into before an upsert on `cores` cores
+    (Hudi 0.13+ runs one deduplicate task per partition), for a stated `work_s` seconds of deduplicate
+    work. Graded by the rule taught, `shuffle.shuffle_seconds`, with this run's per-task start-up: right
+    when the choice's projected stage is within `tolerance` of the fastest of 1 to 200 partitions."""
     from labformat.lab.shuffle import best_task_counts, shuffle_seconds, waves
 
-    work = work_s * scale
+    work = work_s
     best, allowed = best_task_counts(cores, startup_s, work, tolerance)
     listed = _ranges(allowed)
-    explanation_base = (f"On {cores} cores with a start-up of {startup_s * 1000:.0f} ms a task and {work:,.1f} s of "
-                        f"work ({scale:,.0f}x this batch's {work_s:.2f} s): the fastest projection is {best:.2f} s; "
-                        f"within {tolerance:.0%} of it: {listed} partitions.")
+    explanation_base = (f"On {cores} cores with a start-up of {startup_s * 1000:.0f} ms a task (measured here) and "
+                        f"{work:,.1f} s of work: the fastest projection is {best:.2f} s; within {tolerance:.0%} of it: "
+                        f"{listed} partitions.")
     hint = (f"answer with a whole number of partitions from 1 to 200. A stage of n tasks takes ceil(n / {cores}) "
             f"waves, each as long as one task: start-up + work / n. Which n leaves no core idle in the last wave, "
             "and what do more waves add?")

@@ -6,11 +6,13 @@ After one untimed run per task count (every core has run a task of that shape), 
 alternate, `repeats` times each. The stage that keeps the newest version per key is what the seed's
 "upsert parallelism" sets; its tasks, from the Spark UI, are what the projection lays onto 16 cores.
 
-The projection needs two numbers, both measured: `startup_s`, what one task of that stage costs with
-no rows at all (its tasks run on the batch filtered to nothing), and `work_s`, what the batch's rows
-cost beyond that (the tasks' busy seconds less one start-up each, the median over the runs). On `c`
-cores, `n` equal tasks then take `waves(n, c) * (startup_s + work_s / n)`: `shuffle_seconds`. That is
-the rule; Spark's scheduler, network and data locality are left out, so it is a projection.
+Two numbers price a stage: `startup_s`, what one task of it costs with no rows (measured: its tasks on
+the batch cut to one row, all but one of which read nothing), and its work, what the rows cost beyond
+that (this batch's: the tasks' busy seconds less one start-up each, the median over the runs; within
+the noise at this workshop's sizes). On `c` cores, `n` equal tasks take
+`waves(n, c) * (startup_s + work / n)`: `shuffle_seconds`. That is the rule; Spark's scheduler, network
+and data locality are left out, so what it gives for the seed's cluster is a projection, for a stated
+workload (`SEED_WORK_S`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ import labformat as lf
 from labformat.lab.projection import CLUSTER_CORES, project, task_stage_labels
 
 DEDUPLICATE_STAGE = "keep newest per key"
+# The workload the projection onto the seed's cluster states, not measures: a daily batch whose
+# deduplicate stage is 2 minutes of one core's work (gigabytes; this workshop's batch is a few MB,
+# whose work in that stage is within the noise of its tasks' start-up).
+SEED_WORK_S = 120.0
 
 
 def waves(tasks: int, cores: int) -> int:
@@ -61,22 +67,30 @@ def _stage_tasks(spark, table: lf.Table, batch, partitions: int) -> pd.DataFrame
         deduped = combine_records(ctx, batch.repartition(partitions), partitions)
         with describe(spark, "read input", DEDUPLICATE_STAGE, "count per partition path", before="read batch"):
             partition_counts(deduped)
-    tasks = SparkUI(spark).task_timeline(recorder.steps[-1].group)
+    tasks = _timeline(SparkUI, spark, recorder.steps[-1].group)
     stage = tasks[task_stage_labels(tasks).str.endswith(DEDUPLICATE_STAGE)].copy()
     stage["duration"] = stage["busy_s"].fillna(stage["duration_s"])
     stage["launch"] = stage["launch"] - stage["launch"].min()
     return stage
 
 
+def _timeline(ui, spark, group: str, attempts: int = 3) -> pd.DataFrame:
+    """The job group's tasks from the Spark UI, asked again (after a pause) when the UI is too busy to
+    answer in time: on a loaded laptop its REST server can miss the request timeout once."""
+    import time
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return ui(spark).task_timeline(group)
+        except lf.LabformatError:
+            if attempt == attempts:
+                raise
+            time.sleep(2.0 * attempt)
+    raise AssertionError("unreachable")
+
+
 def _span(tasks: pd.DataFrame) -> float:
     return float((tasks["launch"] + tasks["duration"]).max() - tasks["launch"].min()) if len(tasks) else 0.0
-
-
-def scaled(tasks: pd.DataFrame, startup_s: float, scale: float) -> pd.DataFrame:
-    """The measured tasks with their work (busy time beyond one start-up) `scale` times as large: the
-    same stage on a batch `scale` times this one, split the same way."""
-    work = (tasks["duration"] - startup_s).clip(lower=0.0)
-    return tasks.assign(duration=startup_s + scale * work)
 
 
 @dataclass(frozen=True)
@@ -96,14 +110,21 @@ class ShuffleRuns:
         """The batch's work in the stage beyond the tasks' start-up: the median over every timed run."""
         return float(self.runs["work_s"].median())
 
-    def projected(self, tasks: int, scale: float = 1.0) -> pd.DataFrame:
-        """The median run of `tasks` tasks laid onto `project_to` cores, its work `scale` times as large."""
-        return project(scaled(self.stages[tasks], self.startup_s, scale), self.project_to)
+    def projected(self, tasks: int, work_s: float | None = None) -> pd.DataFrame:
+        """`tasks` tasks laid onto `project_to` cores: the median run as measured, or (with `work_s`) equal
+        tasks by the rule, each this run's start-up plus an equal share of `work_s` seconds of work."""
+        if work_s is None:
+            return project(self.stages[tasks], self.project_to)
+        equal = pd.DataFrame({"stage_id": 0, "task_id": range(tasks), "index": range(tasks), "launch": 0.0,
+                              "duration": self.startup_s + work_s / tasks,
+                              "stage_label": f"{tasks} equal tasks (the rule)"})
+        return project(equal, self.project_to)
 
-    def by_rule(self, tasks: Iterable[int], scale: float = 1.0) -> pd.DataFrame:
+    def by_rule(self, tasks: Iterable[int], work_s: float | None = None) -> pd.DataFrame:
         """Per task count: tasks, waves and idle cores on `project_to` cores, each task's start-up and work,
-        and the stage's seconds by the rule (`shuffle_seconds`) at `scale` times this batch's work."""
-        work = self.work_s * scale
+        and the stage's seconds by the rule (`shuffle_seconds`), for `work_s` seconds of work (this batch's
+        by default)."""
+        work = self.work_s if work_s is None else work_s
         rows = [{"tasks": n, "waves": waves(n, self.project_to),
                  "idle_cores_in_last_wave": idle_in_last_wave(n, self.project_to),
                  "startup_s_per_task": self.startup_s, "work_s_per_task": work / n,
@@ -114,9 +135,8 @@ class ShuffleRuns:
 def time_deduplicate(table: lf.Table, batch, task_counts: Iterable[int] = (20, 48), repeats: int = 5,
                      project_to: int = CLUSTER_CORES, progress: bool = False) -> ShuffleRuns:
     """Step 1's shuffle stage on `batch`, at each task count: one untimed run each, then `repeats`
-    interleaved timed runs each (the order reversed every other repetition), then one run on the
-    batch filtered to no rows, whose tasks' busy time is the per-task start-up cost."""
-    from pyspark.sql import functions as F
+    interleaved timed runs each (the order reversed every other repetition); and, after the untimed
+    runs, one on the batch cut to one row, whose tasks' busy time is the per-task start-up cost."""
     from tqdm.auto import tqdm
 
     from labformat.lab import workshop
@@ -128,7 +148,9 @@ def time_deduplicate(table: lf.Table, batch, task_counts: Iterable[int] = (20, 4
     try:
         for n in counts:  # the warm-up: every core runs tasks of this shape before any is timed
             _stage_tasks(spark, table, batch, n)
-        empty = _stage_tasks(spark, table, batch.where(F.lit(False)), max(counts))
+        # One row (no row at all and Spark runs no job): all but one of the stage's tasks read nothing
+        # from the shuffle, so their busy time is what a task of this stage costs whatever its rows.
+        empty = _stage_tasks(spark, table, batch.limit(1), max(counts))
         startup = float(empty["duration"].median()) if len(empty) else 0.0
         order = [(r, n) for r in range(1, repeats + 1) for n in (counts if r % 2 else counts[::-1])]
         records, stages = [], {}
@@ -149,10 +171,5 @@ def time_deduplicate(table: lf.Table, batch, task_counts: Iterable[int] = (20, 4
     return ShuffleRuns(runs, median_runs, startup, len(empty), rows, workshop.cores(spark), project_to)
 
 
-def scale_label(scale: float) -> str:
-    """`8,400x this batch` with the scale rounded to two significant digits."""
-    return f"{float(f'{scale:.2g}'):,.0f}x this batch"
-
-
-__all__ = ["DEDUPLICATE_STAGE", "ShuffleRuns", "best_task_counts", "idle_in_last_wave", "scale_label", "scaled",
+__all__ = ["DEDUPLICATE_STAGE", "SEED_WORK_S", "ShuffleRuns", "best_task_counts", "idle_in_last_wave",
            "shuffle_seconds", "time_deduplicate", "waves"]

@@ -374,35 +374,33 @@ def plot_timeline_and_projection(tasks: pd.DataFrame, cores: int, project_to: in
     return [top, bottom]
 
 
-def plot_shuffle_projection(runs, scale: float, task_counts=None, axes=None):
-    """The deduplicate stage's measured tasks (`shuffle.time_deduplicate`'s median run per task count)
-    projected onto `runs.project_to` cores: one row per task count; left as measured (this batch),
-    right with each task's work `scale` times as large (start-up unchanged). Each column shares its
-    seconds axis, so the rows compare directly. Returns the axes, row by row."""
-    from labformat.lab.shuffle import scale_label
-
+def plot_shuffle_projection(runs, work_s: float, task_counts=None, axes=None):
+    """The deduplicate stage on `runs.project_to` cores, a projection: one row per task count; left the
+    median measured run's tasks (`shuffle.time_deduplicate`), right equal tasks by the rule for `work_s`
+    seconds of work, each with the start-up measured here. Each column shares its seconds axis, so the
+    rows compare directly. Returns the axes, row by row."""
     counts = list(task_counts or sorted(runs.stages))
     cores = runs.project_to
     if axes is None:
         import matplotlib.pyplot as plt
 
-        _, grid = plt.subplots(len(counts), 2, figsize=(14, 1.2 + 0.32 * cores * len(counts)), layout="constrained",
-                               sharex="col")
+        _, grid = plt.subplots(len(counts), 2, figsize=(14, 1.2 + 0.32 * cores * len(counts)), layout="constrained")
         axes = np.atleast_2d(grid)
     axes = np.asarray(axes).reshape(len(counts), 2)
+    ends = {0: [], 1: []}
     for row, n in zip(axes, counts):
-        for ax, factor, what in ((row[0], 1.0, "this batch"), (row[1], scale, scale_label(scale))):
-            projected = runs.projected(n, factor)
+        for column, (ax, work, what) in enumerate(((row[0], None, "as measured here"),
+                                                    (row[1], work_s, f"by the rule, {work_s:,.0f} s of work"))):
+            projected = runs.projected(n, work)
             plot_task_timeline(projected, cores, ax=ax, projection=True)
-            ax.set_title(f"{n} tasks, {what}: {ax.get_title().split(': ', 1)[1]}", fontsize="small")
+            ax.set_title(f"{n} tasks {what}: {ax.get_title().split(': ', 1)[1]}", fontsize="small")
             ax.get_legend().remove()
             ax.set_xlabel("seconds (projection)")
             ax.tick_params(axis="y", labelsize="x-small")
+            ends[column].append(float((projected["launch"] + projected["duration"]).max()))
     for column in range(2):
-        ends = [float((runs.projected(n, 1.0 if column == 0 else scale).eval("launch + duration")).max())
-                for n in counts]
         for ax in axes[:, column]:
-            ax.set_xlim(0.0, max(ends) * 1.02)
+            ax.set_xlim(0.0, max(ends[column]) * 1.02)
     return list(axes.ravel())
 
 

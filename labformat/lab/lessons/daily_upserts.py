@@ -66,12 +66,13 @@ def no_stale_duplicates(stale: int, rows_in: Sequence[int], deduplicated: Sequen
 
 # ---------------------------------------------------------------- bloom filters
 
-@rule("bloom filters drop at least 80% of the (key, file) pairs range pruning kept (days 2 on)",
-      absent=dict(after_range_pruning=10_000, after_bloom=5_000, matched=600),
-      present=dict(after_range_pruning=10_126, after_bloom=623, matched=623))
+@rule("bloom filters drop at least half of the (key, file) pairs range pruning kept (days 2 on)",
+      absent=dict(after_range_pruning=10_000, after_bloom=6_000, matched=6_000),
+      present=[dict(after_range_pruning=10_126, after_bloom=623, matched=623),
+               dict(after_range_pruning=10_368, after_bloom=3_456, matched=3_456)])
 def bloom_drops_most_pairs(after_range_pruning: int, after_bloom: int, matched: int) -> tuple[bool, str]:
     dropped = 1 - after_bloom / after_range_pruning if after_range_pruning else 0.0
-    return dropped >= 0.8, (f"{after_range_pruning:,} pairs after range pruning, {after_bloom:,} after bloom "
+    return dropped >= 0.5, (f"{after_range_pruning:,} pairs after range pruning, {after_bloom:,} after bloom "
                             f"({dropped:.0%} dropped), {matched:,} matched")
 
 
@@ -222,18 +223,18 @@ def full_waves(tasks_20: int, tasks_48: int, cores: int) -> tuple[bool, str]:
                   f"{waves(tasks_48, cores)}, {idle_in_last_wave(tasks_48, cores)} idle")
 
 
-@rule("projected onto 16 cores at the seed's batch size, 48 shuffle tasks finish at least 1.4x sooner than 20 "
-      "(the rule: waves x (start-up + work / tasks), from this run's start-up and work)",
-      absent=[dict(startup_s=0.02, work_s=0.2, scale=1.0), dict(startup_s=2.0, work_s=60.0, scale=1.0)],
-      present=dict(startup_s=0.02, work_s=0.2, scale=500.0), exact=False)
-def full_waves_pay_at_scale(startup_s: float, work_s: float, scale: float) -> tuple[bool, str]:
+@rule("by the rule, on 16 cores, with this run's per-task start-up and the seed's stated work (2 minutes of one "
+      "core), 48 shuffle tasks finish at least 1.4x sooner than 20",
+      absent=[dict(startup_s=0.02, work_s=0.2), dict(startup_s=2.0, work_s=60.0)],
+      present=[dict(startup_s=0.02, work_s=120.0), dict(startup_s=0.25, work_s=120.0)], exact=False)
+def full_waves_pay_at_scale(startup_s: float, work_s: float) -> tuple[bool, str]:
     from labformat.lab.shuffle import shuffle_seconds
 
-    twenty = shuffle_seconds(20, 16, startup_s, work_s * scale)
-    forty_eight = shuffle_seconds(48, 16, startup_s, work_s * scale)
+    twenty = shuffle_seconds(20, 16, startup_s, work_s)
+    forty_eight = shuffle_seconds(48, 16, startup_s, work_s)
     ratio = twenty / forty_eight if forty_eight else 0.0
-    return ratio >= 1.4, (f"start-up {startup_s * 1000:.0f} ms a task, work {work_s:.2f} s x {scale:,.0f}: "
-                          f"20 tasks {twenty:.2f} s, 48 tasks {forty_eight:.2f} s ({ratio:.2f}x)")
+    return ratio >= 1.4, (f"start-up {startup_s * 1000:.0f} ms a task (measured), {work_s:,.1f} s of work: 20 tasks "
+                          f"{twenty:.2f} s, 48 tasks {forty_eight:.2f} s ({ratio:.2f}x)")
 
 
 # ---------------------------------------------------------------- where the time goes
@@ -251,12 +252,12 @@ def first_upsert_warms_up(first: float, later: Sequence[float]) -> tuple[bool, s
                   f"({min(later):.2f}-{max(later):.2f}, {len(later)} runs), {first / mid:.1f}x")
 
 
-@rule("the tag step (with step 1's shuffle) and the write step take at least 75% of every upsert; the steps that "
-      "only plan on the driver and commit at most 10%",
-      absent=[dict(tag_and_write_share=[0.9, 0.6], planning_share=[0.02, 0.05]),
-              dict(tag_and_write_share=[0.9, 0.85], planning_share=[0.02, 0.2])],
-      present=dict(tag_and_write_share=[0.9, 0.85, 0.88], planning_share=[0.02, 0.03, 0.02]), exact=False)
-def tag_and_write_dominate(tag_and_write_share: Sequence[float], planning_share: Sequence[float]) -> tuple[bool, str]:
-    held = min(tag_and_write_share) >= 0.75 and max(planning_share) <= 0.10
-    return held, (f"tag + write: {min(tag_and_write_share):.0%} to {max(tag_and_write_share):.0%} of each day's "
-                  f"upsert; the driver's planning and commit steps at most {max(planning_share):.0%}")
+@rule("the upsert's two Spark jobs, the tag step (with step 1's shuffle) and the write step, take at least 70% "
+      "of every upsert; the rest is the driver's planning and commit",
+      absent=[dict(tag_share=[0.3, 0.2], write_share=[0.5, 0.4]), dict(tag_share=[0.1, 0.1], write_share=[0.5, 0.5])],
+      present=dict(tag_share=[0.4, 0.35, 0.3], write_share=[0.5, 0.5, 0.55]), exact=False)
+def tag_and_write_dominate(tag_share: Sequence[float], write_share: Sequence[float]) -> tuple[bool, str]:
+    both = [t + w for t, w in zip(tag_share, write_share)]
+    held = len(both) > 0 and min(both) >= 0.7
+    return held, (f"tag + write: {min(both):.0%} to {max(both):.0%} of each day's upsert (tag {min(tag_share):.0%}-"
+                  f"{max(tag_share):.0%}, write {min(write_share):.0%}-{max(write_share):.0%})")
