@@ -42,7 +42,7 @@ REQUIRED_CHARTS = {
     # Issue 34's: files read per query on linear, Z-order and Hilbert clustering layouts.
     "clustering layouts": "clustering-layouts",
     "three formats' metadata per commit": "three-formats",
-    "a table's first upserts (step 5's estimate and its source)": "02-first-upserts",
+    "a table's first upserts (step 5's estimate and its source)": "first-upserts",
 }
 
 

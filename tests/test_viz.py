@@ -382,15 +382,14 @@ def test_plot_month_shares_the_day_axis_and_draws_the_share_kept():
     plt.close("all")
 
 
-def test_plot_key_funnel_is_log_scaled_per_stage():
+def test_plot_key_funnel_is_linear_from_zero_and_titles_the_totals():
     ax = viz.plot_key_funnel(MONTH)
-    assert ax.get_yscale() == "log" and len(ax.patches) == 9
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0 and len(ax.patches) == 9
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["after range pruning", "after bloom",
                                                                    "matched (exact check)"]
-    ax.figure.canvas.draw()
-    low, high = ax.get_ylim()
-    labels = [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks()) if low <= v <= high]
-    assert len(labels) >= 4 and "500" in labels and "1,000" in labels  # 1-2-5 per decade: one label per decade gave 1
+    kept, passed = MONTH["keys_after_range_pruning"].sum(), MONTH["keys_after_bloom"].sum()
+    assert f"{kept:,} pairs kept by range pruning, {passed:,} passed" in ax.get_title()
+    assert "pairs" in ax.get_ylabel()
     plt.close("all")
 
 
@@ -404,15 +403,16 @@ def test_plot_spread_draws_every_run_median_and_range():
     plt.close("all")
 
 
-def test_plot_index_comparison_shows_the_whole_upsert_and_the_files_rewritten_with_the_bucket_count():
-    runs = pd.DataFrame({"index": ["BLOOM", "BUCKET"] * 2, "repeat": [1, 1, 2, 2],
-                         "bucket_num": [None, 4, None, 4], "tag_s": [0.5, 0.1, 0.7, 0.2],
-                         "seconds": [2.0, 3.0, 2.2, 3.4], "files_rewritten": [16, 4, 16, 4]})
-    tag, whole, files = viz.plot_index_comparison(runs)
+def test_plot_index_comparison_shows_the_tag_spread_and_what_one_upsert_rewrote_with_the_bucket_count():
+    runs = pd.DataFrame({"index": ["BLOOM", "BUCKET"] * 2, "repeat": [1, 1, 2, 2], "tag_s": [0.5, 0.1, 0.7, 0.2]})
+    upserts = pd.DataFrame({"bucket_num": [None, 4], "files_rewritten": [16, 4], "rows_rewritten": [2_880, 5_760]},
+                           index=pd.Index(["BLOOM", "BUCKET"], name="index"))
+    tag, rows, files = viz.plot_index_comparison(runs, upserts)
     assert [round(b.get_height(), 2) for b in tag.patches] == [0.6, 0.15]
-    assert [round(b.get_height(), 2) for b in whole.patches] == [2.1, 3.2]
+    assert [b.get_height() for b in rows.patches] == [2_880, 5_760] and [t.get_text() for t in rows.texts] == ["2,880", "5,760"]
     assert [b.get_height() for b in files.patches] == [16, 4]
     assert [t.get_text() for t in files.get_xticklabels()] == ["BLOOM", "BUCKET\n4 buckets"]
+    assert "2 runs each" in tag.get_title() and files.get_ylabel() == "base files rewritten"
     plt.close("all")
 
 

@@ -210,11 +210,14 @@ def range_pruning_share(exercise: str, answer, day) -> Check:
                  "[min, max] range then?")
 
 
-def bloom_files_opened(exercise: str, answer, sweep: pd.DataFrame, num_entries: int) -> Check:
-    """Files the exact check opened with the filter of `num_entries` in a `sweeps.bloom_filter_sweep`
-    run. Which absent keys a filter lets through is chance (at its predicted rate), so an answer
-    within a tenth of the table's files (at least one file) is right."""
+def bloom_files_opened(exercise: str, answer, sweep: pd.DataFrame, num_entries: int,
+                       filter_type: str = "SIMPLE") -> Check:
+    """Files the exact check opened with the filter of `num_entries` (of `filter_type`, where the sweep
+    names types) in a `sweeps.bloom_filter_sweep` run. Which absent keys a filter lets through is chance
+    (at its predicted rate), so an answer within a tenth of the table's files (at least one file) is right."""
     rows = sweep[sweep["num_entries"] == num_entries]
+    if "filter_type" in rows.columns:
+        rows = rows[rows["filter_type"] == filter_type]
     if rows.empty:
         raise lf.LabformatError(f"no bloom filter of {num_entries:,} entries in this sweep")
     row = rows.iloc[0]
@@ -228,6 +231,75 @@ def bloom_files_opened(exercise: str, answer, sweep: pd.DataFrame, num_entries: 
                  "when its filter passes at least one of the keys. A file without any of the keys passes "
                  "each of them at the filter's false-positive rate: how likely is it to pass none?",
                  tolerance=tolerance)
+
+
+def files_rewritten_share(exercise: str, answer, day) -> Check:
+    """The share of the table's files one upsert rewrote (`day`: a row of `DailyRun.to_pandas()`), as a
+    number between 0 and 1. A corrected key makes its whole file be rewritten; with `u` corrections
+    spread at random over `f` files, a file escapes all of them with probability (1 - 1/f)^u. Right:
+    within one and a half files' share of what the run rewrote, or of that rule's expectation."""
+    files, rewritten, updated = int(day["files_in_snapshot"]), int(day["files_rewritten"]), int(day["updated"])
+    expected = 1 - (1 - 1 / files) ** updated if files else 0.0
+    explanation = (f"Day 1 rewrote {rewritten} of {files} files ({rewritten / files:.0%}). Its {updated:,} corrected "
+                   f"keys land anywhere in the key space, so a file escapes all of them with probability "
+                   f"(1 - 1/{files})^{updated:,}: {1 - expected:.1%}; the rule expects {expected:.0%} rewritten.")
+    hint = ("a share is between 0 and 1. A corrected key rewrites its whole file; where do yesterday's corrections "
+            "fall among the files once keys are hashes? How many corrections does a file then expect "
+            "(see `updated` in the month's table), and how likely is it to get none?")
+    number = _number(answer)
+    if answer is None:
+        return Check(exercise, None, round(rewritten / files, 3), None, explanation, hint)
+    if number is None or not 0.0 <= number <= 1.0:
+        return Check(exercise, answer, round(rewritten / files, 3), False, explanation,
+                     (_type_hint(answer, "a number") if number is None else "") + hint)
+    slack = 1.5 / files
+    right = abs(number - rewritten / files) <= slack or abs(number - expected) <= slack
+    return Check(exercise, answer, round(rewritten / files, 3), right, explanation, hint)
+
+
+def shuffle_partitions_choice(exercise: str, answer, startup_s: float, work_s: float, cores: int = 16,
+                              tolerance: float = 0.05) -> Check:
+    """A tuning choice: how many partitions to repartition a batch into before an upsert on `cores` cores
+    (Hudi 0.13+ runs one deduplicate task per partition), for a stated `work_s` seconds of deduplicate
+    work. Graded by the rule taught, `shuffle.shuffle_seconds`, with this run's per-task start-up: right
+    when the choice's projected stage is within `tolerance` of the fastest of 1 to 200 partitions."""
+    from labformat.lab.shuffle import best_task_counts, shuffle_seconds, waves
+
+    work = work_s
+    best, allowed = best_task_counts(cores, startup_s, work, tolerance)
+    listed = _ranges(allowed)
+    explanation_base = (f"On {cores} cores with a start-up of {startup_s * 1000:.0f} ms a task (measured here) and "
+                        f"{work:,.1f} s of work: the fastest projection is {best:.2f} s; within {tolerance:.0%} of it: "
+                        f"{listed} partitions.")
+    hint = (f"answer with a whole number of partitions from 1 to 200. A stage of n tasks takes ceil(n / {cores}) "
+            f"waves, each as long as one task: start-up + work / n. Which n leaves no core idle in the last wave, "
+            "and what do more waves add?")
+    number = _number(answer)
+    if answer is None:
+        return Check(exercise, None, allowed, None, explanation_base, hint)
+    if number is None or not number.is_integer() or not 1 <= number <= 200:
+        return Check(exercise, answer, allowed, False, explanation_base,
+                     (_type_hint(answer, "a whole number") if number is None else "") + hint)
+    n = int(number)
+    mine = shuffle_seconds(n, cores, startup_s, work)
+    verdict = (f"{n} partitions: {waves(n, cores)} waves of {startup_s * 1000:.0f} ms + {work / n:.2f} s, "
+               f"{mine:.2f} s projected ({mine / best:.2f}x the fastest). ")
+    return Check(exercise, answer, allowed, n in allowed, verdict + explanation_base, verdict + hint)
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[16, 31, 32, 33, 48] -> "16, 31-33, 48"."""
+    parts, run = [], []
+    for n in sorted(numbers):
+        if run and n == run[-1] + 1:
+            run.append(n)
+            continue
+        if run:
+            parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+        run = [n]
+    if run:
+        parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+    return ", ".join(parts)
 
 
 # ------------------------------------------------------------------ 03: query skipping

@@ -269,6 +269,35 @@ def insert_plan(report: lf.WriteReport, options: dict[str, Any]) -> pd.DataFrame
     return frame.sort_values(["created", "min_key", "max_key", "inserts"], ignore_index=True)
 
 
+def bloom_filter_bytes(options: dict[str, Any]) -> int:
+    """Bytes of the record-key bloom filter every base file written with `options` carries in its footer
+    (base64, as Hudi stores it), whatever rows the file holds: sized by bloom_num_entries and bloom_fpp."""
+    from labformat.config import option
+    from labformat.fileformat.bloom_filter import BloomSpec
+
+    def value(name):
+        return options.get(name, option(name).default)
+
+    spec = BloomSpec(type_code=value("bloom_filter_type"), num_entries=int(value("bloom_num_entries")),
+                     fpp=float(value("bloom_fpp")))
+    return len(spec.build([]).to_base64())
+
+
+def bloom_filters_frame(specs: dict[str, Any], keys: int) -> pd.DataFrame:
+    """Per named `BloomSpec`, once it holds `keys` keys: its type, num_entries, fpp, the rows it has
+    (DYNAMIC_V0 adds one per num_entries keys, up to its max entries), its predicted false-positive
+    rate and the KB its filter takes in a footer (base64)."""
+    rows = []
+    for name, spec in specs.items():
+        sizes = spec.row_sizes(keys)
+        encoded = len(spec.build([f"{i}" for i in range(keys)]).to_base64()) if spec.type_code != "SIMPLE" else \
+            len(spec.build([]).to_base64())
+        rows.append({"filter": name, "type": spec.type_code, "num_entries": spec.num_entries, "fpp": spec.fpp,
+                     "keys held": keys, "rows": len(sizes), "predicted_fpp": f"{spec.predicted_fpp(keys):.2g}",
+                     "footer_kb": round(encoded / 1024, 1)})
+    return pd.DataFrame(rows).set_index("filter")
+
+
 def small_files_found(report: lf.WriteReport, options: dict[str, Any]) -> pd.DataFrame:
     """Step 4 as an upsert saw it: the base files below `small_file_limit` before it wrote (its
     candidates for inserts), smallest first, with their size in bytes and key range, beside

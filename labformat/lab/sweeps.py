@@ -20,7 +20,7 @@ from labformat.lab.daily import DailyRun, run_daily_upserts
 from labformat.lab.queries import standard_queries
 from labformat.lab.frames import key_ranges_frame
 from labformat.lab.projection import CLUSTER_CORES
-from labformat.model.enums import IndexType, SortMode
+from labformat.model.enums import BloomFilterTypeCode, IndexType, SortMode
 
 
 INPUT_PARTITIONS = 4
@@ -89,10 +89,11 @@ def compare_indexes(spark, spec: datasets.DatasetSpec, indexes: Iterable[str], d
 
 
 def warm_up(table: lf.Table, spec: datasets.DatasetSpec, options: Mapping[str, Any] | None = None,
-            day: int = 1) -> None:
-    """One untimed upsert of `day` on a throw-away copy of `table`: the session's first upserts pay for
-    JIT compilation and Python worker start-up, which would otherwise pass for a trend in the timings."""
-    day_again(table, spec, day, options, repeats=1)
+            day: int = 1) -> pd.DataFrame:
+    """One upsert of `day` on a throw-away copy of `table`, kept out of the timings that follow: the
+    session's first upserts pay for JIT compilation and Python worker start-up, which would otherwise
+    pass for a trend. Returns its row (`day_again`'s columns), to show what that first upsert cost."""
+    return day_again(table, spec, day, options, repeats=1)
 
 
 def day_again(table: lf.Table, spec: datasets.DatasetSpec, day: int = 1, options: Mapping[str, Any] | None = None,
@@ -357,7 +358,8 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
                        files: int = sizing.HISTORY_FILES, options: Mapping[str, Any] | None = None,
                        workdir: Path | None = None, progress: bool = False,
                        history_days: int | None = None) -> pd.DataFrame:
-    """Per bloom filter size (num_entries, fpp): bulk insert the history (its last `history_days`
+    """Per bloom filter (num_entries, fpp[, type: SIMPLE, the default, or DYNAMIC_V0 with
+    `options`' bloom_dynamic_max_entries]): bulk insert the history (its last `history_days`
     days, all by default) with sort mode NONE as `files` base files, then upsert `corrections`
     corrected readings of it through the BLOOM index.
 
@@ -368,8 +370,9 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
     opened by the exact check for nothing, and all its keys are read. That is what a filter sized
     for fewer keys than a file holds costs (seed 003): file reads, not just probes.
 
-    One row per filter: num_entries, fpp, keys_per_file (median rows of the base files),
-    predicted_fpp (of a filter of that size holding keys_per_file keys), corrections, the
+    One row per filter: num_entries, fpp, filter_type, keys_per_file (median rows of the base files),
+    predicted_fpp (of that filter holding keys_per_file keys), filter_rows (DYNAMIC_V0 grows a row
+    of num_entries keys at a time; SIMPLE has one), corrections, the
     file-level funnel (files_in_snapshot, files_after_range_pruning, files_after_bloom: the files
     the exact check opened, files_matched: those holding a corrected key,
     files_false_positives: opened in vain), the key-level funnel (`viz.KEY_FUNNEL_COLUMNS`),
@@ -391,9 +394,12 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
              .withColumn(datasets.PRECOMBINE_FIELD, F.col(datasets.PRECOMBINE_FIELD) + F.expr("INTERVAL 1 MINUTE")))
     spread = history.repartition(files)  # round-robin: every task gets readings of every hour
     rows = []
-    for num_entries, fpp in tqdm(list(filters), desc="bloom filters", disable=not progress):
-        write_options = {**dict(options or {}), "bloom_num_entries": num_entries, "bloom_fpp": fpp}
-        table = lf.Table.create(spark, workshop.scratch(f"bloom-{num_entries}-{fpp:g}", workdir),
+    for num_entries, fpp, *kind in tqdm(list(filters), desc="bloom filters", disable=not progress):
+        filter_type = BloomFilterTypeCode(kind[0]) if kind else BloomFilterTypeCode.SIMPLE
+        write_options = {**dict(options or {}), "bloom_num_entries": num_entries, "bloom_fpp": fpp,
+                         "bloom_filter_type": filter_type}
+        name = f"bloom-{num_entries}-{fpp:g}" + ("" if filter_type is BloomFilterTypeCode.SIMPLE else f"-{filter_type.lower()}")
+        table = lf.Table.create(spark, workshop.scratch(name, workdir),
                                 record_key=datasets.RECORD_KEY, precombine_field=datasets.PRECOMBINE_FIELD,
                                 partition_field=None, options={"index_type": IndexType.BLOOM})
         table.bulk_insert(spread, {**write_options, "bulk_insert_sort_mode": SortMode.NONE,
@@ -401,8 +407,11 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
         keys_per_file = int(key_ranges_frame(table)["rows"].median())
         report = table.upsert(fixes, write_options)
         funnel = report.funnel
-        row = {"num_entries": num_entries, "fpp": fpp, "keys_per_file": keys_per_file,
-               "predicted_fpp": BloomSpec(num_entries=num_entries, fpp=fpp).predicted_fpp(keys_per_file),
+        bloom = BloomSpec(type_code=filter_type, num_entries=num_entries, fpp=fpp,
+                          max_entries=write_options.get("bloom_dynamic_max_entries", BloomSpec.max_entries))
+        row = {"num_entries": num_entries, "fpp": fpp, "filter_type": filter_type.value, "keys_per_file": keys_per_file,
+               "predicted_fpp": bloom.predicted_fpp(keys_per_file),
+               "filter_rows": len(bloom.row_sizes(keys_per_file)),
                "corrections": report.rows_updated,
                "files_in_snapshot": funnel.files_in_snapshot,
                "files_after_range_pruning": funnel.after_range_pruning,

@@ -381,6 +381,36 @@ def plot_timeline_and_projection(tasks: pd.DataFrame, cores: int, project_to: in
     return [top, bottom]
 
 
+def plot_shuffle_projection(runs, work_s: float, task_counts=None, axes=None):
+    """The deduplicate stage on `runs.project_to` cores, a projection: one row per task count; left the
+    median measured run's tasks (`shuffle.time_deduplicate`), right equal tasks by the rule for `work_s`
+    seconds of work, each with the start-up measured here. Each column shares its seconds axis, so the
+    rows compare directly. Returns the axes, row by row."""
+    counts = list(task_counts or sorted(runs.stages))
+    cores = runs.project_to
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        _, grid = plt.subplots(len(counts), 2, figsize=(14, 1.2 + 0.32 * cores * len(counts)), layout="constrained")
+        axes = np.atleast_2d(grid)
+    axes = np.asarray(axes).reshape(len(counts), 2)
+    ends = {0: [], 1: []}
+    for row, n in zip(axes, counts):
+        for column, (ax, work, what) in enumerate(((row[0], None, "as measured here"),
+                                                    (row[1], work_s, f"by the rule, {work_s:,.0f} s of work"))):
+            projected = runs.projected(n, work)
+            plot_task_timeline(projected, cores, ax=ax, projection=True)
+            ax.set_title(f"{n} tasks {what}: {ax.get_title().split(': ', 1)[1]}", fontsize="small")
+            ax.get_legend().remove()
+            ax.set_xlabel("seconds (projection)")
+            ax.tick_params(axis="y", labelsize="x-small")
+            ends[column].append(float((projected["launch"] + projected["duration"]).max()))
+    for column in range(2):
+        for ax in axes[:, column]:
+            ax.set_xlim(0.0, max(ends[column]) * 1.02)
+    return list(axes.ravel())
+
+
 # ---------------------------------------------------------------- 4. max_file_size sweep
 
 def _size_mb(value) -> float:
@@ -553,7 +583,8 @@ def plot_month(days: pd.DataFrame, axes=None):
 
 def plot_key_funnel(days: pd.DataFrame, ax=None):
     """Per upsert day, (key, file) pairs: candidates after range pruning, after the bloom filters,
-    matched by the exact check (log scale: the stages differ by orders of magnitude)."""
+    matched by the exact check, on a linear axis from 0 (a log axis made a 3x drop look like 10x).
+    The title gives the whole run's totals and the share the bloom filters dropped."""
     ax = _new_ax(ax)
     columns = [("keys_after_range_pruning", "after range pruning"), ("keys_after_bloom", "after bloom"),
                ("keys_matched", "matched (exact check)")]
@@ -561,19 +592,18 @@ def plot_key_funnel(days: pd.DataFrame, ax=None):
     width = 0.8 / len(columns)
     for j, ((column, label), color) in enumerate(zip(columns, _colors(len(columns)))):
         values = days[column].astype(float).to_numpy()
-        ax.bar(x - 0.4 + width * (j + 0.5), np.where(values > 0, values, np.nan), width, color=color, label=label)
-    ax.set_yscale("log")
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+        ax.bar(x - 0.4 + width * (j + 0.5), values, width, color=color, label=label)
+    from matplotlib.ticker import FuncFormatter
 
-    # 1, 2 and 5 of each decade labelled: the stages span a few decades, and a decade's label alone
-    # left three numbers on the axis.
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_ylabel("(key, file) pairs")
+    ax.set_ylabel("(key, file) pairs per upsert")
     ax.set_xlabel("upsert day")
     ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set_title("Key-level funnel per upsert: what the bloom filters rule out")
+    kept, passed = float(days["keys_after_range_pruning"].sum()), float(days["keys_after_bloom"].sum())
+    dropped = f": {1 - passed / kept:.0%} of them dropped" if kept else ""
+    ax.set_title(f"Key-level funnel: {kept:,.0f} pairs kept by range pruning, {passed:,.0f} passed the bloom "
+                 f"filters{dropped}", fontsize="medium")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return ax
 
@@ -600,24 +630,33 @@ def plot_spread(frame: pd.DataFrame, by: str, column: str, ax=None, title: str |
     return ax
 
 
-def plot_index_comparison(frame: pd.DataFrame, axes=None):
-    """`sweeps.compare_indexes_timed`'s runs: the tag step, the whole upsert (its seconds spread, as
-    `plot_spread`) and the files each index made the upsert rewrite, the BUCKET table's bucket count
-    named: the tag step alone flatters an index that makes the write step rewrite more."""
+def plot_index_comparison(frame: pd.DataFrame, upserts: pd.DataFrame | None = None, axes=None):
+    """The indexes side by side: their tag step's seconds over repeated runs (`frame`, as `plot_spread`:
+    every run a dot, the median a bar, min-max a whisker), and from one real upsert each (`upserts`,
+    indexed by index, as `upsert_timing.compare_index_tags` returns it) the rows and the base files it
+    rewrote, the BUCKET table's bucket count named: the tag step alone flatters an index that makes the
+    write step rewrite more. Without `upserts`, `frame`'s own files_rewritten (and rows_rewritten)."""
     axes = _new_axes(axes, 3, nrows=1, ncols=3, figsize=(15, 4))
-    plot_spread(frame, "index", "tag_s", ax=axes[0], title="tag step (s)")
-    plot_spread(frame, "index", "seconds", ax=axes[1], title="whole upsert (s)")
-    per_index = frame.groupby("index").agg(files_rewritten=("files_rewritten", "max"),
-                                           bucket_num=("bucket_num", "max")).sort_index()
-    labels = [f"{i}\n{int(row.bucket_num)} buckets" if not _missing(row.bucket_num) else i
+    plot_spread(frame, "index", "tag_s", ax=axes[0], title=f"tag step (s): {int(frame.groupby('index').size().max())} "
+                "runs each, median and min-max")
+    if upserts is None:
+        columns = {c: (c, "max") for c in ("files_rewritten", "rows_rewritten", "bucket_num") if c in frame.columns}
+        upserts = frame.groupby("index").agg(**columns)
+    per_index = upserts.sort_index()
+    labels = [f"{i}\n{int(row.bucket_num)} buckets" if "bucket_num" in per_index and not _missing(row.bucket_num) else i
               for i, row in per_index.iterrows()]
-    axes[2].bar(range(len(per_index)), per_index.files_rewritten, color="tab:orange", alpha=0.7)
-    for x, n in enumerate(per_index.files_rewritten):
-        axes[2].annotate(str(int(n)), (x, n), ha="center", va="bottom", fontsize="small")
-    axes[2].set_xticks(range(len(per_index)))
-    axes[2].set_xticklabels(labels)
-    axes[2].set_ylabel("base files rewritten")
-    axes[2].set_title("files the upsert rewrote")
+    for ax, column, label in ((axes[1], "rows_rewritten", "rows rewritten"), (axes[2], "files_rewritten", "base files rewritten")):
+        values = per_index[column] if column in per_index else pd.Series(np.nan, index=per_index.index)
+        ax.bar(range(len(per_index)), values, color="tab:orange", alpha=0.7)
+        for x, n in enumerate(values):
+            if not _missing(n):
+                ax.annotate(f"{int(n):,}", (x, n), ha="center", va="bottom", fontsize="small")
+        ax.set_xticks(range(len(per_index)))
+        ax.set_xticklabels(labels)
+        ax.set_xlabel("index")
+        ax.set_ylabel(label)
+        ax.set_title(f"{label} by the upsert (one run each)")
+    axes[2].yaxis.set_major_locator(_integer_locator())
     return axes
 
 
@@ -693,11 +732,12 @@ def bloom_filter_label(num_entries, fpp) -> str:
     return f"{int(num_entries):,} @ {text}"
 
 
-def plot_insert_plan(plan: pd.DataFrame, options: dict, ax=None):
+def plot_insert_plan(plan: pd.DataFrame, options: dict, ax=None, filter_bytes: int | None = None):
     """Steps 4-6 of one upsert, per base file it wrote (a `frames.insert_plan` frame, in its order):
     the KB the file held before (grey), what the upsert added to it (the small files that took
     inserts, the new file groups, the files that took only updates, each its colour), the inserts
-    it took above the bar, and `max_file_size` and `small_file_limit` as lines."""
+    it took above the bar, and `max_file_size` and `small_file_limit` as lines; with `filter_bytes`
+    (`frames.bloom_filter_bytes`), also `max_file_size` plus the bloom filter every footer carries."""
     from labformat.config import parse_size
 
     ax = ax if ax is not None else _new_axes(None, 1, figsize=(11, 4.5))[0]
@@ -720,6 +760,9 @@ def plot_insert_plan(plan: pd.DataFrame, options: dict, ax=None):
         size = parse_size(options.get(option, 0))
         if size:
             ax.axhline(size / 1024, color="tab:red", linestyle=style, linewidth=1.2, label=label)
+    if filter_bytes and parse_size(options.get("max_file_size", 0)):
+        ax.axhline((parse_size(options["max_file_size"]) + filter_bytes) / 1024, color="tab:purple", linestyle="-.",
+                   linewidth=1.2, label=f"max_file_size + the footer's bloom filter ({filter_bytes / 1024:,.0f} KB)")
     top = max(float(np.max(before + added)) if len(plan) else 0.0, parse_size(options.get("max_file_size", 0)) / 1024)
     ax.set_ylim(0, top * 1.35 if top else 1)
     ax.set_xticks(x)
@@ -733,8 +776,9 @@ def plot_insert_plan(plan: pd.DataFrame, options: dict, ax=None):
 
 
 def plot_bloom_sweep(frame: pd.DataFrame, axes=None):
-    """Three panels over a `bloom_filter_sweep` frame, one group of bars per filter size
-    (num_entries @ fpp, in the frame's order), summed over its rows per filter:
+    """Three panels over a `bloom_filter_sweep` frame, one group of bars per filter (num_entries @ fpp,
+    and its type when the sweep has both SIMPLE and DYNAMIC_V0; in the frame's order), summed over
+    its rows per filter:
 
     - (key, file) pairs after range pruning, after the bloom filter, really matched;
     - false-positive pairs (after bloom, not matched), on the same y axis as the first panel;
@@ -745,10 +789,13 @@ def plot_bloom_sweep(frame: pd.DataFrame, axes=None):
     """
     ax_pairs, ax_fp, ax_files = _new_axes(axes, 3, nrows=1, ncols=3, figsize=(14, 4.5))
     ax_fp.sharey(ax_pairs)
-    filters = list(dict.fromkeys(zip(frame["num_entries"], frame["fpp"])))
-    sums = frame.groupby(["num_entries", "fpp"], sort=False).sum(numeric_only=True, min_count=1)
-    sums = sums.reindex(pd.MultiIndex.from_tuples(filters, names=["num_entries", "fpp"])) if filters else sums
-    labels = [bloom_filter_label(n, p) for n, p in filters]
+    frame = frame.assign(filter_type=frame["filter_type"] if "filter_type" in frame.columns else "SIMPLE")
+    keys = ["num_entries", "fpp", "filter_type"]
+    filters = list(dict.fromkeys(zip(*(frame[k] for k in keys))))
+    sums = frame.groupby(keys, sort=False).sum(numeric_only=True, min_count=1)
+    sums = sums.reindex(pd.MultiIndex.from_tuples(filters, names=keys)) if filters else sums
+    typed = len({t for *_, t in filters}) > 1  # name the type only where the sweep has more than one
+    labels = [bloom_filter_label(n, p) + (f" {t}" if typed else "") for n, p, t in filters]
     x = np.arange(len(filters))
 
     def values(column):
@@ -794,7 +841,7 @@ def plot_bloom_sweep(frame: pd.DataFrame, axes=None):
     for ax in (ax_pairs, ax_fp, ax_files):
         ax.set_xticks(x)
         ax.set_xticklabels(labels, rotation=20, ha="right", fontsize="small")
-        ax.set_xlabel("bloom filter: num_entries @ fpp")
+        ax.set_xlabel("bloom filter: num_entries @ fpp" + (" and type" if typed else ""))
         ax.set_xlim(-0.5, len(filters) - 0.5)
         ax.tick_params(labelleft=True)
     return [ax_pairs, ax_fp, ax_files]
