@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 import labformat as lf
+from labformat.model.enums import BloomFilterTypeCode, IndexType
 from labformat.lab.frames import files_covering
 
 
@@ -211,7 +212,7 @@ def range_pruning_share(exercise: str, answer, day) -> Check:
 
 
 def bloom_files_opened(exercise: str, answer, sweep: pd.DataFrame, num_entries: int,
-                       filter_type: str = "SIMPLE") -> Check:
+                       filter_type: str = BloomFilterTypeCode.SIMPLE) -> Check:
     """Files the exact check opened with the filter of `num_entries` (of `filter_type`, where the sweep
     names types) in a `sweeps.bloom_filter_sweep` run. Which absent keys a filter lets through is chance
     (at its predicted rate), so an answer within a tenth of the table's files (at least one file) is right."""
@@ -522,7 +523,7 @@ def _index_run(runs: pd.DataFrame, workload: str, index: str):
 
 def simple_keys_read(exercise: str, answer, runs: pd.DataFrame) -> Check:
     """6.1: the record keys SIMPLE's tag step read on the time-ordered workload (`lab.indexes.compare`)."""
-    run = _index_run(runs, "time-ordered", "SIMPLE")
+    run = _index_run(runs, "time-ordered", IndexType.SIMPLE)
     return count(exercise, answer, int(run.keys_read),
                  f"SIMPLE read {int(run.keys_read):,} keys: every key of the week the corrections fall in. The "
                  "new day opens a week that holds no file yet, so its readings are inserts without a lookup.",

@@ -9,6 +9,7 @@ import pandas as pd
 from pyspark.sql import types as T
 
 import labformat as lf
+from labformat.model.enums import BloomFilterTypeCode
 from labformat import datasets
 from labformat.read.files import read_files
 from labformat.model.instant import Instant, State
@@ -290,7 +291,7 @@ def bloom_filters_frame(specs: dict[str, Any], keys: int) -> pd.DataFrame:
     rows = []
     for name, spec in specs.items():
         sizes = spec.row_sizes(keys)
-        encoded = len(spec.build([f"{i}" for i in range(keys)]).to_base64()) if spec.type_code != "SIMPLE" else \
+        encoded = len(spec.build([f"{i}" for i in range(keys)]).to_base64()) if spec.type_code != BloomFilterTypeCode.SIMPLE else \
             len(spec.build([]).to_base64())
         rows.append({"filter": name, "type": spec.type_code, "num_entries": spec.num_entries, "fpp": spec.fpp,
                      "keys held": keys, "rows": len(sizes), "predicted_fpp": f"{spec.predicted_fpp(keys):.2g}",

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from labformat.lab.projection import CLUSTER_CORES
+from labformat.model.enums import BloomFilterTypeCode
 from labformat.model.report import UPSERT_STEPS
 from labformat.spark.ui import assign_lanes
 
@@ -789,7 +790,7 @@ def plot_bloom_sweep(frame: pd.DataFrame, axes=None):
     """
     ax_pairs, ax_fp, ax_files = _new_axes(axes, 3, nrows=1, ncols=3, figsize=(14, 4.5))
     ax_fp.sharey(ax_pairs)
-    frame = frame.assign(filter_type=frame["filter_type"] if "filter_type" in frame.columns else "SIMPLE")
+    frame = frame.assign(filter_type=frame["filter_type"] if "filter_type" in frame.columns else BloomFilterTypeCode.SIMPLE)
     keys = ["num_entries", "fpp", "filter_type"]
     filters = list(dict.fromkeys(zip(*(frame[k] for k in keys))))
     sums = frame.groupby(keys, sort=False).sum(numeric_only=True, min_count=1)
