@@ -301,7 +301,8 @@ def compactions(exercise: str, answer, run) -> Check:
 
 
 def logs_after_compaction(exercise: str, answer, run) -> Check:
-    """Log files the snapshot query read on the first day a compaction ran (it runs before that query)."""
+    """Log files the snapshot query reads after the first day a compaction ran (it runs before that query):
+    the log files of the table's latest file slices then."""
     from labformat.lab.merge_on_read import MOR
 
     if not run.compaction_days:
@@ -311,7 +312,7 @@ def logs_after_compaction(exercise: str, answer, run) -> Check:
     expected = int(row["logs_read"])
     return count(exercise, answer, expected,
                  f"Day {day}: the compaction merged {int(row['slices_compacted'])} file slices into new base files "
-                 f"right after the upsert, so the query read {int(row['files_read'])} base files and {expected} "
+                 f"right after the upsert, so the query then reads {int(row['files_read'])} base files and {expected} "
                  "log files.",
                  "a compaction writes a new base file for every file slice that had log files; what is left "
                  "to merge on read right after it?")
@@ -390,18 +391,37 @@ def formats_rewriting_nothing(exercise: str, answer, run) -> Check:
 
 
 def rarest_compaction_within(exercise: str, answer, sweep: pd.DataFrame, budget: int) -> Check:
-    """When to compact: of the compaction sweep's settings (`lab.merge_on_read.compaction_sweep`), the one
-    that compacted the fewest times while no day's query merged more than `budget` log files; a label
-    such as "every 2" or "never" (a bare number N means "every N")."""
-    per = sweep.groupby("setting", sort=False).agg(compactions=("compacted", "sum"), most_logs=("logs_read", "max"))
-    within = per[per["most_logs"] <= budget]
-    expected = str(within["compactions"].idxmin()) if len(within) else "none"
+    """When to compact: of the compaction sweep's settings (`lab.merge_on_read.compaction_sweep`), those that
+    compacted the fewest times while no day's query merged more than `budget` log files into one base
+    file (`lab.merge_on_read.within_budget`; every setting that ties is right); a label such as
+    "every 3" or "never" (a bare number N means "every N")."""
+    from labformat.lab.merge_on_read import within_budget
+
+    per = within_budget(sweep, budget)
+    right = [name for name in per.index if per.loc[name, "rarest"]]
     given = f"every {int(answer)}" if _number(answer) is not None and float(answer).is_integer() else answer
-    seen = "; ".join(f"{name}: {int(r.compactions)} compactions, at most {int(r.most_logs)} log files a query"
-                     for name, r in per.iterrows())
-    return check(exercise, given, expected,
-                 f"{seen}. Compacting less often lets log files pile up between compactions; {expected} is the "
-                 f"rarest that keeps every query within {budget}.",
-                 "answer with one of " + ", ".join(repr(n) for n in per.index) + ". Between two compactions each "
-                 "day's upsert adds about one log file per corrected file group (the counts above), and a query "
-                 "merges every log file since the last compaction.")
+    seen = "; ".join(f"{name}: {int(r.compactions)} compactions, at most {int(r.max_logs_per_slice)} log files in one "
+                     f"file slice" for name, r in per.iterrows())
+    rule = (f"Between two compactions each upsert adds a log file to every file slice it corrects, and a compaction runs "
+            f"right after delta commit N, 2N, ... (the bulk insert is the first), before that day's query: the deepest "
+            f"slice a query meets holds N - 1 log files once the run is past its first compaction. Of the settings "
+            f"whose worst query stays within the budget, the rarest compacts the fewest times.")
+    expected = " or ".join(right) if right else "none"
+    explanation = (f"{seen}. Within {budget}: {', '.join(n for n in per.index if per.loc[n, 'within']) or 'none'}; "
+                   f"the fewest compactions among them: {expected}.")
+    if answer is None:
+        return Check(exercise, None, expected, None, explanation, rule)
+    if not isinstance(given, str) or given.strip() not in per.index:
+        return Check(exercise, answer, expected, False, explanation,
+                     "answer with one of " + ", ".join(repr(n) for n in per.index) + ". " + rule)
+    name = given.strip()
+    if per.loc[name, "rarest"]:
+        return Check(exercise, answer, expected, True, explanation, rule)
+    row = per.loc[name]
+    if not row["within"]:
+        why = (f"{name}'s worst query merged {int(row['max_logs_per_slice'])} log files into one base file, over the "
+               f"budget of {budget}. ")
+    else:
+        why = (f"{name} stays within the budget but compacted {int(row['compactions'])} times, more than a rarer setting "
+               f"that also stays within it. ")
+    return Check(exercise, answer, expected, False, explanation, why + rule)
