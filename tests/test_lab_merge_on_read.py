@@ -19,10 +19,16 @@ from labformat.lab import viz
 def test_compaction_counts_and_settings_follow_the_preset():
     assert mor.expected_compactions(28, 5) == 5 and mor.expected_compactions(3, 2) == 2
     assert mor.expected_compactions(3, 5) == 0 and mor.expected_compactions(10, None) == 0
-    assert mor.compaction_every(datasets.spec("small")) == 5 and mor.compaction_every(datasets.spec("tiny")) == 3
-    # Ten days at small (2 compactions at 5), every day of tiny's 3 (1 compaction at 3, on day 2).
-    assert mor.side_by_side_days(datasets.spec("small")) == 10 and mor.side_by_side_days(datasets.spec("tiny")) == 3
-    assert mor.sweep_settings(datasets.spec("small")) == mor.sweep_settings(datasets.spec("tiny")) == (2, 3, 4, None)
+    assert mor.compaction_every(datasets.spec("small")) == 4 and mor.compaction_every(datasets.spec("tiny")) == 3
+    # Six days at small (1 compaction at 4, after day 3), every day of tiny's 3 (1 compaction at 3, on day 2).
+    assert mor.side_by_side_days(datasets.spec("small")) == 6 and mor.side_by_side_days(datasets.spec("tiny")) == 3
+    assert [d for d in range(1, 7) if mor.compacted_on(d, 4)] == [3]
+    # A setting shares the compared table until the first day it would compact differently.
+    assert mor.fork_day(3, 4, 6) == 2 and mor.fork_day(None, 4, 6) == 3 and mor.fork_day(None, 3, 3) == 2
+    assert mor.fork_day(4, 4, 6) is None and mor.fork_day(None, 4, 2) is None
+    # The compared setting is one of the sweep's, so its table serves both.
+    assert {mor.compaction_every(datasets.spec(p)) for p in ("tiny", "small")} <= set(mor.SWEEP_SETTINGS)
+    assert mor.sweep_settings(datasets.spec("small")) == mor.sweep_settings(datasets.spec("tiny")) == (3, 4, None)
     assert mor.inline_options(None) == {"hoodie.compact.inline": False}
     assert mor.inline_options(3)["hoodie.compact.inline.max.delta.commits"] == 3
 
@@ -54,9 +60,10 @@ def test_side_by_side_compacts_every_n_and_both_tables_hold_the_same_rows(month)
     # The bulk insert is delta commit 1: with N=3 day 2 compacts (delta commit 3).
     assert run.compaction_days == [2] == [d for d in mor_days.index if mor_days.loc[d, "compaction_instant"]]
     assert len(run.compaction_days) == mor.expected_compactions(spec.batch_days, 3)
-    # Each day the tables take turns to go first; a warm-up ran before day 1 (its copies are gone).
-    assert [list(run.days[run.days.day == d].sort_values("turn").table) for d in (1, 2)] == [
-        ["copy-on-write", "merge-on-read"], ["merge-on-read", "copy-on-write"]]
+    # Each day the tables take turns to go first (copy-on-write, merge-on-read at every 3, and from day 2
+    # the sweep's other settings); a warm-up ran before day 1 (its copies are gone).
+    assert [run.days[run.days.day == d].set_index("table").turn.to_dict() for d in (1, 2)] == [
+        {"copy-on-write": 0, "merge-on-read": 1}, {"copy-on-write": 3, "merge-on-read": 0}]
     assert not cow["compacted"].any() and (cow["log_files_written"] == 0).all() and (cow["logs_read"] == 0).all()
     # Late corrections: copy-on-write rewrites base files every day, merge-on-read appends logs.
     assert (cow["files_rewritten"] > 0).all() and (mor_days["log_files_written"] > 0).all()
@@ -83,20 +90,47 @@ def test_side_by_side_compacts_every_n_and_both_tables_hold_the_same_rows(month)
 
 
 @pytest.mark.spark
+def test_the_sweep_runs_beside_them_and_each_setting_piles_up_its_logs_by_the_rule(month):
+    spec, run = month
+    sweep = run.sweep
+    assert list(sweep.setting.unique()) == ["every 3", "every 4", "never"]
+    # Day 1 compacts none of them: one upsert of the compared table serves all three; day 2 every 3 compacts,
+    # so every 4 and never go on from copies of it made that morning.
+    assert list(sweep[sweep.day == 1].upsert_of) == ["every 3"] * 3 and list(sweep[sweep.day == 1].turn) == [1] * 3
+    assert list(sweep[sweep.day == 2].upsert_of) == ["every 3", "every 4", "never"]
+    assert list(sweep[sweep.day == 2].turn) == [0, 1, 2]
+    # The compared table is the sweep's every 3: the same rows.
+    every3 = sweep[sweep.setting == "every 3"].set_index("day")
+    assert every3.instant.tolist() == run.of(mor.MOR).instant.tolist()
+    for setting, every in zip(("every 3", "every 4", "never"), mor.SWEEP_SETTINGS):
+        rows = sweep[sweep.setting == setting].set_index("day")
+        assert rows.compacted.tolist() == [mor.compacted_on(d, every) for d in rows.index]
+        assert rows.max_logs_per_slice.tolist() == [mor.expected_log_depth(d, every) for d in rows.index]
+    totals = mor.sweep_totals(sweep)
+    assert totals.compactions.tolist() == [mor.expected_compactions(spec.batch_days, e) for e in mor.SWEEP_SETTINGS]
+    assert totals.mb_written.idxmin() == "never" and totals.logs_read.idxmax() == "never"
+    # Three days: every 3 and every 4 compact once each and stay within 2 log files a slice: both right.
+    for answer, right in (("every 3", True), ("every 4", True), ("never", False)):
+        assert ex.rarest_compaction_within("4.4", answer, sweep, mor.LOG_BUDGET).right is right
+        # ... and both compacted most often: either wrote the most bytes by the rule.
+        assert ex.most_bytes_written("4.3", answer, totals).right is right
+
+
+@pytest.mark.spark
 def test_before_and_after_compaction_reads_the_same_rows_three_ways(month):
     _, run = month
     frame = mor.before_and_after_compaction(run, repeats=2).set_index("read")
-    before, after, cow = (frame.loc[name] for name in frame.index)
-    assert before["logs_read"] > 0 == after["logs_read"] == cow["logs_read"]
-    assert before["rows"] == after["rows"] == cow["rows"] > 0
+    before, after = (frame.loc[name] for name in frame.index)
+    assert before["logs_read"] > 0 == after["logs_read"]
+    assert before["rows"] == after["rows"] > 0
     assert (frame["runs"] == 2).all() and (frame["min_s"] <= frame["median_s"]).all()
     assert all(len(s) == 2 and min(s) == lo for s, lo in zip(frame["seconds"], frame["min_s"]))
     assert (frame["day"] == run.compaction_days[-1]).all()
-    # The file slices a day recorded are what the query reads: the compacted table, and copy-on-write's.
-    day = run.compaction_days[-1]
-    for read, table_type in ((after, mor.MOR), (cow, mor.COW)):
-        recorded = run.of(table_type).loc[day]
-        assert (read["files_read"], read["logs_read"]) == (recorded["files_read"], recorded["logs_read"])
+    # The file slices a day recorded are what the query reads.
+    recorded = run.of(mor.MOR).loc[run.compaction_days[-1]]
+    assert (after["files_read"], after["logs_read"]) == (recorded["files_read"], recorded["logs_read"])
+    same = mor.snapshot_vs_copy_on_write(run)
+    assert same["merge_on_read_rows"] == same["copy_on_write_rows"] == before["rows"] and same["differing"] == 0
 
 
 @pytest.mark.spark
@@ -119,11 +153,31 @@ def test_sweep_compacts_more_often_writes_more_and_reads_fewer_logs(spark, tmp_p
 
 
 @pytest.mark.spark
+def test_compare_rows_counts_each_record_that_differs_or_is_missing_once(month):
+    from pyspark.sql import functions as F
+
+    _, run = month
+    left = run.tables[mor.COW].read()
+    rows = left.count()
+    changed, dropped = (r["record_key"] for r in left.select("record_key").orderBy("record_key").limit(2).collect())
+    right = (left.withColumn("battery_pct", F.when(F.col("record_key") == changed, F.lit(999.0))
+                             .otherwise(F.col("battery_pct")))
+             .where(F.col("record_key") != dropped))
+    assert mor.compare_rows(left, right) == (rows, rows - 1, 2)
+    assert mor.compare_rows(left, run.tables[mor.MOR].read()) == (rows, rows, 0)
+    ro = mor.read_optimized_vs_snapshot(run)
+    assert ro.loc["read-optimized", "logs_read"] == 0 < ro.loc["snapshot", "logs_read"]
+    assert ro.loc["snapshot", "rows"] == ro.loc["read-optimized", "rows"] > 0 and (ro["differing"] > 0).all()
+
+
+@pytest.mark.spark
 def test_exercises_check_against_the_run(month):
     _, run = month
-    assert ex.compactions("4.1", 1, run).right and not ex.compactions("4.1", 2, run).right
-    assert ex.compactions("4.1", None, run).right is None
-    assert ex.compactions("4.1", True, run).right is False  # a yes/no is no count
+    # every 3: delta commit 3 is day 2's upsert (the bulk insert is delta commit 1).
+    assert ex.first_compaction_day("4.1", 2, run).right and not ex.first_compaction_day("4.1", 3, run).right
+    assert ex.first_compaction_day("4.1", None, run).right is None
+    assert ex.first_compaction_day("4.1", True, run).right is False  # a yes/no is no count
+    assert "which delta commit" in ex.first_compaction_day("4.1", 3, run).hint
     assert ex.logs_after_compaction("4.2", 0, run).right and not ex.logs_after_compaction("4.2", 3, run).right
 
 
@@ -192,3 +246,20 @@ def test_when_to_compact_is_the_rarest_setting_within_the_read_budget():
     assert ex.rarest_compaction_within("4.4", "every 3", short, 2).right
     assert ex.rarest_compaction_within("4.4", "every 4", short, 2).right
     assert not ex.rarest_compaction_within("4.4", "every 2", short, 2).right
+
+
+def test_most_bytes_written_accepts_every_setting_that_compacted_most_often():
+    totals = pd.DataFrame({"compactions": [2, 1, 0], "mb_written": [57.5, 36.6, 15.7]},
+                          index=["every 3", "every 4", "never"])
+    assert ex.most_bytes_written("4.3", "every 3", totals).right and ex.most_bytes_written("4.3", 3, totals).right
+    wrong = ex.most_bytes_written("4.3", "every 4", totals)
+    assert wrong.right is False and "every 4 compacted 1 time" in wrong.hint and "every 3" not in wrong.hint
+    assert ex.most_bytes_written("4.3", "every 9", totals).right is False
+    assert ex.most_bytes_written("4.3", None, totals).right is None
+    # Three days: every 3 and every 4 compact once each, so the rule cannot tell them apart: both right.
+    tied = pd.DataFrame({"compactions": [1, 1, 0], "mb_written": [1.31, 1.50, 0.87]}, index=totals.index)
+    assert ex.most_bytes_written("4.3", "every 3", tied).right and ex.most_bytes_written("4.3", "every 4", tied).right
+    assert ex.most_bytes_written("4.3", "never", tied).right is False
+    # Where the run breaks the rule (the most bytes from a rarer setting), only what it measured is right.
+    broken = pd.DataFrame({"compactions": [2, 1, 0], "mb_written": [1.0, 3.0, 0.5]}, index=totals.index)
+    assert ex.most_bytes_written("4.3", "every 4", broken).right and not ex.most_bytes_written("4.3", "every 3", broken).right

@@ -814,8 +814,8 @@ def plot_cow_vs_mor(days: pd.DataFrame, axes=None):
         _mark_compactions(ax, compacted, label=i == 0)
         ax.set_title(title)
         ax.set_ylabel(unit)
-        ax.set_ylim(bottom=0)
-        ax.margins(y=0.4)  # room for the legend above the bars
+        # Room above the tallest bar for the legend, so that it hides none of them.
+        ax.set_ylim(0, max(ax.get_ylim()[1], 1) * 1.5)
         ax.legend(fontsize="small", loc="upper left")
     for ax in (ax_files, ax_depth):
         ax.yaxis.set_major_locator(_integer_locator())

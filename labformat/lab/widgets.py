@@ -148,7 +148,7 @@ def compaction_explorer(spark, preset: str | None = None) -> W.VBox:
 
     controls = [
         _preset(preset),
-        W.SelectMultiple(options=["1", "2", "3", "4", "5", "10", "never"], value=("2", "3", "4", "never"), rows=4,
+        W.SelectMultiple(options=["1", "2", "3", "4", "5", "10", "never"], value=("3", "4", "never"), rows=4,
                          description="max delta commits:"),
         W.IntSlider(value=merge_on_read.SWEEP_DAYS, min=1, max=30, description="days:"),
     ]
