@@ -80,6 +80,9 @@ def test_occ_race_on_one_file_group_commits_b_and_fails_a(two_file_table):
     assert [r.outcome for r in runs] == ["WriteConflictError", "committed"]
     assert runs[1].instant in runs[0].message and runs[0].instant and runs[0].instant < runs[1].instant
     assert runs[0].began_s == 0 and runs[0].inflight_s <= runs[1].began_s <= runs[1].ended_s <= runs[0].released_s
+    timeline = cc.race_timeline(runs)
+    assert list(timeline.index) == ["A", "B"] and timeline.loc["A", "held_until_s"] == runs[0].released_s
+    assert timeline.loc["B", "outcome"] == "committed" and timeline.loc["A", "ended_s"] == runs[0].ended_s
     assert _battery(t, 101.0) == 0 and _battery(t, 102.0) == runs[1].rows_updated == 30
     assert ex.writers_conflict("x", True, runs).right and not ex.writers_conflict("x", False, runs).right
     assert ex.writers_conflict("x", 1, runs).right is False  # a number is no True

@@ -139,6 +139,15 @@ def race_frame(runs: list[WriterRun], files: pd.DataFrame) -> pd.DataFrame:
     } for r in runs])
 
 
+def race_timeline(runs: list[WriterRun]) -> pd.DataFrame:
+    """What `viz.plot_race` draws, in numbers: per writer, seconds since the race began when it started,
+    when its instant went inflight (A: when it was held), when it was let go (A only) and when it
+    ended, and how."""
+    return pd.DataFrame([{"writer": r.writer, "began_s": r.began_s, "inflight_s": r.inflight_s,
+                          "held_until_s": r.released_s, "ended_s": r.ended_s, "outcome": r.outcome}
+                         for r in runs]).set_index("writer")
+
+
 def file_groups_holding(files: pd.DataFrame, hours: list[str]) -> list[str]:
     """The file groups (rows of `frames.footers_frame`) whose key range overlaps one of `hours`
     (key prefixes): those an upsert of readings of those hours rewrites (footers only)."""

@@ -445,21 +445,24 @@ def smallest_retention(exercise: str, answer, run) -> Check:
 
 # ------------------------------------------------------------------ 04: merge-on-read
 
-def compactions(exercise: str, answer, run) -> Check:
-    """How many inline compactions the month's upserts triggered (`lab.merge_on_read.side_by_side`'s run)."""
+def first_compaction_day(exercise: str, answer, run) -> Check:
+    """After which day's upsert the first inline compaction ran (`lab.merge_on_read.side_by_side`'s run)."""
     days = run.compaction_days
-    expected = len(days)
-    upserts = int(run.days["day"].max()) if len(run.days) else 0
-    return count(exercise, answer, expected,
-                 f"{expected} compactions, after the upserts of days {', '.join(map(str, days)) or '(none)'}: the bulk "
-                 f"insert is delta commit 1, the {upserts} upserts are delta commits 2 to {upserts + 1}, and a "
-                 f"compaction follows once {run.every} delta commits have completed since the last one.",
-                 "the bulk insert of a merge-on-read table is a delta commit too; count the delta commits and "
-                 "divide by hoodie.compact.inline.max.delta.commits.")
+    if not days:
+        raise lf.LabformatError("no compaction ran in this run")
+    first = days[0]
+    return count(exercise, answer, first,
+                 f"Day {first}: the bulk insert is delta commit 1, so day d's upsert is delta commit d + 1, and the "
+                 f"first compaction follows delta commit {run.every}: max.delta.commits of them since the table began "
+                 f"(compactions after the upserts of days {', '.join(map(str, days))}).",
+                 "the bulk insert of a merge-on-read table is a delta commit too, and a compaction follows the "
+                 "delta commit that makes max.delta.commits of them since the last compaction (or the start): "
+                 "which delta commit is each day's upsert?")
 
 
 def logs_after_compaction(exercise: str, answer, run) -> Check:
-    """Log files the snapshot query read on the first day a compaction ran (it runs before that query)."""
+    """Log files the snapshot query reads after the first day a compaction ran (it runs before that query):
+    the log files of the table's latest file slices then."""
     from labformat.lab.merge_on_read import MOR
 
     if not run.compaction_days:
@@ -469,7 +472,7 @@ def logs_after_compaction(exercise: str, answer, run) -> Check:
     expected = int(row["logs_read"])
     return count(exercise, answer, expected,
                  f"Day {day}: the compaction merged {int(row['slices_compacted'])} file slices into new base files "
-                 f"right after the upsert, so the query read {int(row['files_read'])} base files and {expected} "
+                 f"right after the upsert, so the query then reads {int(row['files_read'])} base files and {expected} "
                  "log files.",
                  "a compaction writes a new base file for every file slice that had log files; what is left "
                  "to merge on read right after it?")
@@ -477,14 +480,30 @@ def logs_after_compaction(exercise: str, answer, run) -> Check:
 
 def most_bytes_written(exercise: str, answer, totals: pd.DataFrame) -> Check:
     """Which `max.delta.commits` setting of the sweep (`lab.merge_on_read.sweep_totals`) wrote the most bytes:
-    a label such as "every 2" or "never" (a bare number N means "every N")."""
-    expected = str(totals["mb_written"].idxmax())
+    a label such as "every 3" or "never" (a bare number N means "every N"). By the rule, the one that
+    compacted most often; when several compacted as often, each of them is right, as long as the
+    setting that wrote the most is one of them (else only that one)."""
+    top = str(totals["mb_written"].idxmax())
+    most = int(totals["compactions"].max())
+    often = [str(n) for n, c in totals["compactions"].items() if int(c) == most]
+    right = often if top in often else [top]
+    expected = " or ".join(right)
     given = f"every {int(answer)}" if _number(answer) is not None and float(answer).is_integer() else answer
-    runs = ", ".join(f"{name}: {int(n)}" for name, n in totals["compactions"].items())
-    return check(exercise, given, expected, f"{expected} wrote the most bytes: it compacted most often "
-                 f"(compactions {runs}), and each compaction writes a new base file for every file slice with logs.",
-                 "answer with one of " + ", ".join(repr(n) for n in totals.index)
-                 + ". Each compaction writes a new base file for every file slice with logs, whole.")
+    seen = "; ".join(f"{name}: {_many(int(r.compactions), 'compaction')}, {r.mb_written:,.1f} MB"
+                     for name, r in totals.iterrows())
+    tie = f" {' and '.join(often)} compacted as often: either is right." if len(right) > 1 else ""
+    explanation = f"{seen}. {top} wrote the most: it compacted most often.{tie}"
+    rule = "Each compaction writes a new base file for every file slice with logs, whole: far more than an upsert's logs."
+    if answer is None:
+        return Check(exercise, None, expected, None, explanation, rule)
+    if not isinstance(given, str) or given.strip() not in totals.index:
+        return Check(exercise, answer, expected, False, explanation,
+                     "answer with one of " + ", ".join(repr(n) for n in totals.index) + ". " + rule)
+    name = given.strip()
+    if name in right:
+        return Check(exercise, answer, expected, True, explanation, rule)
+    return Check(exercise, answer, expected, False, explanation,
+                 f"{name} compacted {_many(int(totals.loc[name, 'compactions']), 'time')} over these days. " + rule)
 
 
 # ------------------------------------------------------------------ 05: concurrent writers
@@ -656,19 +675,42 @@ def formats_rewriting_nothing(exercise: str, answer, run) -> Check:
                  "update (pyiceberg warns when it cannot do what a table property asks).")
 
 
+def _many(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def rarest_compaction_within(exercise: str, answer, sweep: pd.DataFrame, budget: int) -> Check:
-    """When to compact: of the compaction sweep's settings (`lab.merge_on_read.compaction_sweep`), the one
-    that compacted the fewest times while no day's query merged more than `budget` log files; a label
-    such as "every 2" or "never" (a bare number N means "every N")."""
-    per = sweep.groupby("setting", sort=False).agg(compactions=("compacted", "sum"), most_logs=("logs_read", "max"))
-    within = per[per["most_logs"] <= budget]
-    expected = str(within["compactions"].idxmin()) if len(within) else "none"
+    """When to compact: of the sweep's settings (`lab.merge_on_read.side_by_side(...).sweep`), those that
+    compacted the fewest times while no day's query merged more than `budget` log files into one base
+    file (`lab.merge_on_read.within_budget`; every setting that ties is right); a label such as
+    "every 3" or "never" (a bare number N means "every N")."""
+    from labformat.lab.merge_on_read import within_budget
+
+    per = within_budget(sweep, budget)
+    right = [name for name in per.index if per.loc[name, "rarest"]]
     given = f"every {int(answer)}" if _number(answer) is not None and float(answer).is_integer() else answer
-    seen = "; ".join(f"{name}: {int(r.compactions)} compactions, at most {int(r.most_logs)} log files a query"
-                     for name, r in per.iterrows())
-    return check(exercise, given, expected,
-                 f"{seen}. Compacting less often lets log files pile up between compactions; {expected} is the "
-                 f"rarest that keeps every query within {budget}.",
-                 "answer with one of " + ", ".join(repr(n) for n in per.index) + ". Between two compactions each "
-                 "day's upsert adds about one log file per corrected file group (the counts above), and a query "
-                 "merges every log file since the last compaction.")
+    seen = "; ".join(f"{name}: {_many(int(r.compactions), 'compaction')}, at most "
+                     f"{_many(int(r.max_logs_per_slice), 'log file')} in one file slice" for name, r in per.iterrows())
+    rule = (f"Between two compactions each upsert adds a log file to every file slice it corrects, and a compaction runs "
+            f"right after delta commit N, 2N, ... (the bulk insert is the first), before that day's query: the deepest "
+            f"slice a query meets holds N - 1 log files once the run is past its first compaction. Of the settings "
+            f"whose worst query stays within the budget, the rarest compacts the fewest times.")
+    expected = " or ".join(right) if right else "none"
+    explanation = (f"{seen}. Within {budget}: {', '.join(n for n in per.index if per.loc[n, 'within']) or 'none'}; "
+                   f"the fewest compactions among them: {expected}.")
+    if answer is None:
+        return Check(exercise, None, expected, None, explanation, rule)
+    if not isinstance(given, str) or given.strip() not in per.index:
+        return Check(exercise, answer, expected, False, explanation,
+                     "answer with one of " + ", ".join(repr(n) for n in per.index) + ". " + rule)
+    name = given.strip()
+    if per.loc[name, "rarest"]:
+        return Check(exercise, answer, expected, True, explanation, rule)
+    row = per.loc[name]
+    if not row["within"]:
+        why = (f"{name}'s worst query merged {int(row['max_logs_per_slice'])} log files into one base file, over the "
+               f"budget of {budget}. ")
+    else:
+        why = (f"{name} stays within the budget but compacted {int(row['compactions'])} times, more than a rarer setting "
+               f"that also stays within it. ")
+    return Check(exercise, answer, expected, False, explanation, why + rule)

@@ -21,6 +21,7 @@ import labformat as lf
 from labformat import datasets
 from labformat.lab import workshop
 from labformat.model.enums import IncrementalFormat, SortMode
+from labformat.schema import RECORD_KEY as HOODIE_KEY
 from labformat.write.cdc import instant_millis
 
 CDC = {"incremental_format": IncrementalFormat.CDC}
@@ -35,6 +36,8 @@ class Month:
     history_instant: str
     days: list[lf.WriteReport]
     delete: lf.WriteReport | None
+    deleted_drone: str = ""  # whose readings of `deleted_day` the delete removed
+    deleted_day: str = ""  # the last day, as YYYY-MM-DD
 
     @property
     def instants(self) -> list[str]:
@@ -57,7 +60,7 @@ def source_month(spark, spec: datasets.DatasetSpec, days: int | None = None, del
     doomed = table.read().where((F.col("day") == last_day) & (F.col("drone_id") == delete_drone)).select(
         datasets.RECORD_KEY, datasets.PARTITION_FIELD)
     delete = table.delete(doomed)
-    return Month(table, history.instant, reports, delete)
+    return Month(table, history.instant, reports, delete, delete_drone, str(last_day))
 
 
 def daily_reads(month: Month) -> pd.DataFrame:
@@ -87,6 +90,19 @@ def change_counts(month: Month) -> pd.DataFrame:
                      "deletes (d)": counted.get((ms, "d"), 0), "reported inserted": report.rows_inserted,
                      "reported updated": report.rows_updated, "reported deleted": report.rows_deleted})
     return pd.DataFrame(rows).set_index("commit")
+
+
+def changes_of_deleted(month: Month) -> pd.Series:
+    """The change records a CDC read of the last two commits (the last day's upsert, then the delete)
+    holds for the readings the delete removed (the deleted drone on the last day), by op."""
+    if month.delete is None or not month.days:
+        raise lf.LabformatError("this month has no delete after its days")
+    since = month.days[-2].instant if len(month.days) > 1 else month.history_instant
+    day = month.deleted_day.replace("-", "")
+    records = month.table.changes(since, month.delete.instant, options=CDC).where(
+        F.col(HOODIE_KEY).startswith(day) & F.col(HOODIE_KEY).endswith(f"_{month.deleted_drone}"))
+    counted = {r.op: r["count"] for r in records.groupBy("op").count().collect()}
+    return pd.Series({op: int(counted.get(op, 0)) for op in ("i", "u", "d")}, name="change records")
 
 
 def _latest_per_drone(records: DataFrame) -> DataFrame:

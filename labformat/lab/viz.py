@@ -860,13 +860,14 @@ def _mark_compactions(ax, days: list[int], label: bool) -> None:
 
 def plot_cow_vs_mor(days: pd.DataFrame, axes=None):
     """Write cost against read cost per upsert day, copy-on-write beside merge-on-read (LHBench's refresh
-    charts: each round's merge, then its queries), from `lab.merge_on_read.side_by_side(...).days`.
+    charts: each round's merge, then what its queries read), from `lab.merge_on_read.side_by_side(...).days`.
 
-    Four panels sharing the days: seconds of each day's write (merge-on-read's inline compaction
-    stacked, hatched) and of the snapshot query after it (one run each); MB written; the base files
-    and log files that query read. Days on which a compaction ran are marked with dotted lines.
+    Four panels sharing the days. The exact costs: MB written (merge-on-read's inline compaction
+    stacked, hatched); the base files and log files a snapshot query reads after that day; the log
+    files it merges into the deepest file slice. Then the seconds of each day's write (one run each,
+    the tables taking turns to go first). Days on which a compaction ran are marked with dotted lines.
     """
-    ax_write, ax_read, ax_bytes, ax_files = _new_axes(axes, 4, nrows=2, ncols=2, figsize=(14, 8), sharex=True)
+    ax_bytes, ax_files, ax_write, ax_depth = _new_axes(axes, 4, nrows=2, ncols=2, figsize=(14, 8), sharex=True)
     tables = [t for t in _TABLE_COLORS if t in set(days["table"])]
     width = 0.8 / max(len(tables), 1)
     compacted = sorted(days.loc[days["compacted"], "day"].astype(int).unique())
@@ -879,62 +880,71 @@ def plot_cow_vs_mor(days: pd.DataFrame, axes=None):
         if rows["compacted"].any():
             ax_write.bar(x, rows["compaction_s"], width, bottom=upsert, color=color, hatch="//", edgecolor="black",
                          linewidth=0.3, label=f"{table}: inline compaction (stacked on the upsert)")
-        ax_read.bar(x, rows["query_s"], width, color=color, label=table)
         mb_upsert = (rows["upsert_bytes"] / 2**20).to_numpy(dtype=float)
         ax_bytes.bar(x, mb_upsert, width, color=color, label=f"{table}: upsert")
         if rows["compacted"].any():
             ax_bytes.bar(x, rows["compaction_bytes"] / 2**20, width, bottom=mb_upsert, color=color, hatch="//",
-                         edgecolor="black", linewidth=0.3, label=f"{table}: compaction (stacked on the upsert)")
+                         edgecolor="black", linewidth=0.3, label=f"{table}: inline compaction (stacked on the upsert)")
         files = rows["files_read"].to_numpy(dtype=float)
         ax_files.bar(x, files, width, color=color, label=f"{table}: base files")
         if rows["logs_read"].any():
             ax_files.bar(x, rows["logs_read"], width, bottom=files, color="tab:red", alpha=0.7,
                          label=f"{table}: log files (stacked on its base files)")
-    titles = ((ax_write, "Write cost: seconds per day (one run each)", "seconds"),
-              (ax_read, "Read cost: the snapshot query after each day (one run each)", "seconds"),
-              (ax_bytes, "Write cost: MB written per day", "MB"),
-              (ax_files, "Read cost: files the snapshot query read", "files"))
+        if "max_logs_per_slice" in rows:
+            ax_depth.bar(x, rows["max_logs_per_slice"], width, color=color, label=table)
+    titles = ((ax_bytes, "Write cost: MB written per day (exact)", "MB written"),
+              (ax_files, "Read cost: files a snapshot query reads after the day (exact)", "files"),
+              (ax_write, "Write cost: seconds per day (one run each)", "seconds"),
+              (ax_depth, "Read cost: log files merged into the deepest file slice (exact)", "log files in one slice"))
     for i, (ax, title, unit) in enumerate(titles):
         _mark_compactions(ax, compacted, label=i == 0)
         ax.set_title(title)
         ax.set_ylabel(unit)
+        # Room above the tallest bar for the legend, so that it hides none of them.
+        ax.set_ylim(0, max(ax.get_ylim()[1], 1) * 1.5)
         ax.legend(fontsize="small", loc="upper left")
-    for ax in (ax_bytes, ax_files):
+    for ax in (ax_files, ax_depth):
+        ax.yaxis.set_major_locator(_integer_locator())
+    for ax in (ax_write, ax_depth):
         ax.set_xlabel("upsert day")
     if len(days):
         ticks = sorted(days["day"].astype(int).unique())
-        ax_files.set_xticks(ticks if len(ticks) <= 15 else ticks[::2])
-    return [ax_write, ax_read, ax_bytes, ax_files]
+        ax_depth.set_xticks(ticks if len(ticks) <= 15 else ticks[::2])
+    return [ax_bytes, ax_files, ax_write, ax_depth]
 
 
-def plot_compaction_sweep(totals: pd.DataFrame, axes=None):
-    """How often to compact: per `max.delta.commits` setting (`lab.merge_on_read.sweep_totals`), the
-    write seconds of the days (upserts and compactions) against the queries' mean seconds, one point
-    each; beside it the exact costs, each on its own axis: MB written and log files read over the days."""
-    ax_trade, ax_written, ax_logs = _new_axes(axes, 3, nrows=1, ncols=3, figsize=(15, 4.5),
-                                              gridspec_kw={"width_ratios": [1.4, 1, 1]})
+def plot_compaction_sweep(totals: pd.DataFrame, budget: int | None = None, axes=None):
+    """How often to compact: per `max.delta.commits` setting (`lab.merge_on_read.sweep_totals`), its exact
+    costs over the days, each on its own axis: MB written (upserts and compactions), log files the
+    queries read, and the most log files one query merged into one base file (with the read budget
+    `budget` as a line, if given). Each setting's compactions are in its name."""
+    axes = _new_axes(axes, 3, nrows=1, ncols=3, figsize=(16, 4.8))
     colors = _colors(len(totals))
-    for (setting, row), color in zip(totals.iterrows(), colors):
-        ax_trade.scatter(row["write_s"], row["mean_query_s"], s=80, color=color, edgecolor="black", zorder=3)
-        ax_trade.annotate(f"{setting} ({int(row['compactions'])} compactions)", (row["write_s"], row["mean_query_s"]),
-                          xytext=(8, 4), textcoords="offset points", fontsize="small")
-    ax_trade.set_xlabel("seconds writing: upserts and inline compactions, all days")
-    ax_trade.set_ylabel("mean seconds of the snapshot query")
-    ax_trade.set_title("Compaction frequency: write time against query time")
-    ax_trade.margins(0.3)
     x = np.arange(len(totals))
-    for ax, column, fmt, label in ((ax_written, "mb_written", "{:,.1f}", "MB written, all days"),
-                                   (ax_logs, "logs_read", "{:,.0f}", "log files the queries read, all days")):
+    names = [f"{setting}\n{int(n)} compaction{'s' if int(n) != 1 else ''}"
+             for setting, n in totals["compactions"].items()]
+    panels = (("mb_written", "{:,.1f}", "MB written, all days", "Bytes written (exact)"),
+              ("logs_read", "{:,.0f}", "log files the queries read, all days", "Log files read (exact)"),
+              ("max_logs_per_slice", "{:,.0f}", "log files in one file slice, worst query",
+               "Deepest file slice a query merged (exact)"))
+    for ax, (column, fmt, label, title) in zip(axes, panels):
+        if column not in totals:
+            ax.set_visible(False)
+            continue
         bars = ax.bar(x, totals[column], 0.6, color=colors)
         ax.bar_label(bars, fmt=fmt, fontsize="small")
         ax.set_xticks(x)
-        ax.set_xticklabels(list(totals.index))
+        ax.set_xticklabels(names, fontsize="small")
         ax.set_xlabel("hoodie.compact.inline.max.delta.commits")
         ax.set_ylabel(label)
+        ax.set_title(title)
         ax.margins(y=0.12)
-    ax_written.set_title("Bytes written (exact)")
-    ax_logs.set_title("Log files read (exact)")
-    return [ax_trade, ax_written, ax_logs]
+        if column != "mb_written":
+            ax.yaxis.set_major_locator(_integer_locator())
+    if budget is not None and "max_logs_per_slice" in totals:
+        axes[2].axhline(budget, color="black", linestyle="--", linewidth=1, label=f"read budget: {budget}")
+        axes[2].legend(fontsize="small", loc="upper left")
+    return list(axes)
 
 
 # ---------------------------------------------------------------- concurrent writers

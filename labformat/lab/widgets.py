@@ -148,7 +148,7 @@ def compaction_explorer(spark, preset: str | None = None) -> W.VBox:
 
     controls = [
         _preset(preset),
-        W.SelectMultiple(options=["1", "2", "3", "5", "10", "never"], value=("2", "5", "never"), rows=4,
+        W.SelectMultiple(options=["1", "2", "3", "4", "5", "10", "never"], value=("3", "4", "never"), rows=4,
                          description="max delta commits:"),
         W.IntSlider(value=merge_on_read.SWEEP_DAYS, min=1, max=30, description="days:"),
     ]
@@ -158,7 +158,7 @@ def compaction_explorer(spark, preset: str | None = None) -> W.VBox:
         settings = [None if s == "never" else int(s) for s in v["max delta commits"]]
         sweep = merge_on_read.compaction_sweep(spark, spec, settings, days=v["days"], progress=True)
         totals = merge_on_read.sweep_totals(sweep)
-        viz.plot_compaction_sweep(totals)
+        viz.plot_compaction_sweep(totals, budget=merge_on_read.LOG_BUDGET)
         display(totals.round(3))
 
     return _explorer(controls, run)
