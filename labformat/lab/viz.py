@@ -216,7 +216,8 @@ def plot_range_pruning(pruning: pd.DataFrame, ax=None):
 
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(0, max(1, int(pruning["files_in_partition"].max()) if len(pruning) else 1) * 1.3)
-    ax.set_ylabel("base files")
+    ax.set_ylabel("base files (count)")
+    ax.set_xlabel("sampled record key")
     mean = f": {pruning['kept_by_range'].mean():.1f} kept per key" if len(pruning) else ""
     ax.set_title(f"Range pruning for {len(pruning)} sample keys{mean}")
     ax.legend(fontsize="small", loc="upper right")
