@@ -263,3 +263,15 @@ def test_fewest_rows_rewritten_accepts_any_tied_size_and_nothing_else():
     assert ex.fewest_rows_rewritten("3.3", True, tradeoff).right is False
     assert ex.fewest_rows_rewritten("3.3", None, tradeoff).right is None
     assert "8 files: 2,880 rows" in ex.fewest_rows_rewritten("3.3", 8, tradeoff).message
+
+
+def test_most_planner_files_accepts_every_format_tied_for_the_most_and_says_why_another_is_wrong():
+    from labformat.lab import formats
+
+    commits = pd.DataFrame({"format": list(formats.FORMATS), "commit": [4, 4, 4], "metadata files": [1, 1, 1],
+                            "metadata KB": [1.0] * 3, "planner files": [3, 9, 9]})
+    run = formats.ThreeFormats(commits, pd.DataFrame(), {}, {})
+    assert ex.most_planner_files("8.1", "delta-rs", run).right and ex.most_planner_files("8.1", "pyiceberg", run).right
+    wrong = ex.most_planner_files("8.1", "labformat", run)
+    assert wrong.right is False and "labformat's planner reads 3 files, fewer than 9" in wrong.hint
+    assert ex.most_planner_files("8.1", "iceberg", run).right is False

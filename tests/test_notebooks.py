@@ -41,7 +41,8 @@ REQUIRED_CHARTS = {
     "compaction frequency": "compaction-sweep",
     # Issue 34's: files read per query on linear, Z-order and Hilbert clustering layouts.
     "clustering layouts": "clustering-layouts",
-    "three formats' metadata per commit": "three-formats",
+    "three formats' metadata per commit": "metadata-files-per-commit",
+    "files a planner reads per commit (Delta's checkpoints as a sawtooth)": "planner-files-per-commit",
     "a table's first upserts (step 5's estimate and its source)": "02-first-upserts",
 }
 

@@ -1029,30 +1029,48 @@ def plot_layouts(frame: pd.DataFrame, ax=None):
 
 
 _FORMAT_COLORS = {"labformat": "tab:blue", "delta-rs": "tab:green", "pyiceberg": "tab:purple"}
+_FORMAT_FOLDERS = {"labformat": "labformat: .hoodie/ (no archival)", "delta-rs": "delta-rs: _delta_log/",
+                   "pyiceberg": "pyiceberg: metadata/"}
 
 
-def plot_three_formats(commits: pd.DataFrame, axes=None):
-    """Two panels sharing the commit axis, one line per format (`ThreeFormats.commits`): the metadata
-    files each keeps on disk, and the files a query planner reads to find the data files."""
-    if axes is None:
-        import matplotlib.pyplot as plt
+def _commit_axis(ax) -> None:
+    ax.set_xlabel("commit (0: the history's load, then one a day)")
+    ax.set_ylim(bottom=0)
+    ax.xaxis.set_major_locator(_integer_locator())
+    ax.yaxis.set_major_locator(_integer_locator())
 
-        _, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True, layout="constrained")
-    ax_kept, ax_read = _new_axes(axes, 2)
+
+def plot_metadata_kept(commits: pd.DataFrame, ax=None):
+    """Per format (`ThreeFormats.commits`), the metadata files it keeps beside its data after each commit."""
+    ax = _new_ax(ax)
     for fmt, rows in commits.groupby("format", sort=False):
-        color = _FORMAT_COLORS.get(fmt)
-        ax_kept.plot(rows["commit"], rows["metadata files"], marker="o", markersize=3, color=color, label=fmt)
-        ax_read.plot(rows["commit"], rows["planner files"], marker="o", markersize=3, color=color, label=fmt)
-    for ax, title, label in ((ax_kept, "Metadata files kept", "files beside the data"),
-                             (ax_read, "Files a planner reads", "files read to plan a query")):
-        ax.set_title(title)
-        ax.set_xlabel("commit (0: the history's load, then one per day)")
-        ax.set_ylabel(label)
-        ax.set_ylim(bottom=0)
-        ax.xaxis.set_major_locator(_integer_locator())
-        ax.yaxis.set_major_locator(_integer_locator())
-    ax_read.legend(fontsize="small", loc="upper left")
-    return ax_kept, ax_read
+        ax.plot(rows["commit"], rows["metadata files"], marker="o", markersize=3, color=_FORMAT_COLORS.get(fmt),
+                label=_FORMAT_FOLDERS.get(fmt, fmt))
+    _commit_axis(ax)
+    ax.set_ylabel("metadata files kept (count)")
+    ax.set_title("Metadata files each format keeps beside its data, per commit")
+    ax.legend(fontsize="small", loc="upper left")
+    return ax
+
+
+def plot_planner_files(commits: pd.DataFrame, checkpoints=(), compactions=(), ax=None):
+    """Per format (`ThreeFormats.commits`), the files a query planner reads to find the data files after
+    each commit; delta-rs's checkpoints and labformat's compactions marked by vertical lines."""
+    ax = _new_ax(ax)
+    for fmt, rows in commits.groupby("format", sort=False):
+        ax.plot(rows["commit"], rows["planner files"], marker="o", markersize=3, color=_FORMAT_COLORS.get(fmt),
+                label=fmt)
+    for i, commit in enumerate(checkpoints):
+        ax.axvline(commit, color=_FORMAT_COLORS["delta-rs"], linestyle=":", linewidth=1,
+                   label="delta-rs checkpoint" if i == 0 else None)
+    for i, commit in enumerate(compactions):
+        ax.axvline(commit, color=_FORMAT_COLORS["labformat"], linestyle="--", linewidth=0.6, alpha=0.6,
+                   label="labformat compaction" if i == 0 else None)
+    _commit_axis(ax)
+    ax.set_ylabel("files read to plan a query (count)")
+    ax.set_title("Files a planner reads to find the data files, per commit")
+    ax.legend(fontsize="small", loc="upper left")
+    return ax
 
 
 def plot_first_upserts(first: pd.DataFrame, ax=None):
