@@ -142,11 +142,31 @@ def busy_cores(exercise: str, answer, projection: pd.DataFrame, cores: int) -> C
     """How many of `cores` lanes the projected write stage uses (tasks run one per core)."""
     expected = int(projection["lane"].nunique())
     tasks = len(projection)
+    number = _number(answer)
+    why = (f"{int(number)} cores busy would need {int(number)} tasks running at once. "
+           if number is not None and number > tasks and number.is_integer() else "")
     return count(exercise, answer, expected,
                  f"The write stage has {tasks} tasks, so at most {min(tasks, cores)} of {cores} cores work at "
                  f"once; the other {cores - expected} idle however big the cluster.",
-                 "a core runs one task at a time, and the write stage has as many tasks as "
+                 why + "a core runs one task at a time, and the write stage has as many tasks as "
                  "bulk_insert_parallelism says.")
+
+
+def write_waves(exercise: str, answer, tasks: int, cores: int) -> Check:
+    """How many waves `tasks` write tasks need on `cores` cores: one task per core at a time, so
+    ceil(tasks / cores). `tasks` and `cores` come from the run (its write stage, its Spark)."""
+    expected = math.ceil(tasks / cores) if cores else 0
+    number = _number(answer)
+    why = ""
+    if number is not None and number == tasks:
+        why = f"{tasks} waves would mean one task at a time, but {cores} cores run {cores} tasks side by side. "
+    elif number is not None and number == 1 and tasks > cores:
+        why = f"one wave would need {tasks} cores. "
+    return count(exercise, answer, expected,
+                 f"{tasks} write tasks on {cores} cores: {cores} run at a time, so {expected} waves "
+                 f"(ceil({tasks} / {cores})).",
+                 why + "each core runs one task at a time, and a stage's tasks queue for the cores: count how "
+                 "many rounds of as many tasks as cores it takes.")
 
 
 # ------------------------------------------------------------------ 02: daily upserts

@@ -159,6 +159,45 @@ def plot_file_key_ranges(files: pd.DataFrame, ax=None, max_tick_labels: int = 8)
     return ax
 
 
+def plot_key_slices(files: pd.DataFrame, slices: pd.DataFrame, ax=None, title: str | None = None):
+    """Each base file a lane (sorted by min key, then file id): its `[min key, max key]` as a pale bar and,
+    inside it, its slices (`lab.bulk_loads.key_slices`: a file's rows in stored order cut into equal
+    runs) as thin dark bars, the first on top. Keys must start with yyyyMMddHHmm (the x axis is time).
+    A file sorted inside draws a staircase; a file whose rows came in no order draws every slice across
+    its whole range."""
+    import matplotlib.dates as mdates
+
+    ax = _new_ax(ax)
+    order = files.sort_values(["min_key", "file_id"], kind="stable").reset_index(drop=True)
+    lane_of = {f: i for i, f in enumerate(order["file_id"])}
+    parse = lambda k: datetime.strptime(str(k)[:12], "%Y%m%d%H%M")  # noqa: E731
+    minute = 1.0 / (24 * 60)  # matplotlib dates are days
+    left = mdates.date2num([parse(k) for k in order["min_key"]])
+    right = mdates.date2num([parse(k) for k in order["max_key"]]) + minute
+    ax.barh(np.arange(len(order)), right - left, left=left, height=0.9, color="0.88", edgecolor="0.6",
+            linewidth=0.5, label="the file's [min key, max key] (what range pruning sees)")
+    per_file = int(slices.groupby("file_id").size().max()) if len(slices) else 1
+    step = 0.9 / per_file
+    lo = mdates.date2num([parse(k) for k in slices["min_key"]])
+    hi = mdates.date2num([parse(k) for k in slices["max_key"]]) + minute
+    y = [lane_of[f] - 0.45 + (n + 0.5) * step for f, n in zip(slices["file_id"], slices["slice"])]
+    ax.barh(y, hi - lo, left=lo, height=step * 0.7, color=_colors(1)[0],
+            label=f"each 1/{per_file} of the file's rows, in stored order: its key range")
+    ax.set_yticks(range(len(order)))
+    ax.set_yticklabels([f"file {i + 1}" for i in range(len(order))], fontsize="small")
+    ax.set_ylim(len(order) - 0.5, -0.5)  # the first file on top, each file's first slice on top of its lane
+    ax.set_ylabel("base file (sorted by min key)")
+    ax.xaxis_date()
+    locator = mdates.AutoDateLocator(maxticks=6)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.set_xlabel("record key (its time prefix yyyyMMddHHmm, as a date and time)")
+    if len(order):
+        ax.set_xlim(left.min(), right.max())
+    ax.set_title(title or f"{len(order)} base files, {len(slices)} slices")
+    return ax
+
+
 # ---------------------------------------------------------------- 1b. a table at a glance (scripts/inspect_table.py)
 
 def plot_file_sizes(files: pd.DataFrame, ax=None):
