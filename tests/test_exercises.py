@@ -64,7 +64,18 @@ def test_key_range_checks_come_from_the_files_given():
     assert ex.candidate_files("1.1", 3, FILES, "202401151300_drone0000").right is False
     projection = pd.DataFrame({"lane": [0, 1, 2, 3, 4, 5, 0]})
     assert ex.busy_cores("1.2", 6, projection, 16).right
-    assert ex.busy_cores("1.2", 16, projection, 16).right is False
+    too_many = ex.busy_cores("1.2", 16, projection, 16)
+    assert too_many.right is False and "16 cores busy would need 16 tasks" in too_many.hint
+
+
+def test_write_waves_are_the_tasks_over_the_cores_rounded_up_and_say_why_a_wrong_count_is_wrong():
+    assert ex.write_waves("1.2", 4, tasks=8, cores=2).right
+    assert ex.write_waves("1.2", 3, tasks=8, cores=3).right and ex.write_waves("1.2", 1, tasks=2, cores=2).right
+    one_at_a_time = ex.write_waves("1.2", 8, tasks=8, cores=2)
+    assert one_at_a_time.right is False and "side by side" in one_at_a_time.hint
+    assert "would need 8 cores" in ex.write_waves("1.2", 1, tasks=8, cores=2).hint
+    assert ex.write_waves("1.2", None, tasks=8, cores=2).right is None
+    assert ex.write_waves("1.2", 4.5, tasks=8, cores=2).right is False
 
 
 def test_helpers_count_overlaps_and_coverage():
@@ -360,3 +371,15 @@ def test_bucket_pruning_and_resize_exercises_read_the_run_they_are_given():
     assert ex.rows_the_resize_rewrote("6.5", 5760, split).right
     wrong = ex.rows_the_resize_rewrote("6.5", 46080, split)
     assert wrong.right is False and "past the split threshold" in wrong.hint
+
+
+def test_most_planner_files_accepts_every_format_tied_for_the_most_and_says_why_another_is_wrong():
+    from labformat.lab import formats
+
+    commits = pd.DataFrame({"format": list(formats.FORMATS), "commit": [4, 4, 4], "metadata files": [1, 1, 1],
+                            "metadata KB": [1.0] * 3, "planner files": [3, 9, 9]})
+    run = formats.ThreeFormats(commits, pd.DataFrame(), {}, {})
+    assert ex.most_planner_files("8.1", "delta-rs", run).right and ex.most_planner_files("8.1", "pyiceberg", run).right
+    wrong = ex.most_planner_files("8.1", "labformat", run)
+    assert wrong.right is False and "labformat's planner reads 3 files, fewer than 9" in wrong.hint
+    assert ex.most_planner_files("8.1", "iceberg", run).right is False

@@ -13,17 +13,6 @@ from labformat.lab import claims, lessons
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))
 
-# Notebooks whose claims are still made with `Lessons.claim` and whose charts are not all named yet:
-# issue 49 moves each onto rules; strict, so a notebook converted must leave this list.
-NOT_YET_RULED = {"00-setup-and-dataset", "01-bulk-insert", "08-three-formats"}
-NOT_YET_NAMED: set[str] = set()
-
-
-def _pending(paths, names, why):
-    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=why)) if p.stem in names else p
-            for p in paths]
-
-
 def _rules():
     return sorted(claims.RULES.values(), key=lambda r: r.name)
 
@@ -43,7 +32,7 @@ def _sources(path: Path) -> list[str]:
     return ["".join(cell["source"]) for cell in json.loads(path.read_text())["cells"] if cell["cell_type"] == "code"]
 
 
-@pytest.mark.parametrize("notebook", _pending(SOLUTIONS, NOT_YET_RULED, "issue 49: claims not yet rules"),
+@pytest.mark.parametrize("notebook", SOLUTIONS,
                          ids=lambda p: p.stem)
 def test_a_notebook_decides_its_claims_by_rules_of_its_own_module(notebook):
     code = "\n".join(_sources(notebook))
@@ -63,7 +52,7 @@ def test_clearly_faster_needs_the_margin_and_runs_enough():
     assert not claims.clearly_faster([1.0, 1.0, 1.0, 1.0, 1.0], [0.9, 1.5, 1.5, 1.5, 1.5])[0]
 
 
-@pytest.mark.parametrize("notebook", _pending(SOLUTIONS, NOT_YET_NAMED, "issue 49: charts not yet named"),
+@pytest.mark.parametrize("notebook", SOLUTIONS,
                          ids=lambda p: p.stem)
 def test_every_chart_is_named_for_what_it_shows(notebook):
     """A cell that draws names its chart (`chart` metadata), so out/charts never holds `06-cell21.png`."""

@@ -9,12 +9,13 @@ answers blank.
 
 from __future__ import annotations
 
+import importlib
 import re
 
 import nbformat
 import pytest
 
-from labformat.lab import runner
+from labformat.lab import claims, lessons, runner
 
 LEARNER = runner.notebooks(runner.NOTEBOOKS_DIR)
 SOLUTIONS = runner.notebooks(runner.SOLUTIONS_DIR)
@@ -41,7 +42,8 @@ REQUIRED_CHARTS = {
     "compaction frequency": "compaction-sweep",
     # Issue 34's: files read per query on linear, Z-order and Hilbert clustering layouts.
     "clustering layouts": "clustering-layouts",
-    "three formats' metadata per commit": "three-formats",
+    "three formats' metadata per commit": "metadata-files-per-commit",
+    "files a planner reads per commit (Delta's checkpoints as a sawtooth)": "planner-files-per-commit",
     "a table's first upserts (step 5's estimate and its source)": "first-upserts",
 }
 
@@ -199,17 +201,9 @@ def test_every_exact_lesson_claim_held_in_the_saved_tiny_run(path):
     assert "nbval-ignore-output" not in cells[0].metadata.get("tags", [])
     shown = "".join(o.get("data", {}).get("text/plain", "") for o in cells[0].outputs)
     # Claims are made by rules (`lessons.check`), each of which declares whether it is exact.
-    import importlib
-
-    from labformat.lab import claims, lessons
-
     checked = re.findall(r"\.check\(\s*(?:\w+\.)*(\w+)\s*,", cells[0].source)
-    exact = 0
-    if checked:
-        module = importlib.import_module(f"labformat.lab.lessons.{lessons.module_for(path.stem)}")
-        exact = sum(claims.RULES[f"{module.__name__}.{name}"].exact for name in checked)
-    # Notebooks not yet on rules (tests/test_lessons.py's NOT_YET_RULED) still call lessons.claim.
-    exact += cells[0].source.count("lessons.claim(") - cells[0].source.count("exact=False")
+    module = importlib.import_module(f"labformat.lab.lessons.{lessons.module_for(path.stem)}")
+    exact = sum(claims.RULES[f"{module.__name__}.{name}"].exact for name in checked)
     header = re.search(r"(\d+) claims on exact quantities", shown)
     assert exact >= 3 and shown.count("[held]") == exact and "BROKEN" not in shown, shown
     assert header and int(header.group(1)) == exact, shown

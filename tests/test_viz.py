@@ -489,16 +489,6 @@ def test_plot_layouts_groups_bars_by_query_and_leaves_the_unclustered_table_to_t
     plt.close("all")
 
 
-def test_plot_three_formats_shares_the_commit_axis_with_a_line_per_format():
-    commits = pd.DataFrame({"format": ["labformat"] * 3 + ["delta-rs"] * 3, "commit": [0, 1, 2] * 2,
-                            "metadata files": [7, 12, 17, 1, 2, 4], "planner files": [3, 3, 3, 1, 2, 1]})
-    kept, read = viz.plot_three_formats(commits)
-    assert kept.get_shared_x_axes().joined(kept, read)
-    assert [list(line.get_ydata()) for line in read.get_lines()] == [[3, 3, 3], [1, 2, 1]]
-    assert [t.get_text() for t in read.get_legend().get_texts()] == ["labformat", "delta-rs"]
-    plt.close("all")
-
-
 def test_plot_first_upserts_labels_the_estimate_and_stacks_where_inserts_went():
     first = pd.DataFrame({"day": [1, 2], "record_size_estimate": [1024, 63],
                           "estimate_from": ["hoodie.copyonwrite.record.size.estimate", "commit history"],
@@ -510,3 +500,36 @@ def test_plot_first_upserts_labels_the_estimate_and_stacks_where_inserts_went():
     assert "55 new files" in texts and "55 small files" in texts and ax.get_yscale() == "log"
     assert [p.get_height() for p in ax.patches] == [692, 11255, 37907, 0, 0, 34560]
     plt.close("all")
+
+
+# ---------------------------------------------------------------- 01: key slices; 08: metadata and planner per commit
+
+def test_key_slices_draw_each_files_range_and_its_slices_in_lanes():
+    files = pd.DataFrame({"file_id": ["b", "a"], "min_key": ["202401150000_drone0000", "202401150000_drone0001"],
+                          "max_key": ["202401152359_drone0001", "202401152359_drone0000"]})
+    # File a sorted inside (two slices, morning then afternoon); file b in no order (both slices span the day).
+    slices = pd.DataFrame({"file_id": ["a", "a", "b", "b"], "slice": [0, 1, 0, 1],
+                           "min_key": ["202401150000_drone0001", "202401151200_drone0000"] + ["202401150000_drone0000"] * 2,
+                           "max_key": ["202401151159_drone0000", "202401152359_drone0000"] + ["202401152359_drone0001"] * 2})
+    ax = viz.plot_key_slices(files, slices, title="PARTITION_SORT")
+    drawn = bars(ax)
+    assert len(drawn) == 2 + 4 and ax.get_title() == "PARTITION_SORT"
+    day, half = 1.0, 0.5  # 00:00 to the end of 23:59, and half of it
+    thin = sorted(drawn[2:], key=lambda p: (p.get_y(), p.get_x()))
+    # b sorts first (its min key is smaller): lane 0 holds two whole-day slices, lane 1 a staircase.
+    assert [round(p.get_width(), 3) for p in thin] == [round(day, 3)] * 2 + [round(half, 3), round(half, 3)]
+    assert thin[2].get_y() < thin[3].get_y() and thin[2].get_x() < thin[3].get_x()  # the first slice on top, earlier
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["file 1", "file 2"]
+    assert "time prefix" in ax.get_xlabel() and ax.get_ylabel() == "base file (sorted by min key)"
+
+
+def test_metadata_kept_and_planner_files_draw_a_line_per_format_with_counts_on_the_axes():
+    commits = pd.DataFrame({"format": ["labformat"] * 3 + ["delta-rs"] * 3, "commit": [0, 1, 2] * 2,
+                            "metadata files": [7, 12, 17, 1, 2, 4], "planner files": [3, 3, 3, 1, 2, 2]})
+    kept = viz.plot_metadata_kept(commits)
+    assert [list(line.get_ydata()) for line in kept.get_lines()] == [[7, 12, 17], [1, 2, 4]]
+    assert "(count)" in kept.get_ylabel() and legend_texts(kept)[0] == "labformat: .hoodie/ (no archival)"
+    read = viz.plot_planner_files(commits, checkpoints=[1], compactions=[2])
+    assert [list(line.get_ydata()) for line in read.get_lines()][:2] == [[3, 3, 3], [1, 2, 2]]
+    assert legend_texts(read) == ["labformat", "delta-rs", "delta-rs checkpoint", "labformat compaction"]
+    assert "(count)" in read.get_ylabel() and "commit" in read.get_xlabel()

@@ -2,14 +2,20 @@
 
 Each format writes the same history and daily batches (the benchmark's engines, `labformat.bench.engines`)
 at its merge-on-read setting where the library has one: labformat a MERGE_ON_READ table compacted
-inline every few delta commits; pyiceberg a table whose updates, deletes and merges are set to
-`merge-on-read`, each day a delete of the batch's keys and an append in one transaction; delta-rs a plain table checkpointed every few commits, and beside it, for day 1
-only, a table with deletion vectors enabled (delta-rs's own planner refuses to read such a table). After the load and after every day, the metadata each keeps
-is counted from its folder (`.hoodie/`, `_delta_log/`, `metadata/`), with the files a query planner
+inline every `COMPACT_EVERY` delta commits (Hudi's default); pyiceberg a table whose updates, deletes and
+merges are set to `merge-on-read`, each day a delete of the batch's keys and an append in one
+transaction; delta-rs a plain table checkpointed every `CHECKPOINT_INTERVAL` commits (Delta Lake's
+default), and beside it, for day 1 only, a table with deletion vectors enabled (delta-rs's own planner
+refuses to read such a table). After the load and after every day, the metadata each keeps is
+counted from its folder (`.hoodie/`, `_delta_log/`, `metadata/`), with the files a query planner
 must read to find the data files (each format's protocol applied to the table's state: labformat's
 latest metadata-table snapshots, Delta's last checkpoint and the commits after it, Iceberg's
 current metadata file, manifest list and manifests), and what the day's write did to data files, by
 each library's own report. Then the same queries on the three tables: data files planned, of all.
+
+The days are the notebook's cheapest commits: each day's batch is cut to `BATCH_DRONES` drones (its new
+readings, its corrections of the day before and its stale duplicates, as the full batch has them), so
+that twenty of them cost little while each is still an upsert that updates existing files.
 """
 
 from __future__ import annotations
@@ -31,24 +37,58 @@ from labformat.metadata.table import COLUMN_STATS, FILES, MetadataReader
 from labformat.timeline import METADATA_DIR
 
 FORMATS = ("labformat", "delta-rs", "pyiceberg")
-# Hudi compacts every 5 delta commits (hoodie.compact.inline.max.delta.commits' default); Delta
-# checkpoints every 100 commits by default (delta.checkpointInterval), which a month never reaches.
-# Both run every `EVERY` commits here, fewer in a run too short to see one (`every`).
-EVERY = 5
+# Enough daily commits for two Delta checkpoints and four Hudi compactions at their defaults.
+DAYS = 20
+# Delta Lake's default `delta.checkpointInterval` (Spark's writer: a checkpoint at versions 10, 20, ...).
+# delta-rs's own default is 100 (measured with deltalake 1.6: its first checkpoint is version 99), which
+# a month of daily commits never reaches; the notebook sets Delta Lake's 10 on the delta-rs table.
+CHECKPOINT_INTERVAL = 10
+DELTA_RS_DEFAULT_INTERVAL = 100
+# Hudi's `hoodie.compact.inline.max.delta.commits` default.
+COMPACT_EVERY = 5
+# Drones kept in each day's batch: a small, cheap commit that still corrects rows of existing files.
+BATCH_DRONES = 2
 
 
-def every(days: int) -> int:
-    """Commits between compactions and between Delta checkpoints in a run of `days` days."""
-    return max(3, min(EVERY, days // 2))
+def dataset(spark, preset: str, days: int = DAYS) -> datasets.CachedDataset:
+    """The preset's cached dataset with at least `days` daily batches (`tiny` has 3: a variant of it
+    with `days`, generated once)."""
+    spec = datasets.spec(preset)
+    if spec.batch_days < days:
+        spec = datasets.spec(preset, batch_days=days)
+    return datasets.generate(spark, spec)
+
+
+def small_batches(cached: datasets.CachedDataset, days: int, folder: Path,
+                  drones: int = BATCH_DRONES) -> datasets.CachedDataset:
+    """`cached` with each of its first `days` batches cut to the rows of its first `drones` drones
+    (written once under `folder`): the same kinds of rows, a fraction of them."""
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    keep = pa.array([f"drone{i:04d}" for i in range(drones)])
+    paths = []
+    for day in range(1, days + 1):
+        target = Path(folder) / f"batch_{day:03d}"
+        target.mkdir(parents=True, exist_ok=True)
+        rows = engines.read_parquet_folder(cached.batch_path(day))
+        pq.write_table(rows.filter(pc.is_in(rows.column("drone_id"), value_set=keep)), target / "part-0.parquet")
+        paths.append(str(target))
+    return dataclasses.replace(cached, batch_paths=paths + list(cached.batch_paths[days:]))
 
 
 class _Labformat(engines.LabformatMor):
-    """labformat-mor with inline compaction every `every(days)` delta commits."""
+    """labformat-mor with inline compaction every `compact_every` delta commits."""
+
+    compact_every = COMPACT_EVERY
 
     def upsert(self, day: int) -> None:
         batch = datasets.load_batch(self.spark, self.workload.cached, day)
         self._report = self.table().upsert(batch, {**self.workload.write_options, "hoodie.compact.inline": True,
-                                                    "hoodie.compact.inline.max.delta.commits": every(self.workload.days)})
+                                                    "hoodie.compact.inline.max.delta.commits": self.compact_every})
 
     def after_day(self, day: int) -> dict:
         report = self._report
@@ -59,16 +99,26 @@ class _Labformat(engines.LabformatMor):
 
 
 class _Delta(engines.DeltaRs):
-    """delta-rs with a checkpoint every `every(days)` commits."""
+    """delta-rs with a checkpoint every `checkpoint_interval` commits."""
+
+    checkpoint_interval = CHECKPOINT_INTERVAL
 
     def table_configuration(self) -> dict[str, str]:
-        return {"delta.checkpointInterval": str(every(self.workload.days))}
+        return {"delta.checkpointInterval": str(self.checkpoint_interval)}
 
     def after_day(self, day: int) -> dict:
         m = self._metrics
         return {"data files rewritten": m["num_target_files_removed"], "data files added": m["num_target_files_added"],
                 "log or delete files added": m.get("num_deletion_vectors_added", 0),
-                "rows copied": m["num_target_rows_copied"]}
+                "rows copied": m["num_target_rows_copied"], "checkpointed": day == _last_checkpoint(self)}
+
+
+def _last_checkpoint(engine) -> int | None:
+    """The version `_last_checkpoint` names (a commit's number: the load is version 0), None before one."""
+    import json
+
+    pointer = engine.table_path / "_delta_log" / "_last_checkpoint"
+    return json.loads(pointer.read_text())["version"] if pointer.exists() else None
 
 
 class _DeltaDeletionVectors(_Delta):
@@ -179,10 +229,30 @@ _INVENTORY = {"labformat": labformat_metadata, "delta-rs": delta_metadata, "pyic
 class ThreeFormats:
     """The same days in three formats: a row per (format, commit) and a row per (format, query)."""
 
-    commits: pd.DataFrame  # format, commit (0: the load), metadata kinds, planner files, the day's data files
+    commits: pd.DataFrame  # format, commit (0: the load), write s, metadata kinds, planner files, the day's data files
     queries: pd.DataFrame  # format, query, files planned, data files, rows, planning seconds (median)
     notes: dict[str, list[str]]  # format -> what the library said (pyiceberg's warnings), deduplicated
     deletion_vectors_day: dict  # day 1 on delta-rs with deletion vectors enabled: its MERGE's report
+    checkpoint_interval: int = CHECKPOINT_INTERVAL  # delta-rs: commits between checkpoints
+    compact_every: int = COMPACT_EVERY  # labformat: delta commits between inline compactions
+
+    def checkpoints(self) -> list[int]:
+        """The commits after which delta-rs wrote a checkpoint."""
+        return self._marked("delta-rs", "checkpointed")
+
+    def compactions(self) -> list[int]:
+        """The commits that compacted labformat's merge-on-read table inline."""
+        return self._marked("labformat", "compacted")
+
+    def _marked(self, fmt: str, column: str) -> list[int]:
+        if column not in self.commits.columns:
+            return []
+        rows = self.commits[(self.commits["format"] == fmt) & self.commits[column].eq(True)]
+        return [int(c) for c in rows["commit"]]
+
+    def kept(self) -> pd.DataFrame:
+        """Metadata files kept per commit, one column per format."""
+        return self.commits.pivot(index="commit", columns="format", values="metadata files")[list(FORMATS)]
 
     def metadata(self) -> pd.DataFrame:
         """Metadata files and KB per commit, one column per format."""
@@ -249,16 +319,23 @@ def plan_query(fmt: str, engine: engines.Engine, condition: str) -> tuple[int, i
 
 
 def three_formats(spark, cached: datasets.CachedDataset, name: str, days: int, queries: dict[str, str],
-                  repeats: int = 3, progress: bool = False, workdir=None) -> ThreeFormats:
+                  repeats: int = 3, progress: bool = False, workdir=None, checkpoint_interval: int = CHECKPOINT_INTERVAL,
+                  compact_every: int = COMPACT_EVERY, batch_drones: int | None = BATCH_DRONES) -> ThreeFormats:
     """Load the history and upsert `days` batch days in each format (labformat first: its load sets the
-    file size every format aims at, as in the benchmark); count the metadata after every commit; then
-    plan each of `queries` on each table `repeats` times after a warm-up, and run it once."""
+    file size every format aims at, as in the benchmark), each day's batch cut to `batch_drones` drones
+    (None: whole batches); count the metadata after every commit; then plan each of `queries` on each
+    table `repeats` times after a warm-up, and run it once."""
     root = workshop.scratch(name, workdir, local=True)  # delta-rs and pyiceberg write where their engines say
+    if batch_drones:
+        cached = small_batches(cached, days, root / "batches", batch_drones)
     workload = engines.Workload(cached, days, None, None, engines.HISTORY_FILES.get(cached.spec.name, 32))
     formats = _engines(workload, root, spark)
+    formats["labformat"].compact_every = compact_every
+    formats["delta-rs"].checkpoint_interval = checkpoint_interval
     rows = []
     bar = tqdm(total=len(formats) * (days + 1), desc="three formats", disable=not progress)
     for fmt, engine in formats.items():
+        started = time.perf_counter()
         engine.load()
         if engine.sizes:  # the reference's scaled sizes, for the formats after it
             for other in formats.values():
@@ -266,9 +343,12 @@ def three_formats(spark, cached: datasets.CachedDataset, name: str, days: int, q
         for day in range(days + 1):
             if day:
                 engine.before_day(day)
+                started = time.perf_counter()
                 engine.upsert(day)
+            seconds = time.perf_counter() - started
             kinds, planner = _INVENTORY[fmt](engine)
-            row = {"format": fmt, "commit": day, "metadata files": sum(n for n, _ in kinds.values()),
+            row = {"format": fmt, "commit": day, "write s": round(seconds, 3),
+                   "metadata files": sum(n for n, _ in kinds.values()),
                    "metadata KB": round(sum(b for _, b in kinds.values()) / 1024, 1), "planner files": len(planner),
                    **{f"{kind} files": n for kind, (n, _) in kinds.items()}}
             rows.append({**row, **(engine.after_day(day) if day else {})})
@@ -283,19 +363,21 @@ def three_formats(spark, cached: datasets.CachedDataset, name: str, days: int, q
                             "rows": engine.query(condition, parse_condition(condition)),
                             "planning s (median)": round(statistics.median(r[2] for r in runs), 4)})
     dv = _DeltaDeletionVectors(formats["labformat"].workload, root / "delta-rs-deletion-vectors")
+    dv.checkpoint_interval = checkpoint_interval
     dv.load()
     dv.before_day(1)
     dv.upsert(1)
     notes = {"pyiceberg": sorted(set(formats["pyiceberg"].warnings))}
-    return ThreeFormats(_counts(pd.DataFrame(rows)), pd.DataFrame(planned), notes, dv.after_day(1))
+    return ThreeFormats(_counts(pd.DataFrame(rows)), pd.DataFrame(planned), notes, dv.after_day(1),
+                        checkpoint_interval, compact_every)
 
 
 def _counts(frame: pd.DataFrame) -> pd.DataFrame:
     """Every count a whole number, 0 where a format has no such file or fact (a delta-rs table before
     its first checkpoint has no checkpoint files)."""
     for column in frame.columns:
-        if column == "compacted":
+        if column in ("compacted", "checkpointed"):
             frame[column] = frame[column].eq(True)  # NaN where the format never compacts
-        elif column not in ("format", "metadata KB"):
+        elif column not in ("format", "metadata KB", "write s"):
             frame[column] = frame[column].fillna(0).astype(int)
     return frame

@@ -167,6 +167,45 @@ def plot_file_key_ranges(files: pd.DataFrame, ax=None, max_tick_labels: int = 8)
     return ax
 
 
+def plot_key_slices(files: pd.DataFrame, slices: pd.DataFrame, ax=None, title: str | None = None):
+    """Each base file a lane (sorted by min key, then file id): its `[min key, max key]` as a pale bar and,
+    inside it, its slices (`lab.bulk_loads.key_slices`: a file's rows in stored order cut into equal
+    runs) as thin dark bars, the first on top. Keys must start with yyyyMMddHHmm (the x axis is time).
+    A file sorted inside draws a staircase; a file whose rows came in no order draws every slice across
+    its whole range."""
+    import matplotlib.dates as mdates
+
+    ax = _new_ax(ax)
+    order = files.sort_values(["min_key", "file_id"], kind="stable").reset_index(drop=True)
+    lane_of = {f: i for i, f in enumerate(order["file_id"])}
+    parse = lambda k: datetime.strptime(str(k)[:12], "%Y%m%d%H%M")  # noqa: E731
+    minute = 1.0 / (24 * 60)  # matplotlib dates are days
+    left = mdates.date2num([parse(k) for k in order["min_key"]])
+    right = mdates.date2num([parse(k) for k in order["max_key"]]) + minute
+    ax.barh(np.arange(len(order)), right - left, left=left, height=0.9, color="0.88", edgecolor="0.6",
+            linewidth=0.5, label="the file's [min key, max key] (what range pruning sees)")
+    per_file = int(slices.groupby("file_id").size().max()) if len(slices) else 1
+    step = 0.9 / per_file
+    lo = mdates.date2num([parse(k) for k in slices["min_key"]])
+    hi = mdates.date2num([parse(k) for k in slices["max_key"]]) + minute
+    y = [lane_of[f] - 0.45 + (n + 0.5) * step for f, n in zip(slices["file_id"], slices["slice"])]
+    ax.barh(y, hi - lo, left=lo, height=step * 0.7, color=_colors(1)[0],
+            label=f"each 1/{per_file} of the file's rows, in stored order: its key range")
+    ax.set_yticks(range(len(order)))
+    ax.set_yticklabels([f"file {i + 1}" for i in range(len(order))], fontsize="small")
+    ax.set_ylim(len(order) - 0.5, -0.5)  # the first file on top, each file's first slice on top of its lane
+    ax.set_ylabel("base file (sorted by min key)")
+    ax.xaxis_date()
+    locator = mdates.AutoDateLocator(maxticks=6)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.set_xlabel("record key (its time prefix yyyyMMddHHmm, as a date and time)")
+    if len(order):
+        ax.set_xlim(left.min(), right.max())
+    ax.set_title(title or f"{len(order)} base files, {len(slices)} slices")
+    return ax
+
+
 # ---------------------------------------------------------------- 1b. a table at a glance (scripts/inspect_table.py)
 
 def plot_file_sizes(files: pd.DataFrame, ax=None):
@@ -224,7 +263,8 @@ def plot_range_pruning(pruning: pd.DataFrame, ax=None):
 
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(0, max(1, int(pruning["files_in_partition"].max()) if len(pruning) else 1) * 1.3)
-    ax.set_ylabel("base files")
+    ax.set_ylabel("base files (count)")
+    ax.set_xlabel("sampled record key")
     mean = f": {pruning['kept_by_range'].mean():.1f} kept per key" if len(pruning) else ""
     ax.set_title(f"Range pruning for {len(pruning)} sample keys{mean}")
     ax.legend(fontsize="small", loc="upper right")
@@ -1152,30 +1192,48 @@ def plot_layouts(frame: pd.DataFrame, ax=None):
 
 
 _FORMAT_COLORS = {"labformat": "tab:blue", "delta-rs": "tab:green", "pyiceberg": "tab:purple"}
+_FORMAT_FOLDERS = {"labformat": "labformat: .hoodie/ (no archival)", "delta-rs": "delta-rs: _delta_log/",
+                   "pyiceberg": "pyiceberg: metadata/"}
 
 
-def plot_three_formats(commits: pd.DataFrame, axes=None):
-    """Two panels sharing the commit axis, one line per format (`ThreeFormats.commits`): the metadata
-    files each keeps on disk, and the files a query planner reads to find the data files."""
-    if axes is None:
-        import matplotlib.pyplot as plt
+def _commit_axis(ax) -> None:
+    ax.set_xlabel("commit (0: the history's load, then one a day)")
+    ax.set_ylim(bottom=0)
+    ax.xaxis.set_major_locator(_integer_locator())
+    ax.yaxis.set_major_locator(_integer_locator())
 
-        _, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True, layout="constrained")
-    ax_kept, ax_read = _new_axes(axes, 2)
+
+def plot_metadata_kept(commits: pd.DataFrame, ax=None):
+    """Per format (`ThreeFormats.commits`), the metadata files it keeps beside its data after each commit."""
+    ax = _new_ax(ax)
     for fmt, rows in commits.groupby("format", sort=False):
-        color = _FORMAT_COLORS.get(fmt)
-        ax_kept.plot(rows["commit"], rows["metadata files"], marker="o", markersize=3, color=color, label=fmt)
-        ax_read.plot(rows["commit"], rows["planner files"], marker="o", markersize=3, color=color, label=fmt)
-    for ax, title, label in ((ax_kept, "Metadata files kept", "files beside the data"),
-                             (ax_read, "Files a planner reads", "files read to plan a query")):
-        ax.set_title(title)
-        ax.set_xlabel("commit (0: the history's load, then one per day)")
-        ax.set_ylabel(label)
-        ax.set_ylim(bottom=0)
-        ax.xaxis.set_major_locator(_integer_locator())
-        ax.yaxis.set_major_locator(_integer_locator())
-    ax_read.legend(fontsize="small", loc="upper left")
-    return ax_kept, ax_read
+        ax.plot(rows["commit"], rows["metadata files"], marker="o", markersize=3, color=_FORMAT_COLORS.get(fmt),
+                label=_FORMAT_FOLDERS.get(fmt, fmt))
+    _commit_axis(ax)
+    ax.set_ylabel("metadata files kept (count)")
+    ax.set_title("Metadata files each format keeps beside its data, per commit")
+    ax.legend(fontsize="small", loc="upper left")
+    return ax
+
+
+def plot_planner_files(commits: pd.DataFrame, checkpoints=(), compactions=(), ax=None):
+    """Per format (`ThreeFormats.commits`), the files a query planner reads to find the data files after
+    each commit; delta-rs's checkpoints and labformat's compactions marked by vertical lines."""
+    ax = _new_ax(ax)
+    for fmt, rows in commits.groupby("format", sort=False):
+        ax.plot(rows["commit"], rows["planner files"], marker="o", markersize=3, color=_FORMAT_COLORS.get(fmt),
+                label=fmt)
+    for i, commit in enumerate(checkpoints):
+        ax.axvline(commit, color=_FORMAT_COLORS["delta-rs"], linestyle=":", linewidth=1,
+                   label="delta-rs checkpoint" if i == 0 else None)
+    for i, commit in enumerate(compactions):
+        ax.axvline(commit, color=_FORMAT_COLORS["labformat"], linestyle="--", linewidth=0.6, alpha=0.6,
+                   label="labformat compaction" if i == 0 else None)
+    _commit_axis(ax)
+    ax.set_ylabel("files read to plan a query (count)")
+    ax.set_title("Files a planner reads to find the data files, per commit")
+    ax.legend(fontsize="small", loc="upper left")
+    return ax
 
 
 def plot_first_upserts(first: pd.DataFrame, ax=None):
