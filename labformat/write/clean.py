@@ -82,6 +82,8 @@ def _older_than_retained(group: FileGroup, earliest: str) -> list[FileSlice]:
     every one before it but the group's latest and the last before it (which the snapshot of the
     write just before `earliest` reads)."""
     times = sorted(group.slices, reverse=True)
+    if not times:  # a log-only file group (never labformat's; hudi-rs skips it too): nothing to delete
+        return []
     spared = {times[0], next((t for t in times if t < earliest), None)}
     return [group.slices[t] for t in times if t < earliest and t not in spared]
 
