@@ -299,13 +299,17 @@ OPTIONS: tuple[Option, ...] = (
            "CONSISTENT_HASHING: `Table.cluster()` splits a bucket whose file slice (base and log files) "
            "holds more than this times `max_file_size` bytes.", Scope.WRITE, float, at_least(1)),
     Option("cleaner_policy", "hoodie.cleaner.policy", CleanerPolicy.KEEP_LATEST_COMMITS,
-           "What `clean` keeps: KEEP_LATEST_COMMITS keeps every file slice the last "
-           "`cleaner_commits_retained` commits can read (time travel to them still works); "
-           "KEEP_LATEST_FILE_VERSIONS keeps the newest `cleaner_fileversions_retained` slices of each file group.",
+           "What `clean` keeps: KEEP_LATEST_COMMITS keeps, as Hudi's cleaner, every file slice the last "
+           "`cleaner_commits_retained` commits can read and each file group's last slice before them, so the "
+           "snapshot of the write just before them stays readable too (a query that began on it may still "
+           "run); KEEP_LATEST_FILE_VERSIONS keeps the newest `cleaner_fileversions_retained` slices of each "
+           "file group.",
            Scope.WRITE, one_of(CleanerPolicy)),
     Option("cleaner_commits_retained", "hoodie.cleaner.commits.retained", 10,
-           "KEEP_LATEST_COMMITS: completed commits (commits, delta commits, replacecommits) whose "
-           "snapshots a clean keeps readable; time travel to an older one is CleanedInstantError.",
+           "KEEP_LATEST_COMMITS: completed commits (commits, delta commits, replacecommits) a clean "
+           "retains, the oldest of them being Hudi's earliestCommitToRetain; their snapshots and that of "
+           "the one write before them stay readable, time travel to an older one is CleanedInstantError. "
+           "Retain as many commits as complete while the longest query runs.",
            Scope.WRITE, parse_int, at_least(1)),
     Option("cleaner_fileversions_retained", "hoodie.cleaner.fileversions.retained", 3,
            "KEEP_LATEST_FILE_VERSIONS: file slices a clean keeps per file group, the newest first.",

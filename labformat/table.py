@@ -345,7 +345,8 @@ class Table:
     def clean(self, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Delete the file slices no retained instant needs (Hudi's clean: `cleaner_policy`,
         `cleaner_commits_retained`, `cleaner_fileversions_retained`). The report's details give files
-        deleted and bytes freed; time travel before the retained range then raises CleanedInstantError.
+        deleted and bytes freed; time travel to a write older than the one just before the retained
+        commits then raises CleanedInstantError.
         Nothing to delete: instant None.
         """
         return clean(self.context(), C.write_options(options))

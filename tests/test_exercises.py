@@ -241,19 +241,23 @@ def test_retention_cleans_with_fewer_commits_each_time_and_the_exercise_counts_b
     table = clustering.small_file_table(spark, cached, tmp_path / "small", files_per_day=8)
     window = clustering.window_of(cached)
     clustering.cluster_and_compare(table, window, target_bytes=10 * 1024**2)
-    first = table.timeline()[0].time
+    clustering.correct_hour(table, cached, 3)
+    first = table.timeline()[0].time  # the bulk insert; the clustering and the correction follow it
     run = clustering.retention(table, first, window, retained=(1, 2))  # run most retained first, whatever the order
-    assert [c.retained for c in run.cleans] == [2, 1] and run.writes_since == 2
+    assert [c.retained for c in run.cleans] == [2, 1] and run.writes_after == 2
     keep, drop = run.cleans
-    assert keep.readable and keep.files_read >= 1 and keep.report.instant is None  # 2 commits: nothing to clean
+    # 2 retained: earliestCommitToRetain is the clustering, whose replaced file groups stay: nothing to clean.
+    assert keep.readable and keep.files_read >= 1 and keep.report.instant is None
     assert not drop.readable and drop.files_read is None and drop.report.details.files_deleted == 8
     frame = run.frame()
     assert frame.loc[1, "files deleted"] == 8 and "CleanedInstantError" in frame.loc[1, f"as of {first}"]
     assert run.smallest_readable == 2  # what the cleans showed: 2 retained still readable, 1 not
-    assert ex.smallest_retention("3.3", 2, run).right
-    assert ex.smallest_retention("3.3", 1, run).right is False and ex.smallest_retention("3.3", 3, run).right is False
-    assert "falls out of the retained commits" in ex.smallest_retention("3.3", 1, run).message
-    assert "is safe, but keeps files of more commits" in ex.smallest_retention("3.3", 3, run).message
+    assert ex.smallest_retention("3.5", 2, run).right and ex.smallest_retention("3.5", 2.0, run).right
+    for wrong in (1, 3, 2.5, True, "2"):
+        assert ex.smallest_retention("3.5", wrong, run).right is False, wrong
+    assert "a clean may delete file slices the report is still reading" in ex.smallest_retention("3.5", 1, run).message
+    assert "is safe, but keeps files of more commits" in ex.smallest_retention("3.5", 3, run).message
+    assert "2 retained: still readable, 1 retained: cleaned" in ex.smallest_retention("3.5", 2, run).message
     with pytest.raises(lf.LabformatError, match="no completed write"):
         clustering.retention(table, "20000101000000000", window)
 

@@ -211,12 +211,18 @@ def test_a_base_file_garbled_inside_a_page_fails_an_upsert_with_its_name(spark, 
 # ---- case 14: a clean under a running read ----------------------------------------------------------
 
 def test_a_clean_during_a_query_is_reported_as_such(spark, tmp_path):
+    """A scan planned on W1's files: W2 rewrites every file group and a clean retaining 1 keeps W1's slices
+    (the last before W2, which a query begun on W1 still reads, as Hudi keeps them); after W3 and another
+    such clean they are gone, and the scan says a clean deleted them."""
     path = tmp_path / "t"
     t = lf.Table.create(spark, path)
     t.bulk_insert(telemetry(spark, 30))
     plan = t.scan("signal_dbm >= 0")  # planned on the first commit's files
     t.upsert(telemetry(spark, 30))  # rewrites every file group
-    t.clean({"cleaner_commits_retained": 1})
+    assert t.clean({"cleaner_commits_retained": 1}).instant is None  # nothing W1's snapshot reads may go
+    assert plan.measure().rows_returned == 30
+    t.upsert(telemetry(spark, 30))
+    assert t.clean({"cleaner_commits_retained": 1}).details.files_deleted > 0
     with pytest.raises(lf.CleanedInstantError, match="hoodie.cleaner.commits.retained"):
         plan.measure()
 

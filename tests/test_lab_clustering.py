@@ -49,7 +49,8 @@ def test_layouts_cluster_copies_of_one_table_and_count_each_querys_files(spark, 
 def test_the_notebooks_target_clusters_a_day_into_four_files_and_retention_is_counted_back_from_the_report(spark, tmp_path):
     """The notebook's clustering target writes `CLUSTERED_FILES` files whatever the preset (a day's bytes
     over 4, plus one); two corrections after it make four writes, and a query as of the clustering
-    reads on after a clean retaining 3 commits, not after one retaining 2."""
+    reads on after a clean retaining the 2 corrections (the clustering is the write just before them,
+    whose snapshot the cleaner keeps), not after one retaining 1."""
     cached = datasets.generate(spark, datasets.spec("tiny"))
     table = clustering.small_file_table(spark, cached, tmp_path / "small", files_per_day=24)
     run = clustering.cluster_and_compare(table, clustering.window_of(cached), clustering.target_for(table))
@@ -61,6 +62,8 @@ def test_the_notebooks_target_clusters_a_day_into_four_files_and_retention_is_co
     writes = [i.time for i in table.active_timeline.completed_writes()]
     assert len(writes) == 4
     cleaned = clustering.retention(table, writes[-3], clustering.window_of(cached))
-    assert [c.retained for c in cleaned.cleans] == [4, 3, 2, 1] and cleaned.writes_since == 3
-    assert [c.readable for c in cleaned.cleans] == [True, True, False, False]
-    assert cleaned.smallest_readable == 3
+    assert [c.retained for c in cleaned.cleans] == [4, 3, 2, 1] and cleaned.writes_after == 2
+    assert [c.readable for c in cleaned.cleans] == [True, True, True, False]
+    # 3 retained: earliestCommitToRetain is the clustering, its replaced file groups stay: nothing to delete.
+    assert [c.report.instant is None for c in cleaned.cleans] == [True, True, False, False]
+    assert cleaned.smallest_readable == 2

@@ -532,6 +532,15 @@ def oracle_partition(key: str) -> str:
     return "a" if int(key[1:]) % 2 else "b"
 
 
+def agrees_with_model(t: lf.Table, path, model: dict, **as_of) -> None:
+    """labformat's read and hudi-rs's (latest, or `as_of`) both hold exactly the model's rows."""
+    expected = pd.DataFrame(sorted(model.values()), columns=["record_key", "p", "updated_at", "value"])
+    ours = t.read(**as_of).select(*expected.columns).toPandas().sort_values("record_key").reset_index(drop=True)
+    pd.testing.assert_frame_equal(ours, expected, check_dtype=False)
+    theirs = hudi_read(path, **as_of)[list(expected.columns)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(theirs, expected, check_dtype=False)
+
+
 @pytest.mark.parametrize("index_type, partitioned, table_type",
                          [("BLOOM", True, MOR), ("SIMPLE", False, MOR), ("BLOOM", False, "COPY_ON_WRITE")])
 @settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -542,15 +551,17 @@ def oracle_partition(key: str) -> str:
               ("clean",), ("upsert", [("k001", 3, 4), ("k008", 1, 1), ("k011", 0, 0)])])
 def test_random_writes_and_table_services_match_a_dict_model(spark, index_type, partitioned, table_type, ops):
     """After a bulk insert, random upserts, deletes, compactions (MOR only), clusterings and cleans (retaining
-    one commit): labformat's snapshot and hudi-rs's equal the model after every step, and time travel to
-    a commit a clean dropped says so. Each step's precombine values are above every earlier step's
+    one commit): labformat's snapshot and hudi-rs's equal the model after every step; after a clean, both
+    read the write just before the retained one as the model stood then, and time travel to an older
+    one says it was cleaned. Each step's precombine values are above every earlier step's
     (corrections arrive later), so the latest write of a key is its record."""
     path = tempfile.mkdtemp(prefix="lf-mor-oracle-")
     try:
         t = lf.Table.create(spark, path, precombine_field="updated_at", partition_field="p" if partitioned else None,
                             options={"index_type": index_type}, table_type=table_type)
         model = {k: (k, oracle_partition(k), 0, 0) for k in ORACLE_KEYS[::2]}
-        t.bulk_insert(spark.createDataFrame(list(model.values()), ORACLE_SCHEMA))
+        bulk = t.bulk_insert(spark.createDataFrame(list(model.values()), ORACLE_SCHEMA)).instant
+        states = {bulk: dict(model)}  # completed write -> the model as of it
         options = {"small_file_limit": "2KB"}
         for step, op in enumerate(ops, start=1):
             if op[0] == "upsert":
@@ -570,16 +581,17 @@ def test_random_writes_and_table_services_match_a_dict_model(spark, index_type, 
                 t.cluster(ORACLE_CLUSTER)
             else:
                 report = t.clean({"cleaner_commits_retained": 1})
-                dropped = [i.time for i in t.active_timeline.completed_writes()
-                           if report.instant and i.time < report.details.earliest_commit_to_retain]
-                for instant in dropped[-1:]:
-                    with pytest.raises(CleanedInstantError):
-                        t.read(as_of=instant)
-            expected = pd.DataFrame(sorted(model.values()), columns=["record_key", "p", "updated_at", "value"])
-            ours = t.read().select(*expected.columns).toPandas().sort_values("record_key").reset_index(drop=True)
-            pd.testing.assert_frame_equal(ours, expected, check_dtype=False)
-            theirs = hudi_read(path)[list(expected.columns)].reset_index(drop=True)
-            pd.testing.assert_frame_equal(theirs, expected, check_dtype=False)
+                if report.instant:
+                    # The write just before the one retained reads as it did (both readers); the one
+                    # before that is cleaned.
+                    *older, readable, _ = [i.time for i in t.active_timeline.completed_writes()]
+                    assert report.details.earliest_readable_instant == readable
+                    agrees_with_model(t, path, states[readable], as_of=readable)
+                    for instant in older[-1:]:
+                        with pytest.raises(CleanedInstantError):
+                            t.read(as_of=instant)
+            agrees_with_model(t, path, model)
+            states[t.active_timeline.latest_completed_write().time] = dict(model)
     finally:
         shutil.rmtree(path, ignore_errors=True)
 

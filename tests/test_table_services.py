@@ -54,22 +54,25 @@ def four_writes(spark, t: lf.Table) -> tuple[list[str], str, str]:
 
 # ---- cleaning -----------------------------------------------------------------------------------
 
-def test_clean_keeps_the_slices_of_the_retained_commits_and_deletes_older_ones(spark, tmp_path):
-    """COW W1-W4, clean retaining 2 commits: X's slices of W1 and W2 go, Y's of W1 stays (W3 reads it);
-    a second clean finds nothing, bad options change nothing; retaining 1 then deletes Y's W1 slice too."""
+def test_clean_keeps_the_slices_of_the_retained_commits_and_the_last_before_them(spark, tmp_path):
+    """COW W1-W4, clean retaining 2 (earliestCommitToRetain W3): X's W1 slice goes; X's W2 slice (the last
+    before W3) and Y's W1 slice stay, so W2's snapshot still reads, W1's is cleaned. A second clean finds
+    nothing, bad options change nothing; retaining 1 (earliestCommitToRetain W4) then deletes X's W2 slice,
+    and Y's W1 slice, Y's last before W4, stays for W3's snapshot."""
     path = tmp_path / "cow"
     t = lf.Table.create(spark, path, partition_field="day")
     (w1, w2, w3, w4), x_key, y_key = four_writes(spark, t)
     expected = values(snapshot(t.read()))
-    as_of_w3 = values(snapshot(t.read(as_of=w3)))
+    as_of = {w: values(snapshot(t.read(as_of=w))) for w in (w2, w3)}
     all_files = {p.relative_to(path).as_posix(): p.stat().st_size for p in base_files(path)}
     assert len(all_files) == 5
     report = t.clean({"cleaner_commits_retained": 2})
     gone = sorted(f for f in all_files if not (path / f).exists())
-    assert len(gone) == 2 and all(w1 in f or w2 in f for f in gone)
-    assert report.details.files_deleted == 2 and report.details.file_slices_deleted == 2
+    assert len(gone) == 1 and gone[0].startswith("2024-01-15/") and w1 in gone[0]  # X's slice of W1
+    assert report.details.files_deleted == 1 and report.details.file_slices_deleted == 1
     assert report.details.bytes_freed == sum(all_files[f] for f in gone)
     assert report.details.earliest_commit_to_retain == w3 and report.seconds > 0
+    assert report.details.earliest_readable_instant == w2
     # Hudi's three timeline files; the plan names the files, the completed clean the deleted ones.
     for suffix in ("clean.requested", "clean.inflight", "clean"):
         assert (path / f".hoodie/{report.instant}.{suffix}").exists()
@@ -78,16 +81,16 @@ def test_clean_keeps_the_slices_of_the_retained_commits_and_deletes_older_ones(s
     planned = [e["filePath"] for entries in plan["filePathsToBeDeletedPerPartition"].values() for e in entries]
     assert sorted(p.rsplit("/", 1)[-1] for p in planned) == sorted(f.rsplit("/", 1)[-1] for f in gone)
     body = json.loads((path / f".hoodie/{report.instant}.clean").read_text())
-    assert body["totalFilesDeleted"] == 2 and body["earliestCommitToRetain"] == w3
+    assert body["totalFilesDeleted"] == 1 and body["earliestCommitToRetain"] == w3
     assert [i.action.value for i in t.timeline()][-1] == "clean"
-    # The latest snapshot and the retained one read as before, through both readers.
+    # The latest snapshot, the retained one and the one just before it read as before, through both readers.
     assert_agrees_with_hudi(t, path, expected)
-    assert_agrees_with_hudi(t, path, as_of_w3, as_of=w3)
-    for older in (w1, w2):
-        with pytest.raises(CleanedInstantError, match=f"{older}.*clean {report.instant}.*{w3}"):
-            t.read(as_of=older)
-        with pytest.raises(InstantNotFoundError):  # CleanedInstantError is one
-            t.file_slices(as_of=older)
+    assert_agrees_with_hudi(t, path, as_of[w3], as_of=w3)
+    assert_agrees_with_hudi(t, path, as_of[w2], as_of=w2)
+    with pytest.raises(CleanedInstantError, match=f"{w1}.*clean {report.instant}.*{w2}"):
+        t.read(as_of=w1)
+    with pytest.raises(InstantNotFoundError):  # CleanedInstantError is one
+        t.file_slices(as_of=w1)
     assert t.clean({"cleaner_commits_retained": 2}).instant is None
     # Bad options: a clear ConfigError, the table exactly as it was.
     before = tree(path)
@@ -97,11 +100,61 @@ def test_clean_keeps_the_slices_of_the_retained_commits_and_deletes_older_ones(s
         t.clean({"cleaner_policy": "KEEP_NOTHING"})
     assert tree(path) == before
     last = t.clean({"hoodie.cleaner.commits.retained": "1"})
-    assert last.details.files_deleted == 1 and len(list(base_files(path))) == 2
+    assert last.details.files_deleted == 1 and last.details.earliest_readable_instant == w3
+    assert sorted(p.name.rsplit("_", 1)[-1] for p in base_files(path)) == sorted(f"{w}.parquet" for w in (w1, w3, w4))
     with pytest.raises(CleanedInstantError):
-        t.read(as_of=w3)
+        t.read(as_of=w2)
+    assert_agrees_with_hudi(t, path, as_of[w3], as_of=w3)
     assert_agrees_with_hudi(t, path, expected)
     assert_agrees_with_hudi(t, path, expected, as_of=w4)
+
+
+def test_keep_latest_commits_spares_the_last_slice_before_the_retained_commits_and_groups_replaced_at_them(
+        spark, tmp_path):
+    """COW W1 bulk insert (8 small files a day: groups A* on day 15, B* on day 16), R1 clusters day 15 into
+    A', W2 updates A', R2 clusters day 16 into B', W3 updates A', W4 updates B'. Clean retaining 3
+    (earliestCommitToRetain R2): A* (replaced at R1, before it) go and A''s R1 slice, while B* (replaced at
+    R2 itself) and A''s W2 slice stay: W2's snapshot reads them. Clean retaining 2 (earliestCommitToRetain
+    W3): B* go now, and A''s W2 slice, the last before W3, stays for R2's snapshot. Hudi's CleanPlanner
+    keeps the same; both readers agree on every snapshot left readable."""
+    path = tmp_path / "cow"
+    t = lf.Table.create(spark, path, partition_field="day")
+    w1 = t.bulk_insert(telemetry(spark, 40, partitions=8)).instant
+    a_star = {s.file_id for s in t.file_slices() if s.partition_path == "2024-01-15"}
+    b_star = {s.file_id for s in t.file_slices() if s.partition_path == "2024-01-16"}
+    assert len(a_star) == len(b_star) == 8
+    one_day = lambda day: {**CLUSTER_ALL, "clustering_partitions": day}
+    r1 = t.cluster(one_day("2024-01-15")).instant
+    w2 = t.upsert(corrections(spark, [key_of_day(t, "2024-01-15", 1)], 20.0)).instant
+    r2 = t.cluster(one_day("2024-01-16")).instant
+    w3 = t.upsert(corrections(spark, [key_of_day(t, "2024-01-15", 2)], 30.0, seconds=10_001)).instant
+    w4 = t.upsert(corrections(spark, [key_of_day(t, "2024-01-16", 3)], 40.0, seconds=10_002)).instant
+    [a_new] = [s.file_id for s in t.file_slices() if s.partition_path == "2024-01-15"]
+    [b_new] = [s.file_id for s in t.file_slices() if s.partition_path == "2024-01-16"]
+    as_of = {w: values(snapshot(t.read(as_of=w))) for w in (w2, r2, w3, w4)}
+
+    def on_disk() -> set[tuple[str, str]]:  # (file id, instant) of each base file left
+        return {(p.name.split("_")[0], p.stem.rsplit("_", 1)[-1]) for p in base_files(path)}
+
+    everything = on_disk()
+    assert len(everything) == 16 + 3 + 2  # A*, B*; A' at R1, W2, W3; B' at R2, W4
+    first = t.clean({"cleaner_commits_retained": 3})
+    assert everything - on_disk() == {(f, w1) for f in a_star} | {(a_new, r1)}
+    assert first.details.earliest_commit_to_retain == r2 and first.details.earliest_readable_instant == w2
+    assert first.details.replaced_file_groups_deleted == 8 and first.details.files_deleted == 9
+    for w in (w2, r2, w3, w4):
+        assert_agrees_with_hudi(t, path, as_of[w], as_of=w)
+    with pytest.raises(CleanedInstantError):
+        t.read(as_of=r1)
+    second = t.clean({"cleaner_commits_retained": 2})
+    assert everything - on_disk() == {(f, w1) for f in a_star | b_star} | {(a_new, r1)}
+    assert (a_new, w2) in on_disk() and (b_new, r2) in on_disk()
+    assert second.details.earliest_commit_to_retain == w3 and second.details.earliest_readable_instant == r2
+    assert second.details.replaced_file_groups_deleted == 8 and second.details.files_deleted == 8
+    for w in (r2, w3, w4):
+        assert_agrees_with_hudi(t, path, as_of[w], as_of=w)
+    with pytest.raises(CleanedInstantError):
+        t.read(as_of=w2)
 
 
 def test_keep_latest_file_versions_keeps_the_newest_slices_of_each_file_group(spark, tmp_path):
@@ -119,13 +172,14 @@ def test_keep_latest_file_versions_keeps_the_newest_slices_of_each_file_group(sp
 
 
 def test_a_clean_that_died_midway_is_finished_by_the_next_one(spark, tmp_path):
-    """COW W1-W4, a clean (retaining 2) requested and inflight whose writer died after deleting one of its
-    two files: the next clean finishes its plan and completes it; there is nothing more to delete."""
+    """COW W1-W4, a clean (retaining 1: X's W1 and W2 slices) requested and inflight whose writer died after
+    deleting one of its two files: the next clean finishes its plan and completes it; there is nothing
+    more to delete."""
     path = tmp_path / "cow"
     t = lf.Table.create(spark, path, partition_field="day")
     (w1, w2, w3, w4), _, _ = four_writes(spark, t)
     expected = values(snapshot(t.read()))
-    ctx, cfg = t.context(), C.write_options({"cleaner_commits_retained": 2, "heartbeat_interval_ms": 100,
+    ctx, cfg = t.context(), C.write_options({"cleaner_commits_retained": 1, "heartbeat_interval_ms": 100,
                                        "heartbeat_tolerable_misses": 0})
     doomed, earliest, readable = _clean.plan_clean(ctx.timeline, cfg)
     plan = _clean.plan_body(doomed, ctx.storage, cfg.cleaner_policy, earliest, readable, w4)
@@ -133,7 +187,8 @@ def test_a_clean_that_died_midway_is_finished_by_the_next_one(spark, tmp_path):
     dead = dying.start(plan=plan)
     dying._stop_heartbeat()  # the writer died: its heartbeat stops, its instant stays inflight
     (path / plan["labformat.paths"][0]).unlink()
-    report = t.clean({"cleaner_commits_retained": 2})
+    assert len(plan["labformat.paths"]) == 2
+    report = t.clean({"cleaner_commits_retained": 1})
     assert report.instant is None and report.details.finished_dead_cleans == (dead.time,)
     assert (path / f".hoodie/{dead.time}.clean").exists() and not t.context().timeline.pending()
     assert all(not (path / p).exists() for p in plan["labformat.paths"]) and len(base_files(path)) == 3
@@ -144,16 +199,17 @@ def test_a_clean_that_died_midway_is_finished_by_the_next_one(spark, tmp_path):
 
 def test_clean_on_merge_on_read_deletes_a_compacted_slice_with_its_log_files(spark, home):
     """MOR W1 bulk insert, W2 update in X (a log), compaction, W3 update in X (a log of the new slice),
-    clean retaining 1: X's first slice goes with its log; Y's only slice and the new one stay.
-    On each storage backend."""
+    clean retaining 1: X's first slice goes with its log; Y's only slice and the new one stay, and the
+    compaction's snapshot still reads. On each storage backend."""
     path = home.uri("mor")
     t = lf.Table.create(spark, path, partition_field="day", table_type=MOR, storage_options=home.storage_options)
     w1 = t.bulk_insert(telemetry(spark, 40, partitions=1)).instant
     key = key_of_day(t, "2024-01-15")
-    t.upsert(corrections(spark, [key], 1.0))
+    w2 = t.upsert(corrections(spark, [key], 1.0)).instant
     compaction = t.compact().instant
     t.upsert(corrections(spark, [key], 2.0, seconds=10_001))
     expected = values(snapshot(t.read()))
+    compacted = values(snapshot(t.read(as_of=compaction)))
     first_log = [p for p in home.files("mor") if p.rsplit("/", 1)[-1].startswith(".") and f"_{w1}.log." in p]
     assert len(first_log) == 1
     report = t.clean({"cleaner_commits_retained": 1})
@@ -164,8 +220,11 @@ def test_clean_on_merge_on_read_deletes_a_compacted_slice_with_its_log_files(spa
     assert_agrees_with_hudi(t, path, expected)
     ro = values(snapshot(t.read(options={"query_type": "READ_OPTIMIZED"})))
     assert values(hudi_read(path, home.storage_options, read_optimized=True)) == ro
+    # The compaction is the write just before earliestCommitToRetain (W3): its snapshot is whole.
+    assert report.details.earliest_readable_instant == compaction
+    assert_agrees_with_hudi(t, path, compacted, as_of=compaction)
     with pytest.raises(CleanedInstantError):
-        t.read(as_of=compaction)
+        t.read(as_of=w2)
 
 
 # ---- clustering ---------------------------------------------------------------------------------
@@ -174,7 +233,7 @@ def test_clustering_rewrites_small_files_sorted_and_the_view_hides_the_replaced_
     """COW W1 bulk insert of 16 small files (8 tasks x 2 days), clustering sorted by signal_dbm into 1 file a
     day, W2 upsert (BLOOM) and W3 upsert (SIMPLE) of keys now in the new file groups, clean retaining 1:
     same rows throughout (labformat and hudi-rs, latest and as of W1), a range query reads fewer files,
-    and the clean deletes the 16 replaced files."""
+    and the clean deletes the 16 replaced files and the clustering's slices W2 rewrote."""
     path = tmp_path / "cow"
     t = lf.Table.create(spark, path, partition_field="day")
     w1 = t.bulk_insert(telemetry(spark, 40, partitions=8)).instant
@@ -217,7 +276,7 @@ def test_clustering_rewrites_small_files_sorted_and_the_view_hides_the_replaced_
     assert t.cluster(CLUSTER_ALL).instant is None  # one file a day: nothing to put together
     cleaned = t.clean({"cleaner_commits_retained": 1})
     assert cleaned.details.replaced_file_groups_deleted == 16
-    assert len(list(base_files(path))) == 2
+    assert len(list(base_files(path))) == 4  # each new file group's slices of W2 (the last before W3) and W3
     assert_agrees_with_hudi(t, path, expected)
 
 

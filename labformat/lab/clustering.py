@@ -104,7 +104,7 @@ class Retention:
     """Cleans of one table with fewer and fewer commits retained, watching one instant."""
 
     instant: str
-    writes_since: int  # completed writes from `instant` to the latest, both counted
+    writes_after: int  # completed writes after `instant`, the latest counted
     cleans: tuple[Clean, ...]
 
     @property
@@ -142,7 +142,7 @@ def retention(table: lf.Table, instant: str, condition: str, retained=None) -> R
             cleans.append(Clean(n, report, True, scan.funnel.files_read))
         except lf.CleanedInstantError:
             cleans.append(Clean(n, report, False, None))
-    return Retention(instant, len(writes) - writes.index(instant), tuple(cleans))
+    return Retention(instant, len(writes) - 1 - writes.index(instant), tuple(cleans))
 
 
 def correct_hour(table: lf.Table, cached: datasets.CachedDataset, hour: int) -> lf.WriteReport:

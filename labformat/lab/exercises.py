@@ -441,26 +441,32 @@ def file_size_choice(exercise: str, answer, tradeoff: pd.DataFrame, reason: str 
 
 def smallest_retention(exercise: str, answer, run) -> Check:
     """The smallest `hoodie.cleaner.commits.retained` that keeps a query as of the watched instant of
-    `run` (`lab.clustering.retention`) readable: by KEEP_LATEST_COMMITS, the completed writes from
-    that instant to the latest, both counted. When the run's cleans tried that count and one fewer,
-    the expected value is what they showed (the smallest retention after which the query still ran)."""
-    expected = run.smallest_readable if run.smallest_readable is not None else run.writes_since
+    `run` (`lab.clustering.retention`) readable: by KEEP_LATEST_COMMITS as Hudi's cleaner applies it,
+    the completed writes after that instant (at least 1), since the snapshot of the write just before
+    earliestCommitToRetain is kept whole too. When the run's cleans tried that count and one fewer, the
+    expected value is what they showed (the smallest retention after which the query still ran)."""
+    after = run.writes_after
+    expected = run.smallest_readable if run.smallest_readable is not None else max(1, after)
     seen = ", ".join(f"{c.retained} retained: {'still readable' if c.readable else 'cleaned'}" for c in run.cleans)
-    rule = ("KEEP_LATEST_COMMITS keeps every file slice the last N completed commits read, counting the latest: "
-            "the snapshot a query reads must be one of those N. ")
-    explanation = (f"{rule}The query's snapshot ({run.instant}) is {run.writes_since} commits back, counting the "
-                   f"latest ({seen}).")
+    rule = ("KEEP_LATEST_COMMITS retains the last N completed commits, the latest counted, and earliestCommitToRetain "
+            "is the oldest of them; each file group keeps its latest slice, every slice written at or after "
+            "earliestCommitToRetain and its last slice before it, so the snapshot of the commit just before the N "
+            "stays whole too. ")
+    commits = f"{after} commit{'' if after == 1 else 's'}"
+    explanation = (f"{rule}The report reads the snapshot of {run.instant}, and {commits} completed after it: "
+                   f"retain {expected} and that snapshot is the one just before the retained commits ({seen}).")
     number = _number(answer)
     why = ""
     if answer is not None and number is not None and number.is_integer():
         if number < expected:
-            why = (f"With {int(number)} retained the snapshot the query reads falls out of the retained commits: "
-                   "a clean may delete its files while the query runs. ")
+            why = (f"With {int(number)} retained, earliestCommitToRetain lies past the commit just after the report's "
+                   "snapshot: a clean may delete file slices the report is still reading. ")
         elif number > expected:
-            why = f"{int(number)} is safe, but keeps files of more commits than the query needs. "
+            why = (f"{int(number)} is safe, but keeps files of more commits than the report needs: the cleaner also "
+                   "keeps the snapshot just before the commits it retains. ")
     return count(exercise, answer, expected, explanation,
-                 why + rule + "Count the commits from the query's snapshot to the latest in the timeline above, "
-                 "both included.")
+                 why + rule + "For each N, which commit is earliestCommitToRetain once the commits that complete "
+                 "while the report reads are in, and which snapshot is the one just before it?")
 
 
 # ------------------------------------------------------------------ 04: merge-on-read

@@ -6,10 +6,21 @@ the plan in `<instant>.clean.requested` (Hudi's HoodieCleanerPlan fields), marks
 deletes the files in Spark tasks (executors delete; the driver gets back paths and sizes), then
 publishes `<instant>.clean` (HoodieCleanMetadata's fields) through the write transaction.
 
-The policies (`hoodie.cleaner.policy`):
-- KEEP_LATEST_COMMITS keeps, for each of the last `hoodie.cleaner.commits.retained` completed
-  writes, the file slices its snapshot reads; the oldest of them is `earliestCommitToRetain`,
-  and time travel to anything older is CleanedInstantError, whether or not a file of it is gone.
+The policies (`hoodie.cleaner.policy`), as Apache Hudi's CleanPlanner applies them:
+- KEEP_LATEST_COMMITS: `earliestCommitToRetain` is the oldest of the last
+  `hoodie.cleaner.commits.retained` completed writes (commits, delta commits, replacecommits). Each
+  live file group keeps its latest slice, every slice whose base instant is at or after
+  earliestCommitToRetain, and the latest slice whose base instant is before it (Hudi's
+  `lastVersionBeforeEarliestCommitToRetain`); its older slices go, each base file with its log files.
+  A file group clustering replaced goes whole once its replacecommit is before
+  earliestCommitToRetain; one replaced at it or later stays. So the snapshot of the completed write
+  just before earliestCommitToRetain stays whole too: per file group it reads the last slice before
+  earliestCommitToRetain (no write lies between the two), and no group replaced before it. Hudi keeps
+  it for the query that began on it and still runs while the N retained writes complete. labformat's
+  earliest readable instant is that write: time travel to it, and an incremental range holding it,
+  read; anything older is CleanedInstantError, whether or not a file of it is gone. Hudi's Spark
+  reader (0.14.0 on, `TimelineUtils.validateTimestampAsOf`) refuses time travel before
+  earliestCommitToRetain even so, this write included; hudi-rs reads it.
 - KEEP_LATEST_FILE_VERSIONS keeps the newest `hoodie.cleaner.fileversions.retained` slices of each
   file group and no slice of a replaced one; the earliest readable instant is then computed: the
   oldest instant from which on every snapshot is whole.
@@ -35,7 +46,7 @@ from labformat.config import WriteOptions
 from labformat.context import TableContext
 from labformat.fs_view import FileSystemView
 from labformat.model.enums import CleanerPolicy, Operation
-from labformat.model.file_group import FileSlice
+from labformat.model.file_group import FileGroup, FileSlice
 from labformat.model.instant import Action, Instant, State
 from labformat.model.report import CleanDetails, WriteReport
 from labformat.spark.jobs import describe
@@ -66,23 +77,32 @@ def _needed(timeline: Timeline, instant: str) -> set[SliceId]:
     return {_slice_id(s) for s in FileSystemView(timeline, instant).latest_file_slices()}
 
 
+def _older_than_retained(group: FileGroup, earliest: str) -> list[FileSlice]:
+    """KEEP_LATEST_COMMITS: the slices of a live file group a clean deletes, given earliestCommitToRetain:
+    every one before it but the group's latest and the last before it (which the snapshot of the
+    write just before `earliest` reads)."""
+    times = sorted(group.slices, reverse=True)
+    if not times:  # a log-only file group (never labformat's; hudi-rs skips it too): nothing to delete
+        return []
+    spared = {times[0], next((t for t in times if t < earliest), None)}
+    return [group.slices[t] for t in times if t < earliest and t not in spared]
+
+
 def plan_clean(timeline: Timeline, options: WriteOptions) -> tuple[list[FileSlice], str | None, str | None]:
     """(the file slices to delete, the earliest commit the policy retains, the earliest instant
     still readable after deleting them); nothing to delete: ([], ..., ...)."""
     writes = [i.time for i in timeline.completed_writes()]
     view = FileSystemView(timeline)
     gone_already = timeline.cleaned_paths()
-    everything = [s for s in _all_slices(view) if s.path not in gone_already]
     if options.cleaner_policy is CleanerPolicy.KEEP_LATEST_COMMITS:
         retained = options.cleaner_commits_retained
         if len(writes) <= retained:
             return [], None, None
-        kept_instants = writes[-retained:]
-        keep: set[SliceId] = set()
-        for instant in kept_instants:
-            keep |= _needed(timeline, instant)
-        doomed = [s for s in everything if _slice_id(s) not in keep]
-        return doomed, kept_instants[0], kept_instants[0]
+        earliest = writes[-retained]
+        doomed = [s for g in view.file_groups() for s in _older_than_retained(g, earliest)]
+        doomed += [s for g, replaced_at in view.replaced.values() if replaced_at < earliest for s in g.slices.values()]
+        return [s for s in doomed if s.path not in gone_already], earliest, writes[-retained - 1]
+    everything = [s for s in _all_slices(view) if s.path not in gone_already]
     versions = options.cleaner_fileversions_retained
     keep = set()
     for group in view.file_groups():

@@ -144,13 +144,14 @@ def z_order_bounds_every_filter(curve: list[int], linear_ts: list[int], linear_d
                   f"{linear_drone}; the two-column filter elsewhere {list(others_both)}")
 
 
-@rule("a query as of the snapshot k commits back (counting the latest) survives a clean retaining k commits and "
-      "fails after one retaining k-1",
-      absent=[dict(k=3, readable_at_k=False, readable_below_k=False),
-              dict(k=3, readable_at_k=True, readable_below_k=True)],
-      present=dict(k=3, readable_at_k=True, readable_below_k=False))
-def retention_keeps_k_commits(k: int, readable_at_k: bool, readable_below_k: bool) -> tuple[bool, str]:
+@rule("a query as of a snapshot that k commits followed survives a clean retaining those k commits (the cleaner "
+      "keeps the snapshot just before the commits it retains) and fails after one retaining k-1",
+      absent=[dict(k=2, readable_at_k=False, readable_below_k=False),
+              dict(k=2, readable_at_k=True, readable_below_k=True)],
+      present=dict(k=2, readable_at_k=True, readable_below_k=False))
+def retention_keeps_the_snapshot_before_k_commits(k: int, readable_at_k: bool,
+                                                  readable_below_k: bool) -> tuple[bool, str]:
     held = bool(readable_at_k) and not readable_below_k
     said = {True: "still readable", False: "cleaned"}
-    return held, (f"snapshot {k} commits back: {k} retained: {said[bool(readable_at_k)]}; {k - 1} retained: "
+    return held, (f"snapshot followed by {k} commits: {k} retained: {said[bool(readable_at_k)]}; {k - 1} retained: "
                   f"{said[bool(readable_below_k)]}")
