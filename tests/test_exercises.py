@@ -291,20 +291,40 @@ def test_fewest_rows_rewritten_accepts_every_size_within_the_tie_and_says_why_a_
     assert ex.fewest_rows_rewritten("3.3", 6, apart).right and ex.fewest_rows_rewritten("3.3", 24, apart).right is False
 
 
-def test_file_size_choice_takes_the_biggest_file_that_keeps_the_fewest_rows_rewritten():
-    tradeoff = pd.DataFrame({"hours_per_file": [6.0, 24.0, 48.0], "rows_rewritten": [34_560, 34_552, 69_120],
-                             "files_opened": [60, 15, 8]})
-    right = ex.file_size_choice("3.4", 24, tradeoff, reason="a day is what the corrections touch")
-    assert right.right and "Your reason: a day is what the corrections touch" in right.message
-    too_small = ex.file_size_choice("3.4", 6, tradeoff)
-    assert too_small.right is False and "rewrite no fewer rows" in too_small.message
-    too_big = ex.file_size_choice("3.4", 48, tradeoff)
-    assert too_big.right is False and "hold more than the day" in too_big.message
-    assert ex.file_size_choice("3.4", None, tradeoff).right is None
-    assert ex.file_size_choice("3.4", "24", tradeoff).right is False
-    # two sizes at the floor with as many files opened: both right
-    tied = tradeoff.assign(files_opened=[15, 15, 8])
-    assert ex.file_size_choice("3.4", 6, tied).right and ex.file_size_choice("3.4", 24, tied).right
+def test_file_size_choice_is_the_cheapest_size_for_the_stated_costs_with_the_runs_counts():
+    # small's counts from a run of 2026-11-28: 6 h and 24 h files rewrite about yesterday, 48 h two days;
+    # the query that cannot skip opens every file
+    tradeoff = pd.DataFrame({"hours_per_file": [6.0, 24.0, 48.0], "rows_rewritten": [34_560, 34_665, 68_964],
+                             "files_opened": [63, 15, 8]})
+    dashboards = ex.FileSizeWorkload(queries=96, file_s=0.020, upserts=1, row_s=0.0001)
+    # read-heavy: 48 h costs 96 x 8 x 20 ms + 68,964 x 0.1 ms = 22.3 s a day, 24 h 32.3 s, 6 h 124.4 s
+    right = ex.file_size_choice("3.4", 48, tradeoff, dashboards, reason="the dashboards open every file")
+    assert right.right and "Your reason: the dashboards open every file" in right.message
+    assert "48 h a file: 96 x 8 files x 20 ms = 15.4 s for the queries" in right.message
+    assert "22.3 s a day" in right.message and "turns at about 24 queries a day" in right.message
+    fewest_rows = ex.file_size_choice("3.4", 24, tradeoff, dashboards)
+    assert fewest_rows.right is False and "Files of 24 h: 96 x 15 files x 20 ms = 28.8 s" in fewest_rows.message
+    assert "32.3 s a day" in fewest_rows.message and "48 h" not in fewest_rows.message  # the rule, not the answer
+    assert ex.file_size_choice("3.4", 6, tradeoff, dashboards).right is False
+    # a report twice a day: the rows a 48 h file drags along cost more than the files it spares
+    reports = ex.FileSizeWorkload(queries=2, file_s=0.020, upserts=1, row_s=0.0001)
+    assert ex.file_size_choice("3.4", 24, tradeoff, reports).right
+    assert ex.file_size_choice("3.4", 48, tradeoff, reports).right is False
+    assert "24 h" not in ex.file_size_choice("3.4", 48, tradeoff, reports).message
+    # a size within 10% of the cheapest is right too: at 24 queries a day 24 h and 48 h cost about the same
+    balanced = ex.FileSizeWorkload(queries=24, file_s=0.020, upserts=1, row_s=0.0001)
+    assert ex.file_size_choice("3.4", 24, tradeoff, balanced).right and ex.file_size_choice("3.4", 48, tradeoff,
+                                                                                              balanced).right
+    assert ex.file_size_choice("3.4", None, tradeoff, dashboards).right is None
+    assert "Price each size for a day" in ex.file_size_choice("3.4", None, tradeoff, dashboards).message
+    assert ex.file_size_choice("3.4", "48", tradeoff, dashboards).right is False
+    assert "one of 6, 24, 48" in ex.file_size_choice("3.4", 12, tradeoff, dashboards).message
+    assert ex.file_size_choice("3.4", True, tradeoff, dashboards).right is False
+    # priced with the run's counts, not the plan's: another run's counts, another answer
+    tiny = pd.DataFrame({"hours_per_file": [6.0, 24.0, 48.0], "rows_rewritten": [2_880, 2_880, 5_760],
+                         "files_opened": [12, 3, 2]})
+    assert ex.file_size_choice("3.4", 48, tiny, dashboards).right and not ex.file_size_choice("3.4", 24, tiny,
+                                                                                              dashboards).right
 
 
 # ---------------------------------------------------------------- 06: choosing an index

@@ -44,6 +44,8 @@ def test_layouts_cluster_copies_of_one_table_and_count_each_querys_files(spark, 
         assert frame.loc[label].tolist()[1:] == [2, 2, 1], label
     assert frame.loc["before clustering", "drone_id filter"] == 24
     assert run.rows_returned("drone and hour") == {60} and run.rows_returned("one-hour window") == {120}
+    assert ("linear: drone_id, ts and z-order: drone_id, ts and hilbert: drone_id, ts read as many files on every "
+            "query") in run.numbers()
 
 
 def test_the_notebooks_target_clusters_a_day_into_four_files_and_retention_is_counted_back_from_the_report(spark, tmp_path):

@@ -26,6 +26,17 @@ def test_the_projection_charges_each_extra_file_the_measured_cost_shared_by_the_
     assert sweeps.per_file_seconds(pd.DataFrame({"files": [5, 5], "median_s": [0.1, 0.2]})) == 0.0
 
 
+def test_the_note_gives_the_slope_between_neighbouring_sizes_so_a_cost_that_is_no_constant_shows():
+    """small's reads of a run of issue 49's review: 6.4 ms a file from 8 to 15 files, 0.5 ms from 15 to 63."""
+    reads = pd.DataFrame({"files": [63, 15, 8], "median_s": [0.3545, 0.3305, 0.2857]})
+    steps = sweeps.neighbour_slopes(reads)
+    assert [(a, b) for a, b, _ in steps] == [(8, 15), (15, 63)]
+    assert steps[0][2] == pytest.approx(0.0064, abs=1e-4) and steps[1][2] == pytest.approx(0.0005, abs=1e-4)
+    note = sweeps.per_file_note(sweeps.per_file_seconds(reads), reads)
+    assert "8 to 15 files 6.40 ms a file, 15 to 63 files 0.50 ms a file" in note
+    assert "between neighbouring sizes" not in sweeps.per_file_note(0.001)
+
+
 @pytest.mark.spark
 def test_the_sweep_counts_what_each_size_rewrote_and_what_its_query_opened_and_requested(spark, tmp_path):
     """tiny: 2 days of history as 8 files of 6 hours and as 2 files of a day; day 1 corrects every hour of
@@ -34,6 +45,8 @@ def test_the_sweep_counts_what_each_size_rewrote_and_what_its_query_opened_and_r
     sweep = sweeps.file_size_sweep(spark, spec, history_files=(8, 2), repeats=2, workdir=tmp_path)
     by = sweep.set_index("hours_per_file")
     assert list(by.index) == [6.0, 24.0]
+    assert list(by["bulk_insert_files"]) == list(by["history_files"]) == [8, 2]  # measured, here as planned
+    assert (sweep["write_task_min_s"] > 0).all() and (sweep["write_task_min_s"] <= sweep["write_task_max_s"]).all()
     assert by.loc[6.0, "rows_rewritten"] == by.loc[24.0, "rows_rewritten"] == spec.drones * 1440
     assert (by.loc[6.0, "files_rewritten"], by.loc[24.0, "files_rewritten"]) == (4, 1)
     from labformat.spark.compat import default_parallelism
@@ -46,4 +59,5 @@ def test_the_sweep_counts_what_each_size_rewrote_and_what_its_query_opened_and_r
         assert len(row.query_runs_s) == len(row.planning_runs_s) == 2
     reads = sweeps.file_read_seconds([lf.Table.open(spark, p) for p in sweep["path"]], rounds=2)
     assert list(reads["files"]) == list(sweep["files"]) and (reads["min_s"] > 0).all()
-    assert "6 h a file" in sweeps.tradeoff_numbers(sweep)
+    said = sweeps.tradeoff_numbers(sweep)
+    assert "6 h a file" in said and "MB read" in said and " s each, write stage on" in said

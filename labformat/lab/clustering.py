@@ -191,8 +191,13 @@ class Layouts:
     def numbers(self) -> str:
         """What `viz.plot_layouts` shows of this run, in words: files read by each query on each layout."""
         frame = self.frame()
-        return "\n".join(f"{label} ({int(row['files'])} files): "
-                         + ", ".join(f"{q} {int(row[q])}" for q in self.queries) for label, row in frame.iterrows())
+        lines = [f"{label} ({int(row['files'])} files): " + ", ".join(f"{q} {int(row[q])}" for q in self.queries)
+                 for label, row in frame.iterrows()]
+        clustered = frame.drop(index="before clustering", errors="ignore")[list(self.queries)]
+        for counts, same in clustered.groupby(list(self.queries), sort=False):
+            if len(same) > 1:
+                lines.append(f"{' and '.join(same.index)} read as many files on every query")
+        return "\n".join(lines)
 
     def rows_returned(self, query: str) -> set[int]:
         """The rows `query` returned on each layout: one value when every layout returned the same rows."""

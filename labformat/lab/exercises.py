@@ -404,25 +404,63 @@ def fewest_rows_rewritten(exercise: str, answer, tradeoff: pd.DataFrame) -> Chec
     return Check(exercise, answer, tied, False, explanation, why + rule + question)
 
 
-def file_size_choice(exercise: str, answer, tradeoff: pd.DataFrame, reason: str | None = None) -> Check:
-    """A tuning choice: the max file size (hours of readings a file holds) for a workload whose daily
-    corrections touch every hour of yesterday and whose queries open every file. Right: a size whose
-    upsert rewrote the fewest rows (within `REWRITE_TIE`) and, of those, whose query opened the fewest
-    files (ties included): the largest file no bigger than the corrections' footprint. `reason`, the
-    learner's why, is shown back beside the run's numbers."""
+# Sizes whose daily cost is within this share of the cheapest are right too: the costs are stated
+# round figures, and a tenth is finer than they are.
+COST_TIE = 0.10
+
+
+@dataclass(frozen=True)
+class FileSizeWorkload:
+    """A table's day, priced: `queries` queries a day that open every file (no file's stats can skip
+    one), each file opened costing `file_s` seconds; `upserts` upserts a day, each row they rewrite
+    costing `row_s` seconds. `daily_s` adds them up for one file size's counts."""
+
+    queries: int
+    file_s: float
+    upserts: int
+    row_s: float
+
+    def query_s(self, files_opened: float) -> float:
+        return self.queries * files_opened * self.file_s
+
+    def upsert_s(self, rows_rewritten: float) -> float:
+        return self.upserts * rows_rewritten * self.row_s
+
+    def daily_s(self, files_opened: float, rows_rewritten: float) -> float:
+        return self.query_s(files_opened) + self.upsert_s(rows_rewritten)
+
+    def __str__(self) -> str:
+        upserts = f"{self.upserts} upsert{'' if self.upserts == 1 else 's'}"
+        return (f"{self.queries} queries a day x files opened x {self.file_s * 1000:g} ms + {upserts} a day x rows "
+                f"rewritten x {self.row_s * 1000:g} ms")
+
+
+def _priced(workload: FileSizeWorkload, files: int, rows: int) -> str:
+    return (f"{workload.queries} x {files} files x {workload.file_s * 1000:g} ms = {workload.query_s(files):,.1f} s "
+            f"for the queries + {workload.upserts} x {rows:,} rows x {workload.row_s * 1000:g} ms = "
+            f"{workload.upsert_s(rows):,.1f} s for the upsert: {workload.daily_s(files, rows):,.1f} s a day")
+
+
+def file_size_choice(exercise: str, answer, tradeoff: pd.DataFrame, workload: FileSizeWorkload,
+                     reason: str | None = None) -> Check:
+    """A tuning choice: the max file size (hours of readings a file holds) with the lowest daily cost
+    for `workload`, priced with the sweep's own counts (`files_opened` by the query that cannot skip,
+    `rows_rewritten` by the day's upsert). Every size within `COST_TIE` of the cheapest is right.
+    `reason`, the learner's why, is shown back beside the run's numbers. The explanation also says
+    at how many queries a day the size that rewrites the fewest rows and the one that opens the
+    fewest files cost the same: where the choice turns."""
     frame = _by_hours(tradeoff)
     rows, opened = frame["rows_rewritten"].astype(int), frame["files_opened"].astype(int)
-    floor = [h for h in frame.index if rows[h] <= rows.min() * (1 + REWRITE_TIE)]
-    best = [h for h in floor if opened[h] == min(opened[f] for f in floor)]
-    listing = "; ".join(f"{_hours_text(h)} a file: {rows[h]:,} rows rewritten, {opened[h]} files opened by the query"
-                        for h in frame.index)
+    cost = {h: workload.daily_s(opened[h], rows[h]) for h in frame.index}
+    cheapest = min(cost.values())
+    best = [h for h in frame.index if cost[h] <= cheapest * (1 + COST_TIE)]
+    listing = "; ".join(f"{_hours_text(h)} a file: {_priced(workload, opened[h], rows[h])}" for h in frame.index)
     said = f" Your reason: {reason.strip()}" if isinstance(reason, str) and reason.strip() else ""
-    explanation = (f"{listing}. {' or '.join(_hours_text(h) for h in best)}: files no smaller than needed to "
-                   "keep the upsert at its fewest rows rewritten, so every query opens as few files as that "
-                   f"allows.{said}")
-    rule = ("The upsert rewrites every file holding a corrected row, and the corrections cover all of "
-            "yesterday; the dashboards' queries open every file. Pick the size that makes the upsert rewrite no "
-            "more rows than any other, with the fewest files.")
+    explanation = (f"{listing}. Cheapest: {' or '.join(_hours_text(h) for h in best)} (within {COST_TIE:.0%})."
+                   f"{_turning_point(workload, frame, rows, opened)}{said}")
+    rule = (f"Price each size for a day: {workload}. Files opened per query and rows rewritten per upsert are the "
+            "sweep's counts (files_opened, rows_rewritten); the size with the lowest total is right, and so is any "
+            f"within {COST_TIE:.0%} of it.")
     given = _hours(answer)
     if answer is None:
         return Check(exercise, None, best, None, explanation, rule)
@@ -430,13 +468,23 @@ def file_size_choice(exercise: str, answer, tradeoff: pd.DataFrame, reason: str 
         return Check(exercise, answer, best, False, explanation, f"{_sizes_hint(frame)}. {rule}")
     if given in best:
         return Check(exercise, answer, best, True, explanation, "")
-    if given in floor:
-        why = (f"Files of {_hours_text(given)} rewrite no fewer rows than bigger ones that still fit in the day "
-               "the corrections touch, and every query opens more of them. ")
-    else:
-        why = (f"Files of {_hours_text(given)} hold more than the day the corrections touch: each upsert copies "
-               "the older rows beside yesterday's. ")
+    why = (f"Files of {_hours_text(given)}: {_priced(workload, opened[given], rows[given])}; another size is "
+           f"cheaper, beyond the {COST_TIE:.0%} tie. ")
     return Check(exercise, answer, best, False, explanation, why + rule)
+
+
+def _turning_point(workload: FileSizeWorkload, frame: pd.DataFrame, rows: pd.Series, opened: pd.Series) -> str:
+    """Where the choice turns: the queries a day at which the size that rewrites the fewest rows (of
+    those, the one opening the fewest files) and the size opening the fewest files cost the same."""
+    floor = [h for h in frame.index if rows[h] <= rows.min() * (1 + REWRITE_TIE)]
+    by_rows = min(floor, key=lambda h: (opened[h], h))
+    by_files = min(frame.index, key=lambda h: (opened[h], rows[h]))
+    saved_files, extra_rows = opened[by_rows] - opened[by_files], rows[by_files] - rows[by_rows]
+    if by_rows == by_files or saved_files <= 0 or extra_rows <= 0 or workload.file_s <= 0:
+        return ""
+    queries = workload.upserts * extra_rows * workload.row_s / (saved_files * workload.file_s)
+    return (f" The balance turns at about {queries:,.0f} queries a day: fewer, and {_hours_text(by_rows)} files (the "
+            f"fewest rows rewritten) cost less; more, and {_hours_text(by_files)} files (the fewest files opened).")
 
 
 def smallest_retention(exercise: str, answer, run) -> Check:

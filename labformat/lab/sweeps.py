@@ -187,13 +187,14 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
     it warms every core), then `repeats` timed rounds, the tables interleaved (the order reversed
     every other round), so that a drift of the machine's load falls on every size alike.
 
-    One row per size: history_files, hours_per_file (of readings in a history file), path (the
-    table's), max_file_size
+    One row per size: history_files (planned), bulk_insert_files (written), hours_per_file (of
+    readings in a history file, as planned), path (the table's), max_file_size
     and small_file_limit (bytes; `small_file_ratio` overrides Hudi's 100/120), files (after the
     upsert). The upsert: files_rewritten, rows_rewritten and mb_rewritten (new slices of existing
     file groups: the rows copy-on-write copied, and their bytes), write_stage_tasks, write_stage_s
-    (here), projected_write_stage_s (the measured write tasks laid onto `project_to` cores),
-    upsert_s. The query, by its own counts: files_opened (by its tasks, a footer read each),
+    (here), write_task_min_s and write_task_max_s (its shortest and longest task),
+    projected_write_stage_s (the measured write tasks laid onto `project_to` cores), upsert_s. The
+    query, by its own counts: files_opened (by its tasks, a footer read each),
     planning_entries (column-stats entries planning read from the metadata table), scan_tasks,
     read_requests (each a ranged GET on S3; opening a file is one more request, a HEAD) and
     mb_read; and its times: planning_s and query_s (medians) with planning_runs_s and
@@ -209,6 +210,7 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
         table = lf.Table.create(spark, workshop.scratch(f"size-{n}-files", workdir), record_key=datasets.RECORD_KEY,
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
         table.bulk_insert(history, sizing.history_options(spec, n))
+        written = len(table.file_slices())  # measured: the plan asked for n
         sizes = sizing.scaled_sizes(table)
         # The record-size estimate always from the bulk insert (threshold 0): otherwise a history
         # smaller than the small-file limit falls back to Hudi's 1 KB guess and opens a dozen files
@@ -219,13 +221,16 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
         upsert = table.upsert(batch, options)
         write = frames.write_stage(frames.task_timeline(spark, upsert, "write"))
         tables.append(table)
-        rows.append({"history_files": n, "hours_per_file": spec.history_days * 24 / n, "path": str(table.path),
+        durations = write["duration"] if len(write) else pd.Series([0.0])
+        rows.append({"history_files": n, "bulk_insert_files": written, "hours_per_file": spec.history_days * 24 / n,
+                     "path": str(table.path),
                      "max_file_size": options["max_file_size"],
                      "small_file_limit": options["small_file_limit"], "files": len(table.file_slices()),
                      "files_rewritten": upsert.files_rewritten,
                      "rows_rewritten": sum(f.rows for f in upsert.files if not f.created),
                      "mb_rewritten": sum(f.size_bytes for f in upsert.files if not f.created) / 1024**2,
                      "write_stage_tasks": len(write), "write_stage_s": frames.span_seconds(write),
+                     "write_task_min_s": float(durations.min()), "write_task_max_s": float(durations.max()),
                      "projected_write_stage_s": frames.span_seconds(frames.project(write, project_to)),
                      "upsert_s": upsert.seconds})
     conditions = [standard_queries(table, spec)[query] for table in tables]
@@ -256,10 +261,13 @@ def tradeoff_numbers(tradeoff: pd.DataFrame) -> str:
         runs = [float(x) for x in r["query_runs_s"]]
         timed = (f"{r.query_s:.3f} s ({min(runs):.3f}-{max(runs):.3f} over {len(runs)} runs)" if runs
                  else "not timed")
+        tasks = (f", {r.write_task_min_s:.2f}-{r.write_task_max_s:.2f} s each" if "write_task_max_s" in r.index
+                 else "")
+        read = f", {r.mb_read:.1f} MB read" if isinstance(r.get("mb_read"), (int, float)) else ""
         lines.append(f"{r.hours_per_file:g} h a file ({r.max_file_size / 1024**2:.2g} MB max): {int(r.rows_rewritten):,} "
-                     f"rows rewritten, {int(r.write_stage_tasks)} write tasks, write stage on {CLUSTER_CORES} cores "
-                     f"{r.projected_write_stage_s:.2f} s (projected); the query opened {int(r.files_opened)} files "
-                     f"with {r.read_requests} read requests, in {int(r.scan_tasks)} tasks, {timed}")
+                     f"rows rewritten, {int(r.write_stage_tasks)} write tasks{tasks}, write stage on {CLUSTER_CORES} "
+                     f"cores {r.projected_write_stage_s:.2f} s (projected); the query opened {int(r.files_opened)} "
+                     f"files with {r.read_requests} read requests{read}, in {int(r.scan_tasks)} tasks, {timed}")
     return "\n".join(lines)
 
 
@@ -318,12 +326,30 @@ def projection_note(projected: pd.DataFrame) -> str:
             f"projection, {side} the spread of its timed runs ({row.measured_spread_s:.3f} s, max - min)")
 
 
-def per_file_note(per_file_s: float) -> str:
-    """The measured cost of one more file, in words (a slope at or below zero: nothing this run could measure)."""
+def per_file_note(per_file_s: float, reads: pd.DataFrame | None = None) -> str:
+    """The measured cost of one more file, in words (a slope at or below zero: nothing this run could
+    measure); with `reads` (`file_read_seconds`), also the slope between each two neighbouring file
+    counts, which shows whether one cost a file fits every count."""
     if per_file_s <= 0:
-        return ("one more file costs a read nothing this run could measure (the slope over the rounds below "
+        said = ("one more file costs a read nothing this run could measure (the slope over the rounds below "
                 f"is {per_file_s * 1000:.2f} ms): the projection counts it as 0")
-    return f"one more file costs a read {per_file_s * 1000:.2f} ms here (measured: the slope over the rounds below)"
+    else:
+        said = f"one more file costs a read {per_file_s * 1000:.2f} ms here (measured: the slope over the rounds below)"
+    if reads is None:
+        return said
+    steps = neighbour_slopes(reads)
+    if len(steps) > 1:
+        said += "; between neighbouring sizes: " + ", ".join(
+            f"{a} to {b} files {slope * 1000:.2f} ms a file" for a, b, slope in steps)
+    return said
+
+
+def neighbour_slopes(reads: pd.DataFrame) -> list[tuple[int, int, float]]:
+    """(fewer files, more files, seconds per extra file) between each two neighbouring file counts of
+    `file_read_seconds`' medians, fewest files first."""
+    ordered = reads.groupby("files")["median_s"].median().sort_index()
+    counts = [int(n) for n in ordered.index]
+    return [(a, b, float((ordered[b] - ordered[a]) / (b - a))) for a, b in zip(counts, counts[1:])]
 
 
 def per_file_seconds(reads: pd.DataFrame) -> float:

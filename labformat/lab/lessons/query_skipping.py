@@ -31,29 +31,34 @@ def same_rows_on_and_off(rows_on: list[int], rows_off: list[int]) -> tuple[bool,
     return list(rows_on) == list(rows_off), f"rows with skipping on {list(rows_on)}, off {list(rows_off)}"
 
 
-@rule("a point lookup by record key reads at most 1 base file, its bloom filters read from the metadata table",
-      absent=[dict(files_read=3, files_in_snapshot=64, bloom_source="metadata table"),
-              dict(files_read=1, files_in_snapshot=64, bloom_source="footers")],
-      present=dict(files_read=1, files_in_snapshot=64, bloom_source="metadata table"))
-def point_lookup_reads_one_file(files_read: int, files_in_snapshot: int, bloom_source: str) -> tuple[bool, str]:
-    held = files_read <= 1 and str(bloom_source).startswith("metadata table")
-    return held, f"{files_read} of {files_in_snapshot} files read; bloom filters from {bloom_source}"
+@rule("a point lookup by record key reads 1 base file where column stats keep at least 2 (every file whose key range "
+      "holds the key): the bloom filters, read from the metadata table, drop the rest",
+      absent=[dict(kept_by_column_stats=3, files_read=3, files_in_snapshot=64, bloom_source="metadata table"),
+              dict(kept_by_column_stats=1, files_read=1, files_in_snapshot=64, bloom_source="metadata table"),
+              dict(kept_by_column_stats=3, files_read=1, files_in_snapshot=64, bloom_source="footers")],
+      present=dict(kept_by_column_stats=3, files_read=1, files_in_snapshot=64, bloom_source="metadata table"))
+def point_lookup_reads_one_file(kept_by_column_stats: int, files_read: int, files_in_snapshot: int,
+                                bloom_source: str) -> tuple[bool, str]:
+    """`kept_by_column_stats`: the files whose key range holds the key; 1 would leave the bloom step nothing to drop."""
+    held = files_read == 1 and kept_by_column_stats >= 2 and str(bloom_source).startswith("metadata table")
+    return held, (f"{files_in_snapshot} files in the snapshot, {kept_by_column_stats} after column stats, {files_read} "
+                  f"read after the bloom filters (from {bloom_source})")
 
 
-@rule("without skipping, a point lookup opens at least 4x more files yet reads no more row groups: each task skips "
-      "a file's row groups by its footer's stats",
-      absent=[dict(files_on=1, files_off=64, row_groups_on=1, row_groups_off=64),
-              dict(files_on=1, files_off=2, row_groups_on=1, row_groups_off=1)],
-      present=dict(files_on=1, files_off=64, row_groups_on=1, row_groups_off=1))
-def lookup_without_skipping_reads_same_row_groups(files_on: int, files_off: int, row_groups_on: int,
-                                                  row_groups_off: int) -> tuple[bool, str]:
-    held = files_off >= 4 * max(files_on, 1) and row_groups_off <= row_groups_on
+@rule("without skipping, a point lookup opens at least 4x more files, yet its tasks read at most half the row groups "
+      "those files hold: each skips the row groups whose key range excludes the key by its footer's stats",
+      absent=[dict(files_on=1, files_off=64, row_groups_on=1, row_groups_off=64, row_groups_in_files_off=64),
+              dict(files_on=1, files_off=2, row_groups_on=1, row_groups_off=1, row_groups_in_files_off=2)],
+      present=dict(files_on=1, files_off=64, row_groups_on=1, row_groups_off=17, row_groups_in_files_off=64))
+def lookup_without_skipping_skips_row_groups(files_on: int, files_off: int, row_groups_on: int, row_groups_off: int,
+                                             row_groups_in_files_off: int) -> tuple[bool, str]:
+    held = files_off >= 4 * max(files_on, 1) and 2 * row_groups_off <= row_groups_in_files_off
     return held, (f"skipping on: {files_on} file(s) opened, {row_groups_on} row group(s) read; off: {files_off} files "
-                  f"opened, {row_groups_off} row group(s) read")
+                  f"opened, {row_groups_off} of their {row_groups_in_files_off} row groups read")
 
 
-@rule("the metadata table spares the BLOOM index every footer read, at least 4x fewer files opened, and keeps the "
-      "same files",
+@rule("the metadata table spares the BLOOM index the footer reads for key ranges and bloom filters, at least 4x fewer "
+      "files opened for them; the exact check then opens the same candidate files either way",
       absent=[dict(footers_by_footers=81, footers_by_metadata=0, metadata_files=4, kept_by_footers=[17, 17],
                    kept_by_metadata=[17, 16]),
               dict(footers_by_footers=10, footers_by_metadata=0, metadata_files=4, kept_by_footers=[3, 3],
@@ -64,11 +69,14 @@ def lookup_without_skipping_reads_same_row_groups(files_on: int, files_off: int,
                    kept_by_metadata=[17, 17]))
 def metadata_table_spares_footers(footers_by_footers: int, footers_by_metadata: int, metadata_files: int,
                                   kept_by_footers: list[int], kept_by_metadata: list[int]) -> tuple[bool, str]:
+    """`kept_by_*`: the files kept after range pruning and after the bloom filters; the exact check reads
+    the keys of the last (opening each file), whatever the source."""
     held = (footers_by_metadata == 0 and footers_by_footers >= 4 * max(metadata_files, 1)
             and list(kept_by_footers) == list(kept_by_metadata))
-    return held, (f"footers: {footers_by_footers} footers opened; metadata table: {footers_by_metadata} footers, "
+    return held, (f"key ranges and filters: {footers_by_footers} footers opened, or {footers_by_metadata} footers and "
                   f"{metadata_files} metadata-table files; files kept (range pruning, bloom) {list(kept_by_footers)} "
-                  f"vs {list(kept_by_metadata)}")
+                  f"vs {list(kept_by_metadata)}, so the exact check opened {list(kept_by_footers)[-1]} and "
+                  f"{list(kept_by_metadata)[-1]} files")
 
 
 @rule("files of a day rewrite at least 1.5x fewer rows than files of two days: the day's corrections touch all of "
@@ -130,18 +138,22 @@ def clustering_reads_fewer_files(files_before: int, files_after: int, read_befor
                   f"{read_after}; {rows_before} and {rows_after} rows")
 
 
-@rule("a Z-order over drone_id and ts bounds every filter: its worst one-column filter reads no more files than "
-      "either linear layout's worst, the two-column filter no more than on any layout",
-      absent=dict(curve=[8, 8, 4], linear_ts=[16, 2, 2], linear_drone=[2, 16, 1], others_both=[1, 2]),
+@rule("a Z-order over drone_id and ts serves a filter on either column: its worse one-column filter reads at most half "
+      "the files the linear layouts' worst one reads, and the two-column filter no more than on any layout",
+      absent=[dict(curve=[16, 2, 1], linear_ts=[16, 2, 2], linear_drone=[2, 16, 1], others_both=[1, 2]),
+              dict(curve=[12, 12, 2], linear_ts=[16, 2, 2], linear_drone=[2, 16, 1], others_both=[1, 2]),
+              dict(curve=[4, 4, 2], linear_ts=[16, 2, 2], linear_drone=[2, 16, 1], others_both=[1, 2])],
       present=dict(curve=[4, 4, 1], linear_ts=[16, 2, 2], linear_drone=[2, 16, 1], others_both=[1, 2]))
 def z_order_bounds_every_filter(curve: list[int], linear_ts: list[int], linear_drone: list[int],
                                 others_both: list[int]) -> tuple[bool, str]:
     """Each layout's files read as [drone filter, hour window, both]; `others_both` the two-column
-    filter's files on every other clustered layout."""
-    worst = max(curve[:2])
-    held = worst <= min(max(linear_ts[:2]), max(linear_drone[:2])) and curve[2] <= min(others_both)
-    return held, (f"files read (drone / hour / both): z-order {curve}, linear ts {linear_ts}, linear drone_id, ts "
-                  f"{linear_drone}; the two-column filter elsewhere {list(others_both)}")
+    filter's files on every other clustered layout. A linear order's worst is the filter on its second
+    column (every file, or nearly); the curve's must stay at half that or below."""
+    worst, linear_worst = max(curve[:2]), max(max(linear_ts[:2]), max(linear_drone[:2]))
+    held = 2 * worst <= linear_worst and curve[2] <= min(others_both)
+    return held, (f"files read (drone / hour / both): z-order {list(curve)}, linear ts {list(linear_ts)}, linear "
+                  f"drone_id, ts {list(linear_drone)}: the curve's worse one-column filter {worst}, the linear "
+                  f"layouts' worst {linear_worst}; the two-column filter elsewhere {list(others_both)}")
 
 
 @rule("a query as of a snapshot that k commits followed survives a clean retaining those k commits (the cleaner "
