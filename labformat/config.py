@@ -193,7 +193,8 @@ OPTIONS: tuple[Option, ...] = (
            "Also keep each base file's record-key bloom filter in the metadata table.", Scope.TABLE, parse_bool),
     Option("bucket_num", "hoodie.bucket.index.num.buckets", 4,
            "File groups per partition of a BUCKET table; fixed when the table is created (the "
-           "CONSISTENT_HASHING engine starts each partition with this many and splits them).",
+           "CONSISTENT_HASHING engine starts each partition with this many and splits them). Hudi's "
+           "default is 256, for tables far bigger than the lab's; labformat's is 4.",
            Scope.TABLE, parse_int, at_least(1)),
     Option("bucket_hash_field", "hoodie.bucket.index.hash.field", "",
            "BUCKET: the record-key fields whose values pick a record's bucket (comma-separated, a subset "
