@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                                               {"max_file_size": args.max_file_size}, workdir=workdir, progress=True)
         _, axes = plt.subplots(len(modes), 1, figsize=(10, 3.5 * len(modes)), layout="constrained")
         rows = []
-        for ax, (mode, (report, files)) in zip(axes, modes.items()):
+        for ax, (mode, load) in zip(axes, modes.items()):
+            report, files = load.report, load.files
             viz.plot_file_key_ranges(files, ax=ax)
             ax.set_title(f"{mode}: {ax.get_title()}")
             rows.append({"sort_mode": mode, "files": len(files), "max_overlap": frames.max_overlap(files),

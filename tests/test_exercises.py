@@ -127,9 +127,9 @@ def run(spark, tmp_path_factory):
 
     spec = datasets.spec("tiny")
     workdir = tmp_path_factory.mktemp("exercises")
-    bulk, files = sweeps.bulk_insert_sort_modes(spark, spec, ["GLOBAL_SORT"], {"max_file_size": "64KB"},
-                                                workdir=workdir)["GLOBAL_SORT"]
-    table = lf.Table.open(spark, workdir / "sort-global_sort")
+    load = sweeps.bulk_insert_sort_modes(spark, spec, ["GLOBAL_SORT"], {"max_file_size": "64KB"},
+                                         workdir=workdir)["GLOBAL_SORT"]
+    bulk, files, table = load.report, load.files, load.table
     cached = datasets.generate(spark, spec)
     upsert = table.upsert(datasets.load_batch(spark, cached, 1).coalesce(1), {"max_file_size": "64KB"})
     timings = compare_skipping(table, {"by drone": "drone_id = 'drone0001'"}, repeats=1)

@@ -45,7 +45,7 @@ def test_a_lookup_reads_as_many_index_entries_whatever_the_number_of_files(spark
     read = {}
     for name, tasks in (("few", 2), ("many", 40)):
         t = lf.Table.create(spark, tmp_path / name, partition_field="p", options=RLI)
-        t.bulk_insert(rows(spark, keys), {"bulk_insert_parallelism": tasks})
+        t.bulk_insert(rows(spark, keys).repartition(tasks), {"bulk_insert_parallelism": tasks})
         report = t.upsert(rows(spark, keys[::50], at=1, value=7), {"small_file_limit": 0})
         assert report.funnel.keys_read == 0 and report.funnel.files_scanned == 0
         assert report.rows_updated == 8 and report.rows_inserted == 0

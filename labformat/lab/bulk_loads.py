@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 import labformat as lf
 from labformat import datasets
-from labformat.lab import frames, workshop
+from labformat.lab import frames, sweeps, workshop
 from labformat.lab.projection import CLUSTER_CORES
 from labformat.lab.sweeps import INPUT_PARTITIONS
 from labformat.model.enums import SortMode
@@ -79,22 +79,15 @@ class SortModeRun:
     slices: pd.DataFrame
 
 
-def sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[str], parallelism: int, slices: int = SLICES,
-               workdir=None, progress: bool = False) -> dict[str, SortModeRun]:
+def sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[str], parallelism: int, input_partitions: int,
+               slices: int = SLICES, workdir=None, progress: bool = False) -> dict[str, SortModeRun]:
     """Bulk insert the history once per sort mode with `parallelism` write tasks, the history spread
-    round-robin over `INPUT_PARTITIONS` partitions first (every partition holds every hour, in no
-    order, as data read from many sources arrives); per mode its files and their slices."""
-    cached = datasets.generate(spark, spec)
-    history = datasets.load_history(spark, cached).repartition(INPUT_PARTITIONS)
-    result = {}
-    for mode in tqdm(list(modes), desc="sort modes", disable=not progress):
-        table = lf.Table.create(spark, workshop.scratch(f"sort-{mode.lower()}", workdir), record_key=datasets.RECORD_KEY,
-                                precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
-        report = table.bulk_insert(history, {"bulk_insert_sort_mode": mode, "bulk_insert_parallelism": parallelism})
-        files = frames.key_ranges_frame(table)
-        files["in_key_order"] = files["file_id"].map(frames.files_in_key_order(table))
-        result[mode] = SortModeRun(report, files, key_slices(table, slices))
-    return result
+    round-robin over `input_partitions` partitions first (every partition holds every hour, in no
+    order, as data read from many sources arrives; NONE and PARTITION_SORT coalesce them into
+    `parallelism` tasks, as Hudi's do); per mode its files and their slices."""
+    loads = sweeps.bulk_insert_sort_modes(spark, spec, modes, {"bulk_insert_parallelism": parallelism}, workdir,
+                                          progress, input_partitions)
+    return {mode: SortModeRun(load.report, load.files, key_slices(load.table, slices)) for mode, load in loads.items()}
 
 
 def layout_summary(runs: dict[str, SortModeRun]) -> pd.DataFrame:

@@ -7,6 +7,7 @@ the same functions, so a number in a notebook, a widget and a CSV comes from the
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -28,29 +29,38 @@ INPUT_PARTITIONS = 4
 
 def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[str], options: Mapping[str, Any],
                            workdir: Path | None = None, progress: bool = False,
-                           key_order: bool = False) -> dict[str, tuple[lf.WriteReport, pd.DataFrame]]:
-    """Bulk insert the history once per sort mode; per mode the report and its base files' key ranges
-    (with `key_order`, also an `in_key_order` column: are the file's rows stored sorted by key).
+                           input_partitions: int = INPUT_PARTITIONS) -> dict[str, SortModeLoad]:
+    """Bulk insert the history once per sort mode; per mode the table, the report and its base files'
+    key ranges with an `in_key_order` column (are the file's rows stored sorted by key).
 
-    The history is spread round-robin over `INPUT_PARTITIONS` partitions first,
+    The history is spread round-robin over `input_partitions` partitions first,
     as data read from many sources arrives: every partition holds every hour, in no order.
     Then NONE writes each task's keys as they come, which is the point. (A fixed count, not
-    the core count, so the files are the same on any machine.)
+    the core count, so the files are the same on any machine.) NONE and PARTITION_SORT coalesce
+    those partitions into at most `bulk_insert_parallelism` write tasks, as Hudi's do.
     """
+    from labformat.lab.frames import files_in_key_order
+
     cached = datasets.generate(spark, spec)
-    history = datasets.load_history(spark, cached).repartition(INPUT_PARTITIONS)
+    history = datasets.load_history(spark, cached).repartition(input_partitions)
     result = {}
     for mode in tqdm(list(modes), desc="sort modes", disable=not progress):
         table = lf.Table.create(spark, workshop.scratch(f"sort-{mode.lower()}", workdir), record_key=datasets.RECORD_KEY,
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
         report = table.bulk_insert(history, {**options, "bulk_insert_sort_mode": mode})
         files = key_ranges_frame(table)
-        if key_order:
-            from labformat.lab.frames import files_in_key_order
-
-            files["in_key_order"] = files["file_id"].map(files_in_key_order(table))
-        result[mode] = (report, files)
+        files["in_key_order"] = files["file_id"].map(files_in_key_order(table))
+        result[mode] = SortModeLoad(table, report, files)
     return result
+
+
+@dataclass(frozen=True)
+class SortModeLoad:
+    """One sort mode's bulk insert of the history: the table, its report, its base files' key ranges."""
+
+    table: lf.Table
+    report: lf.WriteReport
+    files: pd.DataFrame
 
 
 def copy_table(table: lf.Table, name: str, workdir: Path | None = None) -> lf.Table:
@@ -446,42 +456,6 @@ def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tupl
         row.update({key: value for key, value in funnel.as_dict().items() if key in KEY_FUNNEL_COLUMNS})
         row.update(tag_s=report.step("tag").seconds, seconds=report.seconds)
         rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def bulk_insert_parallelism(spark, spec: datasets.DatasetSpec, parallelisms: Iterable[int], repeats: int = 3,
-                            project_to: int = CLUSTER_CORES, workdir: Path | None = None, progress: bool = False) -> pd.DataFrame:
-    """A GLOBAL_SORT bulk insert of the history per `bulk_insert_parallelism`, `repeats` times each,
-    after one untimed warm-up; settings alternate order between repetitions.
-
-    One row per run: parallelism, repeat, seconds (the whole bulk insert), write_stage_tasks and
-    files (exact), cores_busy_here (core lanes the write stage used on this machine), write_stage_s
-    (its span here), and the write stage projected onto `project_to` cores from the measured task
-    durations (projected_write_stage_s, cores_busy_projected): a projection, not a measurement.
-    """
-    cached = datasets.generate(spark, spec)
-    history = datasets.load_history(spark, cached).repartition(INPUT_PARTITIONS)
-    settings = list(parallelisms)
-
-    def bulk_insert(parallelism: int, name: str) -> lf.WriteReport:
-        table = lf.Table.create(spark, workshop.scratch(name, workdir), record_key=datasets.RECORD_KEY,
-                                precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
-        return table.bulk_insert(history, {"bulk_insert_sort_mode": SortMode.GLOBAL_SORT,
-                                           "bulk_insert_parallelism": parallelism})
-
-    bulk_insert(max(settings), "parallelism-warm-up")  # JIT, Python workers, file-system caches
-    rows = []
-    runs = [(repeat, p) for repeat in range(1, repeats + 1)
-            for p in (settings if repeat % 2 else settings[::-1])]
-    for repeat, parallelism in tqdm(runs, desc="bulk inserts", disable=not progress):
-        report = bulk_insert(parallelism, f"parallelism-{parallelism}")
-        write = frames.write_stage(frames.task_timeline(spark, report, "write"))
-        projected = frames.project(write, project_to)
-        rows.append({"parallelism": parallelism, "repeat": repeat, "seconds": report.seconds,
-                     "write_stage_tasks": len(write), "files": len(report.files),
-                     "cores_busy_here": int(write["lane"].nunique()), "write_stage_s": frames.span_seconds(write),
-                     "cores_busy_projected": int(projected["lane"].nunique()),
-                     "projected_write_stage_s": frames.span_seconds(projected)})
     return pd.DataFrame(rows)
 
 

@@ -85,7 +85,7 @@ def bulk_insert_explorer(spark, preset: str | None = None) -> W.VBox:
         result = sweeps.bulk_insert_sort_modes(
             spark, spec, [v["sort mode"]],
             {"max_file_size": v["max file size"], "bulk_insert_parallelism": v["parallelism"]}, progress=True)
-        report, files = result[v["sort mode"]]
+        report, files = result[v["sort mode"]].report, result[v["sort mode"]].files
         _, (left, right) = plt.subplots(1, 2, figsize=(14, 4.5), layout="constrained")
         viz.plot_file_key_ranges(files, ax=left)
         viz.plot_task_timeline(frames.task_timeline(spark, report), workshop.cores(spark), ax=right)

@@ -100,19 +100,18 @@ def order_for_sort_mode(df: DataFrame, mode: SortMode, record_key: str, parallel
 
 
 def _tasks_without_sort(df: DataFrame, parallelism: int, partitions: int | None = None) -> DataFrame:
-    """`df` in `parallelism` tasks, moving no row it need not move (NONE and PARTITION_SORT).
+    """`df` in at most `parallelism` tasks, moving no row (NONE and PARTITION_SORT).
 
-    Fewer tasks than the input has partitions: a coalesce, no shuffle (Hudi's NonSortPartitioner).
-    More: a round-robin shuffle, the only way to get them; Hudi's coalesce would leave the input's
-    count, but here the parallelism asked for is the tasks (and files) the workshop then counts.
+    As Hudi's NonSortPartitioner and PartitionSortPartitioner do, a coalesce: fewer tasks than the
+    input has partitions merge neighbouring partitions, no shuffle; more leave the input's count, since
+    a coalesce never splits a partition (a bulk insert of 4 input partitions with parallelism 6 runs 4
+    write tasks and writes 4 files, as Hudi's does).
     """
     if not parallelism:
         return df
     if partitions is None:
         partitions = input_partitions(df)
-    if parallelism < partitions:
-        return df.coalesce(parallelism)
-    return df.repartition(parallelism) if parallelism > partitions else df
+    return df.coalesce(parallelism) if parallelism < partitions else df
 
 
 def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructType, options: WriteOptions,
