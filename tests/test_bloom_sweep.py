@@ -92,7 +92,7 @@ def test_plot_insert_plan_stacks_what_each_file_took_on_what_it_held():
     ax = viz.plot_insert_plan(plan, {"max_file_size": 15_000, "small_file_limit": 12_500})
     labels = ax.get_legend_handles_labels()[1]
     assert set(labels) == {"KB before", "KB added: small file, packed", "KB added: new file group",
-                           "KB added: updates only", "max_file_size", "small_file_limit"}
+                           "KB added: updates only (rewritten, about its old size)", "max_file_size", "small_file_limit"}
     assert [t.get_text() for t in ax.texts] == ["81", "181"]  # inserts above the files that took them
     assert [round(line.get_ydata()[0], 2) for line in ax.get_lines()] == [14.65, 12.21]
     assert ax.get_ylim()[1] > 17.2

@@ -290,7 +290,7 @@ def test_step_times_group_the_steps_too_short_to_see_and_thin_the_day_labels():
                          "validate_s": [0.001] * n, "validate_tasks": [1] * n,
                          "small_files_s": [0.002] * n, "small_files_tasks": [1] * n})
     ax = viz.plot_step_times(days)
-    assert legend_texts(ax) == ["2 other steps", "write", "tag"]
+    assert legend_texts(ax) == ["2 shorter steps (each under 2% of the longest day)", "write", "tag"]
     tops = {}
     for p in bars(ax):
         day = round(p.get_x() + p.get_width() / 2)

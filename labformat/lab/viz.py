@@ -731,7 +731,7 @@ def plot_step_times(days: pd.DataFrame, ax=None):
     segments = [(c[:-2].replace("_", " "), days[c].fillna(0).to_numpy(dtype=float), color)
                 for c, color in zip(major, _colors(len(major)))]
     if minor:
-        segments.append((f"{len(minor)} other steps", days[minor].fillna(0).sum(axis=1).to_numpy(dtype=float),
+        segments.append((f"{len(minor)} shorter steps (each under {MINOR_STEP_SHARE:.0%} of the longest day)", days[minor].fillna(0).sum(axis=1).to_numpy(dtype=float),
                          "lightgrey"))
     bottom = np.zeros(len(days))
     for label, values, color in segments:
@@ -791,8 +791,10 @@ def plot_insert_plan(plan: pd.DataFrame, options: dict, ax=None, filter_bytes: i
                         ("updates only", "tab:blue")):
         chosen = kinds == kind
         if chosen.any():
+            # An updated file is rewritten at about its old size: its segment is a sliver, so say so.
+            note = " (rewritten, about its old size)" if kind == "updates only" else ""
             ax.bar(x[chosen], added[chosen], 0.8, bottom=before[chosen], color=color, edgecolor="black",
-                   linewidth=0.3, label=f"KB added: {kind}")
+                   linewidth=0.3, label=f"KB added: {kind}{note}")
     for xi, top, inserts in zip(x, before + added, plan["inserts"]):
         if inserts:
             ax.annotate(f"{inserts:,}", (xi, top), xytext=(0, 2), textcoords="offset points", ha="center",
@@ -1261,6 +1263,9 @@ def plot_first_upserts(first: pd.DataFrame, ax=None):
     ax.set_xticks(x)
     ax.set_xticklabels([f"day {d}" for d in first["day"]])
     ax.set_yscale("log")
+    # Room above the tallest bar for its two-line label (a log axis would otherwise cut it).
+    tallest = max(float(first["records_per_new_file_planned"].max()), float(first["inserts"].max()), 1.0)
+    ax.set_ylim(top=tallest * 8)
     ax.set_ylabel("records (log scale)")
     ax.set_title("A table's first upserts: step 5's estimate and where step 6 put the inserts")
     ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.08), ncols=3)
