@@ -344,7 +344,8 @@ OPTIONS: tuple[Option, ...] = (
     # concurrency (write scope: each writer says how it takes part; see labformat/lock.py, heartbeat.py)
     Option("concurrency_mode", "hoodie.write.concurrency.mode", ConcurrencyMode.SINGLE_WRITER,
            "SINGLE_WRITER refuses to start while another live writer's instant is in flight "
-           "(ConcurrentWriteError); OPTIMISTIC_CONCURRENCY_CONTROL lets writers overlap and checks, at "
+           "(ConcurrentWriteError; Hudi does not check, and its default EAGER failed-writes policy would roll the "
+           "other writer's instant back); OPTIMISTIC_CONCURRENCY_CONTROL lets writers overlap and checks, at "
            "commit, that no write completed since this one's snapshot rewrote one of its file groups "
            "(WriteConflictError, this write rolled back). The check runs in both modes.",
            Scope.WRITE, one_of(ConcurrencyMode)),

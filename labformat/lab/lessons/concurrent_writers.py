@@ -53,7 +53,7 @@ def a_rollback_per_conflict(rollbacks: int, conflicts: int) -> tuple[bool, str]:
     return rollbacks == conflicts >= 1, f"{rollbacks} rollback instant(s) on the timeline for {conflicts} conflict(s)"
 
 
-@rule("in single-writer mode a second writer is refused while the first is in flight, even on another file group: "
+@rule("in labformat's single-writer mode a second writer is refused while the first is in flight, even on another file group: "
       "it writes none of its rows, the first commits every one of its",
       absent=[dict(outcomes=[COMMITTED, COMMITTED], rows_a=240, rows_b=240, readings=240),
               dict(outcomes=[COMMITTED, REFUSED], rows_a=240, rows_b=3, readings=240)],
