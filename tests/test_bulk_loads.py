@@ -28,6 +28,24 @@ def test_key_slices_of_a_sorted_file_are_disjoint_and_climb(spark, tmp_path, mod
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("mode", ["NONE", "PARTITION_SORT", "GLOBAL_SORT"])
+def test_parallelism_bounds_the_files_and_only_global_sort_shuffles_to_reach_it(spark, tmp_path, mode):
+    """NONE and PARTITION_SORT coalesce the input into at most `bulk_insert_parallelism` tasks and never
+    split a partition (4 input partitions with parallelism 6: 4 files); GLOBAL_SORT range-partitions into
+    exactly that many."""
+    files = {}
+    for partitions, parallelism in ((4, 6), (6, 3), (6, 6)):
+        table = lf.Table.create(spark, tmp_path / f"t{partitions}-{parallelism}", record_key="record_key",
+                                precombine_field="updated_at", partition_field=None)
+        table.bulk_insert(telemetry(spark, 600, partitions=partitions),
+                          {"bulk_insert_sort_mode": mode, "bulk_insert_parallelism": parallelism})
+        files[(partitions, parallelism)] = len(table.file_slices())
+        assert table.read().count() == 600
+    expected = {(4, 6): 6, (6, 3): 3, (6, 6): 6} if mode == "GLOBAL_SORT" else {(4, 6): 4, (6, 3): 3, (6, 6): 6}
+    assert files == expected
+
+
+@pytest.mark.spark
 def test_key_slices_of_an_unsorted_file_overlap(spark, tmp_path):
     table = lf.Table.create(spark, tmp_path / "t", record_key="record_key", precombine_field="updated_at",
                             partition_field=None)

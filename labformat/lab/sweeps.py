@@ -37,12 +37,18 @@ def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[st
     as data read from many sources arrives: every partition holds every hour, in no order.
     Then NONE writes each task's keys as they come, which is the point. (A fixed count, not
     the core count, so the files are the same on any machine.) NONE and PARTITION_SORT coalesce
-    those partitions into at most `bulk_insert_parallelism` write tasks, as Hudi's do.
+    those partitions into at most `bulk_insert_parallelism` write tasks (`write/bulk_insert.py`).
     """
     from labformat.lab.frames import files_in_key_order
 
+    from pyspark.sql import functions as F
+
     cached = datasets.generate(spark, spec)
-    history = datasets.load_history(spark, cached).repartition(input_partitions)
+    # A round-robin repartition alone keeps its source's order: each partition holds a sample of the
+    # cache's first history file, then one of its second (two at `small`), each a run of time, and a
+    # file coalesced from two partitions would show it. Ordered by a hash of the key: in no order.
+    history = (datasets.load_history(spark, cached).repartition(input_partitions)
+               .sortWithinPartitions(F.xxhash64(datasets.RECORD_KEY)))
     result = {}
     for mode in tqdm(list(modes), desc="sort modes", disable=not progress):
         table = lf.Table.create(spark, workshop.scratch(f"sort-{mode.lower()}", workdir), record_key=datasets.RECORD_KEY,

@@ -102,10 +102,12 @@ def order_for_sort_mode(df: DataFrame, mode: SortMode, record_key: str, parallel
 def _tasks_without_sort(df: DataFrame, parallelism: int, partitions: int | None = None) -> DataFrame:
     """`df` in at most `parallelism` tasks, moving no row (NONE and PARTITION_SORT).
 
-    As Hudi's NonSortPartitioner and PartitionSortPartitioner do, a coalesce: fewer tasks than the
-    input has partitions merge neighbouring partitions, no shuffle; more leave the input's count, since
-    a coalesce never splits a partition (a bulk insert of 4 input partitions with parallelism 6 runs 4
-    write tasks and writes 4 files, as Hudi's does).
+    A coalesce: fewer tasks than the input has partitions merge neighbouring partitions, no shuffle;
+    more leave the input's count, since a coalesce never splits a partition (4 input partitions with
+    parallelism 6 run 4 write tasks and write 4 files). PARTITION_SORT on a table without partition
+    paths does as Hudi's PartitionSortPartitioner(WithRows) does. Hudi's NONE ignores the parallelism
+    since 0.12.2 (HUDI-5338: its input's partitions as they come); labformat's coalesces like
+    PARTITION_SORT, so that `bulk_insert_parallelism` bounds the files in every sort mode.
     """
     if not parallelism:
         return df
