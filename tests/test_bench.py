@@ -55,13 +55,14 @@ def test_bytes_written_counts_new_and_changed_files_only():
 
 @pytest.mark.spark
 def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
-    """Every engine, one repetition, in this process (the S3 ones on a local S3 server the run starts): all
-    tables equal labformat-bloom's; records and docs render."""
+    """Every engine, one repetition of two days, in this process (the S3 ones on a local S3 server the run
+    starts): all tables equal labformat-bloom's; records and docs render."""
     from labformat import datasets
 
     spec = datasets.spec("tiny")
+    days = 2  # of tiny's 3: a day after the first still finds yesterday's files to rewrite or log to
     result = run_benchmark("tiny", repeat=1, engines=ENGINES, work_dir=tmp_path / "work", spark=spark,
-                           isolate=False, log=lambda line: None)
+                           isolate=False, log=lambda line: None, days=days)
 
     check = result["check"]
     assert check["agree"] and check["reference"] == "labformat-bloom"
@@ -95,10 +96,10 @@ def test_smoke_run_at_tiny_every_engine_agrees(spark, tmp_path):
         if run["engine"] == "labformat-mor":
             assert all(d["log_files_written"] >= 1 for d in run["days"])
         elif run["engine"] != "io-floor":
-            assert sum(d["files_rewritten"] for d in run["days"]) >= spec.batch_days, run["engine"]
+            assert sum(d["files_rewritten"] for d in run["days"]) >= days, run["engine"]
 
     for run in result["runs"]:
-        assert [d["day"] for d in run["days"]] == list(range(1, spec.batch_days + 1)), run["engine"]
+        assert [d["day"] for d in run["days"]] == list(range(1, days + 1)), run["engine"]
         assert all(d["bytes_written"] > 0 for d in run["days"]), run["engine"]
         assert run["peak_rss_bytes"] > 0
     # The floor rewrote, each day, one file for every base file labformat-bloom's upsert rewrote.
