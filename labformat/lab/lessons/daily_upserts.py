@@ -230,15 +230,6 @@ def full_waves(tasks_20: int, tasks_48: int, cores: int) -> tuple[bool, str]:
                   f"{waves(tasks_48, cores)}, {idle_in_last_wave(tasks_48, cores)} idle")
 
 
-@rule("here, where the batch is a few MB, the 48-task deduplicate stage takes at least 1.3x as long as the 20-task one: "
-      "every task pays its start-up and the work is too small to share (median of 5+ interleaved runs, spreads apart)",
-      absent=[dict(stage_20=[0.5] * 5, stage_48=[0.55] * 5), dict(stage_20=[1.0, 1.1, 0.9, 1.0, 1.2], stage_48=[0.6] * 5),
-              dict(stage_20=[0.5] * 3, stage_48=[2.0] * 3)],
-      present=dict(stage_20=[0.5, 0.45, 0.55, 0.5, 0.52], stage_48=[1.8, 1.9, 1.7, 2.0, 1.85]), exact=False)
-def start_ups_outweigh_small_work(stage_20: Sequence[float], stage_48: Sequence[float]) -> tuple[bool, str]:
-    return clearly_faster(stage_20, stage_48, margin=1.3)
-
-
 # ---------------------------------------------------------------- where the time goes
 
 @rule("the session's first upsert is at least 1.3x slower than the same upsert later (its median over repeated "
