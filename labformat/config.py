@@ -229,7 +229,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("bulk_insert_parallelism", "hoodie.bulkinsert.shuffle.parallelism", 0,
            "Write tasks for bulk insert: GLOBAL_SORT and PARTITION_PATH_REPARTITION shuffle into exactly "
            "this many; NONE and PARTITION_SORT coalesce the input into at most this many (never splitting "
-           "a partition; Hudi's NONE ignores it). 0 keeps the input's partition count.", Scope.WRITE, parse_int, at_least(0)),
+           "a partition; Hudi's NONE ignores it). 0 keeps the input's partition count.",
+           Scope.WRITE, parse_int, at_least(0)),
     Option("max_file_size", "hoodie.parquet.max.file.size", 120 * 1024**2,
            "Target maximum base file size in bytes: a bulk insert rolls over to a new file group past "
            "it, an upsert sizes the inserts each file group takes to it (a merge never splits a file group).",
@@ -345,8 +346,9 @@ OPTIONS: tuple[Option, ...] = (
     # concurrency (write scope: each writer says how it takes part; see labformat/lock.py, heartbeat.py)
     Option("concurrency_mode", "hoodie.write.concurrency.mode", ConcurrencyMode.SINGLE_WRITER,
            "SINGLE_WRITER refuses to start while another live writer's instant is in flight "
-           "(ConcurrentWriteError; Hudi does not check, and its default EAGER failed-writes policy would roll the "
-           "other writer's pending write back, pending compactions and clusterings aside); OPTIMISTIC_CONCURRENCY_CONTROL lets writers overlap and checks, at "
+           "(ConcurrentWriteError; Hudi does not check, and its default EAGER failed-writes policy would roll "
+           "the other writer's pending write back, pending compactions and clusterings aside); "
+           "OPTIMISTIC_CONCURRENCY_CONTROL lets writers overlap and checks, at "
            "commit, that no write completed since this one's snapshot rewrote one of its file groups "
            "(WriteConflictError, this write rolled back). The check runs in both modes.",
            Scope.WRITE, one_of(ConcurrencyMode)),

@@ -82,11 +82,11 @@ class SortModeRun:
 def sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[str], parallelism: int, input_partitions: int,
                slices: int = SLICES, workdir=None, progress: bool = False) -> dict[str, SortModeRun]:
     """Bulk insert the history once per sort mode with `parallelism` write tasks, the history spread
-    round-robin over `input_partitions` partitions first (every partition holds every hour, in no
+    over `input_partitions` partitions first (every partition holds every hour, in no
     order, as data read from many sources arrives; NONE and PARTITION_SORT coalesce them into
     at most `parallelism` tasks); per mode its files and their slices."""
     loads = sweeps.bulk_insert_sort_modes(spark, spec, modes, {"bulk_insert_parallelism": parallelism}, workdir,
-                                          progress, input_partitions)
+                                          progress, input_partitions, key_order=True)
     return {mode: SortModeRun(load.report, load.files, key_slices(load.table, slices)) for mode, load in loads.items()}
 
 

@@ -29,9 +29,10 @@ INPUT_PARTITIONS = 4
 
 def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[str], options: Mapping[str, Any],
                            workdir: Path | None = None, progress: bool = False,
-                           input_partitions: int = INPUT_PARTITIONS) -> dict[str, SortModeLoad]:
+                           input_partitions: int = INPUT_PARTITIONS, key_order: bool = False) -> dict[str, SortModeLoad]:
     """Bulk insert the history once per sort mode; per mode the table, the report and its base files'
-    key ranges with an `in_key_order` column (are the file's rows stored sorted by key).
+    key ranges (with `key_order`, also an `in_key_order` column: are the file's rows stored sorted by
+    key; a Spark job per mode).
 
     The history is spread round-robin over `input_partitions` partitions first,
     as data read from many sources arrives: every partition holds every hour, in no order.
@@ -39,8 +40,6 @@ def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[st
     the core count, so the files are the same on any machine.) NONE and PARTITION_SORT coalesce
     those partitions into at most `bulk_insert_parallelism` write tasks (`write/bulk_insert.py`).
     """
-    from labformat.lab.frames import files_in_key_order
-
     from pyspark.sql import functions as F
 
     cached = datasets.generate(spark, spec)
@@ -55,7 +54,8 @@ def bulk_insert_sort_modes(spark, spec: datasets.DatasetSpec, modes: Iterable[st
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
         report = table.bulk_insert(history, {**options, "bulk_insert_sort_mode": mode})
         files = key_ranges_frame(table)
-        files["in_key_order"] = files["file_id"].map(files_in_key_order(table))
+        if key_order:
+            files["in_key_order"] = files["file_id"].map(frames.files_in_key_order(table))
         result[mode] = SortModeLoad(table, report, files)
     return result
 

@@ -731,8 +731,8 @@ def plot_step_times(days: pd.DataFrame, ax=None):
     segments = [(c[:-2].replace("_", " "), days[c].fillna(0).to_numpy(dtype=float), color)
                 for c, color in zip(major, _colors(len(major)))]
     if minor:
-        segments.append((f"{len(minor)} shorter steps (each under {MINOR_STEP_SHARE:.0%} of the longest day)", days[minor].fillna(0).sum(axis=1).to_numpy(dtype=float),
-                         "lightgrey"))
+        label = f"{len(minor)} shorter steps (each under {MINOR_STEP_SHARE:.0%} of the longest day)"
+        segments.append((label, days[minor].fillna(0).sum(axis=1).to_numpy(dtype=float), "lightgrey"))
     bottom = np.zeros(len(days))
     for label, values, color in segments:
         ax.bar(x, values, 0.6, bottom=bottom, color=color, label=label, edgecolor="black", linewidth=0.3)

@@ -18,6 +18,7 @@ from labformat.lab import frames, sweeps, viz, workshop
 from labformat.model.enums import IndexType, SortMode
 
 SIZES = ["64KB", "256KB", "1MB", "4MB", "8MB", "16MB", "32MB", "128MB"]
+MAX_PARALLELISM = 16  # the bulk insert explorer's slider
 
 
 # A preset with more history rows than this many times `small`'s asks before it runs.
@@ -77,14 +78,16 @@ def bulk_insert_explorer(spark, preset: str | None = None) -> W.VBox:
                    value=SortMode.GLOBAL_SORT.value, description="sort mode:"),
         W.Dropdown(options=list(KEY_STYLES), value="monotonic", description="key style:"),
         W.Dropdown(options=SIZES, value="1MB", description="max file size:"),
-        W.IntSlider(value=4, min=1, max=16, description="parallelism:"),
+        W.IntSlider(value=4, min=1, max=MAX_PARALLELISM, description="parallelism:"),
     ]
 
     def run(v):
         spec = datasets.spec(v["preset"], key_style=v["key style"])
         result = sweeps.bulk_insert_sort_modes(
             spark, spec, [v["sort mode"]],
-            {"max_file_size": v["max file size"], "bulk_insert_parallelism": v["parallelism"]}, progress=True)
+            {"max_file_size": v["max file size"], "bulk_insert_parallelism": v["parallelism"]}, progress=True,
+            # as many input partitions as the slider reaches: NONE and PARTITION_SORT only coalesce them
+            input_partitions=MAX_PARALLELISM)
         report, files = result[v["sort mode"]].report, result[v["sort mode"]].files
         _, (left, right) = plt.subplots(1, 2, figsize=(14, 4.5), layout="constrained")
         viz.plot_file_key_ranges(files, ax=left)

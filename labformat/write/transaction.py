@@ -61,7 +61,8 @@ class WriteTransaction:
       writer's instant is left alone; in SINGLE_WRITER mode (the default) it refuses this write
       with ConcurrentWriteError, in OPTIMISTIC_CONCURRENCY_CONTROL mode both go on. (Hudi's single-writer
       mode checks no conflict: its default EAGER failed-writes policy rolls back every pending write
-      instant but compactions and clusterings at start. labformat reads the heartbeats in both modes, so a live writer is never rolled back.)
+      instant but compactions and clusterings at start. labformat reads the heartbeats in both modes,
+      so a live writer is never rolled back.)
     - `commit` fails with WriteConflictError when a write completed after this write's snapshot
       (the timeline pinned in `ctx` when it was planned) wrote one of its file groups; in both
       modes, since a plan made on a stale snapshot loses rows whoever wrote in between.
