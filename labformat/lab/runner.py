@@ -36,6 +36,7 @@ class Executed:
     path: Path
     charts: tuple[Path, ...]
     seconds: float
+    slowest: tuple[tuple[int, float], ...] = ()  # (cell number, seconds) of its slowest cells
 
 
 def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[Path]:
@@ -231,8 +232,10 @@ def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
     for source in chosen:
         started = time.perf_counter()
         print(f"  running {source.name} at {preset} ...", flush=True)
-        nb = strip_run_metadata(execute(source, preset, out=out))
+        nb = execute(source, preset, out=out)
         seconds = time.perf_counter() - started
+        slowest = tuple(sorted(cell_seconds(nb), key=lambda c: -c[1])[:3])
+        strip_run_metadata(nb)
         target = out / "notebooks" / source.name
         nbformat.write(nb, target)
         written = []
@@ -240,14 +243,19 @@ def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
             path = out / "charts" / f"{source.stem[:2]}-{name}.png"
             path.write_bytes(png)
             written.append(path)
-        done.append(Executed(source.stem, target, tuple(written), seconds))
+        done.append(Executed(source.stem, target, tuple(written), seconds, slowest))
         # Its scratch tables: no later notebook reads them (each makes its own from the cached data),
         # so the job's disk peak is one notebook's tables, not the sum of all of them.
         scratch_bytes = _remove_scratch(out, preset)
-        print(f"  {source.name}: {seconds:.0f} s, {len(written)} charts, "
+        print(f"  {source.name}: {seconds:.0f} s ({_cells(slowest)}), {len(written)} charts, "
               f"{scratch_bytes / 1024**2:,.0f} MB of scratch tables (removed)", flush=True)
     (out / "summary.md").write_text(summary_markdown(out, preset, done))
     return done
+
+
+def _cells(slowest: tuple[tuple[int, float], ...]) -> str:
+    """'cell 12 31 s, cell 4 9 s': the slowest cells of a run, for the log and the summary."""
+    return ", ".join(f"cell {number} {seconds:.0f} s" for number, seconds in slowest) or "no cell timed"
 
 
 def _remove_scratch(out: Path, preset: str) -> int:
@@ -298,6 +306,8 @@ def summary_markdown(out: Path, preset: str, done: list[Executed]) -> str:
     for executed in done:
         recorded = out / "summary" / f"{executed.name}.json"
         lines += [f"## {executed.name} ({executed.seconds:.0f} s)", ""]
+        if executed.slowest:
+            lines += [f"Slowest cells: {_cells(executed.slowest)}.", ""]
         if recorded.exists():
             values = json.loads(recorded.read_text())["values"]
             lines += ["| what | value |", "| --- | --- |"]
