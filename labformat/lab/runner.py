@@ -234,8 +234,9 @@ def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
         print(f"  running {source.name} at {preset} ...", flush=True)
         nb = execute(source, preset, out=out)
         seconds = time.perf_counter() - started
+        # The run's copy keeps nbclient's timestamps (per-cell seconds: `cell_seconds`); the saved
+        # notebooks in the repository drop them (`strip_run_metadata`).
         slowest = tuple(sorted(cell_seconds(nb), key=lambda c: -c[1])[:3])
-        strip_run_metadata(nb)
         target = out / "notebooks" / source.name
         nbformat.write(nb, target)
         written = []
