@@ -418,6 +418,14 @@ def check_java():
         sys.exit(2)
 
 
+def prepare_jvm_archive():
+    """Spark's class-data sharing archive, made once per Java and Spark (labformat/spark/cds.py): every
+    later Spark JVM, a notebook's or a test's writer process, then starts on about half the CPU."""
+    from labformat.spark import cds
+
+    cds.prepare()
+
+
 def call(command, cwd=None):
     """Run command (in cwd, default: the current folder) and return its exit code.
 
@@ -460,6 +468,7 @@ def cmd_check(args):
 
 def cmd_run(args):
     check_java()
+    prepare_jvm_archive()
     return replace_process([sys.executable, "-m", "labformat.lab.main"] + args)
 
 
@@ -474,6 +483,7 @@ def suite_workers(cores=None):
 
 def cmd_test(args):
     check_java()
+    prepare_jvm_archive()
     # No arguments: the whole suite (pyproject's testpaths), which pytest only applies when run from the root,
     # split over workers a file at a time (a notebook's cells share one kernel; a module, its fixtures).
     whole = [] if args else ["-n", str(suite_workers()), "--dist", "loadfile"]
@@ -486,6 +496,7 @@ def cmd_test(args):
 
 def cmd_lab(args):
     check_java()
+    prepare_jvm_archive()
     jupyter = os.path.join(os.path.dirname(sys.executable), "jupyter")
     command = [jupyter, "lab", "--notebook-dir", "notebooks", "--ip", "127.0.0.1", "--no-browser"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:

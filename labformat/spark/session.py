@@ -206,6 +206,11 @@ def spark_session(master: str | None = None, app_name: str = "labformat", log_pa
         # Executors run the same interpreter (and so the same installed labformat) as the driver.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from labformat.spark import cds
+
+    shared = cds.java_option()  # the prepared class archive: the JVM starts on about half the CPU
+    if shared:
+        options["spark.driver.extraJavaOptions"] = f"{options.get('spark.driver.extraJavaOptions', '')} {shared}".strip()
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in options.items():
         builder = builder.config(key, value)
