@@ -19,18 +19,15 @@ from pyspark.sql import functions as F
 import labformat as lf
 from labformat.spark.compat import is_connect
 from tests.helpers import telemetry
+from tests.writer_pool import WRITER_CONF, WRITER_MASTER
 
 WRITER_MASTER_ENV = "LABFORMAT_TEST_WRITER_MASTER"
 
 if __name__ == "__main__":
     path, operation, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     # Under tests/test_connect.py the writers are Spark Connect clients of the test session's server.
-    spark = lf.spark_session(master=os.environ.get(WRITER_MASTER_ENV, "local[1]"), **{
-        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "1",
-        "spark.default.parallelism": "1",
-    })
+    # Usually started warm by tests.writer_pool, whose session this returns.
+    spark = lf.spark_session(master=os.environ.get(WRITER_MASTER_ENV, WRITER_MASTER), **WRITER_CONF)
     df = telemetry(spark, spec["n"], partitions=1, start=spec.get("start", 0), prefix=spec.get("prefix", "2024011509"))
     if "parity" in spec:
         df = df.where(F.col("signal_dbm") % 2 == spec["parity"])

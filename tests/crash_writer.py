@@ -17,7 +17,9 @@ from pyspark.sql import functions as F
 import labformat as lf
 from labformat.heartbeat import HEARTBEAT_DIR, heartbeat_status
 from labformat.storage import Storage
+from tests import writer_pool
 from tests.helpers import telemetry
+from tests.writer_pool import WRITER_CONF, WRITER_MASTER
 
 SHORT_LIVED = {"heartbeat_interval_ms": 100, "heartbeat_tolerable_misses": 1, "lock_expire_minutes": 0.01}
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,8 +37,10 @@ def crash(path, point: str, operation: str | None = None, options: dict | None =
     env.pop("CRASH_WRITER_OPERATION", None)
     if operation:
         env["CRASH_WRITER_OPERATION"] = operation
-    argv = [sys.executable, "-m", "tests.crash_writer", str(path)] + ([json.dumps(options)] if options else [])
-    proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    args = [str(path)] + ([json.dumps(options)] if options else [])
+    process = writer_pool.spawn("tests.crash_writer", args, env)
+    out, err = process.communicate(timeout=240)
+    proc = subprocess.CompletedProcess(["tests.crash_writer", *args], process.returncode, out, err)
     assert proc.returncode == 86, proc.stdout + proc.stderr  # died at the crash point, not elsewhere
     assert "finished without crashing" not in proc.stdout
     storage = Storage(path)
@@ -52,10 +56,7 @@ def crash(path, point: str, operation: str | None = None, options: dict | None =
 if __name__ == "__main__":
     path = sys.argv[1]
     options = json.loads(sys.argv[2]) if len(sys.argv) > 2 else SHORT_LIVED
-    spark = lf.spark_session(master="local[1]", **{
-        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-        "spark.ui.enabled": "false",
-    })
+    spark = lf.spark_session(master=WRITER_MASTER, **WRITER_CONF)  # usually warm already (tests.writer_pool)
     table = lf.Table.open(spark, path)
     if os.environ.get("CRASH_WRITER_OPERATION") == "compact":
         table.compact(options)

@@ -29,6 +29,7 @@ from labformat.heartbeat import heartbeat_path
 from labformat.metadata import MetadataReader
 from labformat.model.instant import Action
 from labformat.write.transaction import WriteTransaction
+from tests import writer_pool
 from tests.helpers import tree
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -453,9 +454,8 @@ class WriterProcess:
             env["LABFORMAT_PAUSE_AT"] = pause_at
         if crash_at:
             env["LABFORMAT_CRASH_AT"] = crash_at
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.concurrent_writer", str(table_path), operation,
-                                      json.dumps(spec)], env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        # A warm process (tests.writer_pool): its Spark session started before this test asked for it.
+        self.proc = writer_pool.spawn("tests.concurrent_writer", [str(table_path), operation, json.dumps(spec)], env)
 
     def begin(self) -> None:
         (self.pause_dir / "begin").touch()
