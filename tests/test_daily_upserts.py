@@ -90,3 +90,25 @@ def test_a_tables_first_upsert_sizes_by_the_default_then_the_next_fills_its_smal
     assert day1.files_created == -(-day1.inserts // 16) and day1.small_file_inserts == 0
     assert day2.estimate_from == "commit history" and day2.record_size_estimate < 1024
     assert day2.small_files == day1.files_created and day2.small_file_inserts > 0
+
+
+def test_stale_duplicates_kept_counts_exactly_the_older_versions_a_table_holds(monotonic, spark, tmp_path):
+    """0 for the upserted table (the precombine field kept the newest); a bulk insert, which keeps a batch's
+    in-batch duplicates, holds every older version of a key within its day, and exactly those count."""
+    import labformat as lf
+    from labformat.lab import frames as fr
+
+    spec, run = monotonic
+    days = run.day_numbers or range(1, len(run.days) + 1)
+    assert fr.stale_duplicates_kept(lf.Table.open(spark, run.table_path), spec, days) == 0
+    cached = datasets.generate(spark, spec)
+    batch = datasets.load_batch(spark, cached, 1)
+    rows = batch.select(datasets.RECORD_KEY, datasets.PRECOMBINE_FIELD).toPandas()
+    newest = rows.groupby(datasets.RECORD_KEY)[datasets.PRECOMBINE_FIELD].transform("max")
+    expected = int((rows[datasets.PRECOMBINE_FIELD] < newest).sum())
+    assert expected > 0
+    raw = lf.Table.create(spark, tmp_path / "raw", record_key=datasets.RECORD_KEY,
+                          precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
+    raw.bulk_insert(batch)
+    assert fr.stale_duplicates_kept(raw, spec, [1]) == expected
+    assert fr.stale_duplicates_kept(raw, spec, [1, 2]) == expected  # day 2's batch adds its own, not in this table
