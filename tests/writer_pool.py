@@ -3,8 +3,8 @@
 A writer process (`tests.concurrent_writer`, `tests.crash_writer`) spends most of its life starting
 a JVM (8-10 s with the class-data archive on 2 busy cores) before a write of a few dozen rows.
 `spawn` hands the test a process started earlier for it, which has its `local[1]` session and its
-first job behind it, then starts the next one in the background, so a test waits for a JVM only
-when it asks for two writers at once. Each process runs one writer and exits, exactly as a fresh
+first job behind it, then starts a replacement in the background. Two wait ready (most of these
+tests race two writers), so a test waits for a JVM only when it asks for a third. Each process runs one writer and exits, exactly as a fresh
 `python -m <module>` would: the writer modules call `lf.spark_session`, which returns the session
 already there, and read `LABFORMAT_CRASH_AT` and the pause points from the environment when they
 reach them (`labformat/hooks.py`), which `spawn` sets before the module runs.
@@ -35,7 +35,8 @@ WRITER_CONF = {
 _PER_JOB = ("LABFORMAT_PAUSE_AT", "LABFORMAT_CRASH_AT", "LABFORMAT_PAUSE_DIR", "CRASH_WRITER_OPERATION",
             "SPARK_LOCAL_REMOTE", "LABFORMAT_TEST_WRITER_MASTER")
 
-_ready: subprocess.Popen | None = None
+POOL_SIZE = 2
+_ready: list[subprocess.Popen] = []
 
 
 def _base_env() -> dict[str, str]:
@@ -53,12 +54,14 @@ def spawn(module: str, args: list[str], env: dict[str, str]) -> subprocess.Popen
     """`python -m module *args` with `env`, in a warm process: a Popen whose stdout and stderr the
     caller reads (`communicate`) as usual. A writer of another master (a Spark Connect client) gets a
     fresh process of its own."""
-    global _ready
     if env.get("LABFORMAT_TEST_WRITER_MASTER"):
         return subprocess.Popen([sys.executable, "-m", module, *args], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-    process = _ready if _ready is not None and _ready.poll() is None else _start()
-    _ready = _start()
+    while _ready and _ready[0].poll() is not None:  # died waiting (it never does, but a test must not get it)
+        _ready.pop(0)
+    process = _ready.pop(0) if _ready else _start()
+    while len(_ready) < POOL_SIZE:
+        _ready.append(_start())
     process.stdin.write(json.dumps({"module": module, "argv": args, "env": env}) + "\n")
     process.stdin.flush()
     return process
@@ -66,13 +69,13 @@ def spawn(module: str, args: list[str], env: dict[str, str]) -> subprocess.Popen
 
 @atexit.register
 def _release() -> None:
-    """The waiting process reads end-of-file and exits."""
-    if _ready is not None and _ready.poll() is None:
+    """The waiting processes read end-of-file and exit."""
+    for process in _ready:
         try:
-            _ready.stdin.close()
-            _ready.wait(timeout=60)
+            process.stdin.close()
+            process.wait(timeout=60)
         except (OSError, subprocess.TimeoutExpired):
-            _ready.kill()
+            process.kill()
 
 
 def _serve() -> None:
