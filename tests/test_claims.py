@@ -64,3 +64,12 @@ def test_a_rule_is_checked_by_name_and_refuses_a_plain_function():
     with pytest.raises(lf.LabformatError, match="not a rule"):
         lessons.check(lambda: (True, ""))
     del claims.RULES[made.rule]
+
+
+def test_a_timing_claim_run_too_few_times_is_not_timed_rather_than_broken():
+    few = claims.clearly_faster([1.0], [2.0])
+    assert few[0] is False and few[1].startswith(claims.TOO_FEW_RUNS)
+    timing = claims.Claim("02", "A is faster", few[0], few[1], exact=False)
+    assert timing.verdict == claims.NOT_TIMED
+    assert claims.Claim("02", "A is faster", False, "median 1.0 s vs 1.1 s", exact=False).verdict == claims.BROKEN
+    assert claims.Claim("02", "3 files", False, few[1], exact=True).verdict == claims.BROKEN  # exact claims never are

@@ -159,7 +159,8 @@ class WriteTasks:
         tasks = self.median_run(parallelism)
         projected = frames.project(tasks, self.project_to)
         d = tasks["duration"]
-        return (f"the median of {int((self.runs['parallelism'] == parallelism).sum())} warm runs with "
+        n = int((self.runs["parallelism"] == parallelism).sum())
+        return (f"the median of {n} warm run{'' if n == 1 else 's'} with "
                 f"{len(tasks)} write tasks: each task {d.median():.2f} s (median; {d.min():.2f}-{d.max():.2f}); "
                 f"on {self.cores} cores they ran in {waves(len(tasks), self.cores)} waves, "
                 f"{frames.span_seconds(tasks):.2f} s from the first launch to the last end; projected onto "
@@ -175,7 +176,8 @@ class WriteTasks:
             parts.append(f"{p} task{'s' if p != 1 else ''}: {here.median():.2f} s here ({here.min():.2f}-{here.max():.2f}), "
                          f"{there.median():.2f} s projected onto {self.project_to} cores "
                          f"({there.min():.2f}-{there.max():.2f}), {rows['task_seconds'].median():.2f} task-seconds")
-        text = f"write stage over {int(self.runs.groupby('parallelism').size().min())} warm runs each: " + "; ".join(parts)
+        n = int(self.runs.groupby("parallelism").size().min())
+        text = f"write stage over {n} warm run{'' if n == 1 else 's'} each: " + "; ".join(parts)
         cost = self.fixed_cost()
         if cost is not None:
             few, many, seconds = cost

@@ -35,7 +35,8 @@ import pandas as pd
 
 from labformat.errors import LabformatError
 
-HELD, BROKEN = "held", "BROKEN"
+HELD, BROKEN, NOT_TIMED = "held", "BROKEN", "not timed"
+TOO_FEW_RUNS = "too few runs to decide"  # a timing claim's evidence at `tiny`, which times each variant once
 SUFFIX = ".claims.json"
 
 
@@ -52,6 +53,8 @@ class Claim:
 
     @property
     def verdict(self) -> str:
+        if not self.held and not self.exact and self.evidence.startswith(TOO_FEW_RUNS):
+            return NOT_TIMED  # nothing was timed often enough to be refuted either
         return HELD if self.held else BROKEN
 
 
@@ -112,7 +115,7 @@ def clearly_faster(fast: Sequence[float], slow: Sequence[float], margin: float =
     (the spreads do not swallow the gap). Evidence: both medians, their min-max, the ratio."""
     fast, slow = [float(x) for x in fast], [float(x) for x in slow]
     if len(fast) < min_runs or len(slow) < min_runs:
-        return False, f"too few runs to decide ({len(fast)} and {len(slow)}; at least {min_runs} each)"
+        return False, f"{TOO_FEW_RUNS} ({len(fast)} and {len(slow)}; at least {min_runs} each)"
     f, s = median(fast), median(slow)
     ratio = s / f if f > 0 else float("inf")
     held = ratio >= margin and min(slow) > f

@@ -302,7 +302,7 @@ def summary_markdown(out: Path, preset: str, done: list[Executed]) -> str:
     if every:
         lines += ["| lab | claim | evidence from this run | verdict |", "| --- | --- | --- | --- |"]
         lines += [f"| {c.lab[:2]} | {c.text}{'' if c.exact else ' (timing)'} | {c.evidence} | "
-                  f"{'held' if c.held else '**BROKEN**'} |" for c in every]
+                  f"{'**BROKEN**' if c.verdict == claims.BROKEN else c.verdict} |" for c in every]
         lines.append("")
     for executed in done:
         recorded = out / "summary" / f"{executed.name}.json"

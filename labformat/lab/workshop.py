@@ -33,6 +33,16 @@ def preset() -> str:
     return name
 
 
+TIMED_RUNS = 5  # a timing's repetitions in a lesson: interleaved, after a warm-up, median and spread shown
+
+
+def timed_runs() -> int:
+    """How many times a notebook times each variant: `TIMED_RUNS` at every preset but `tiny`, where
+    the tests check the counts and outputs only (a timing there decides nothing) and one run each
+    keeps the suite short."""
+    return 1 if preset() == "tiny" else TIMED_RUNS
+
+
 def progress() -> bool:
     """Whether the notebook's long cells show progress bars: at every preset but `tiny`, whose cells
     take seconds and whose saved outputs nbval compares (a bar's widget differs every run)."""
