@@ -420,7 +420,8 @@ def check_java():
 
 def prepare_jvm_archive():
     """Spark's class-data sharing archive, made once per Java and Spark (labformat/spark/cds.py): every
-    later Spark JVM, a notebook's or a test's writer process, then starts on about half the CPU."""
+    later Spark JVM, a test's writer process or a notebook's, then starts on about half the CPU. Only
+    `test` makes it (its dozens of writer JVMs repay the minute or two); `run` and `lab` use it when it is there."""
     from labformat.spark import cds
 
     cds.prepare()
@@ -468,7 +469,6 @@ def cmd_check(args):
 
 def cmd_run(args):
     check_java()
-    prepare_jvm_archive()
     return replace_process([sys.executable, "-m", "labformat.lab.main"] + args)
 
 
@@ -496,7 +496,6 @@ def cmd_test(args):
 
 def cmd_lab(args):
     check_java()
-    prepare_jvm_archive()
     jupyter = os.path.join(os.path.dirname(sys.executable), "jupyter")
     command = [jupyter, "lab", "--notebook-dir", "notebooks", "--ip", "127.0.0.1", "--no-browser"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:

@@ -1,19 +1,31 @@
-"""The Spark JVM's class-data sharing archive: named for its Java and Spark, used only when whole, never required."""
+"""The Spark JVM's class-data sharing archive: named for its Java and Spark, used only when whole and proven, never required."""
 
 import subprocess
 
 from labformat.spark import cds
 
 
-def test_a_session_maps_the_archive_only_once_it_is_prepared(monkeypatch, tmp_path):
-    monkeypatch.setenv("LABFORMAT_CACHE", str(tmp_path))
+def _ready_archive(path, content=b"archive"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    cds._checked(path).write_text(str(len(content)))
+
+
+def test_a_session_maps_the_archive_only_once_it_is_prepared_and_whole(monkeypatch, tmp_path):
+    monkeypatch.setenv("LABFORMAT_CACHE", str(tmp_path / "a folder with spaces"))
     monkeypatch.delenv(cds.ENV, raising=False)
     assert cds.java_option() == ""
     path = cds.archive_path()
-    assert path.parent == tmp_path / "jvm" and path.suffix == ".jsa"
-    path.parent.mkdir()
+    assert path.parent == tmp_path / "a folder with spaces" / "jvm" and path.suffix == ".jsa"
+    path.parent.mkdir(parents=True)
     path.write_bytes(b"archive")
-    assert cds.java_option() == f"-XX:SharedArchiveFile={path}"
+    assert cds.java_option() == ""  # no check mark: never proven to map
+    _ready_archive(path)
+    assert cds.java_option() == f'-XX:SharedArchiveFile="{path}"'  # quoted: Spark splits options like a shell
+    path.write_bytes(b"arch")  # truncated since: a JVM mapping it would crash
+    assert cds.java_option() == ""
+    _ready_archive(path)
+    assert cds.java_option("-Xmx1g -Xshare:off") == ""  # the caller decides sharing
     monkeypatch.setenv(cds.ENV, "0")
     assert cds.java_option() == ""
 
@@ -29,34 +41,56 @@ def test_another_spark_gets_another_archive(monkeypatch, tmp_path):
     assert cds.archive_path() != first
 
 
-def test_prepare_moves_only_a_whole_archive_into_place(monkeypatch, tmp_path):
-    monkeypatch.setenv("LABFORMAT_CACHE", str(tmp_path))
-    monkeypatch.delenv(cds.ENV, raising=False)
+def _fake_dump(monkeypatch, returncode=0, maps=""):
     seen = []
 
-    def dump(command, **kwargs):
-        partial = command[-1]
-        seen.append(partial)
-        assert not cds.archive_path().exists()  # never in place while being written
-        with open(partial, "wb") as f:
-            f.write(b"archive")
-        return subprocess.CompletedProcess(command, 0, "", "")
+    class Dump:
+        def __init__(self, command, **kwargs):
+            self.pid, self.partial = 999_999_999, command[-1]
+            seen.append(self.partial)
 
-    monkeypatch.setattr(cds.subprocess, "run", dump)
+        def communicate(self, timeout=None):
+            with open(self.partial, "wb") as f:
+                f.write(b"archive")
+            with open(f"{self.partial}.classpath", "w") as f:
+                f.write("/spark/jars/a.jar")
+            self.returncode = returncode
+            return ("Error: cannot dump dynamic archive without base archive" if returncode else ""), None
+
+    monkeypatch.setattr(cds.subprocess, "Popen", Dump)
+    monkeypatch.setattr(cds, "_maps", lambda archive: maps)
+    return seen
+
+
+def test_prepare_moves_only_a_proven_archive_into_place_once(monkeypatch, tmp_path):
+    monkeypatch.setenv("LABFORMAT_CACHE", str(tmp_path))
+    monkeypatch.delenv(cds.ENV, raising=False)
+    seen = _fake_dump(monkeypatch)
     path = cds.prepare(quiet=True)
     assert path == cds.archive_path() and path.read_bytes() == b"archive" and seen[0].endswith(".partial")
+    assert cds.java_option() and sorted(p.name for p in path.parent.iterdir()) == [".lock", path.name, path.name + ".ok"]
     assert cds.prepare(quiet=True) == path and len(seen) == 1  # made once
 
 
-def test_a_java_that_cannot_dump_leaves_no_archive(monkeypatch, tmp_path):
+def test_a_dump_that_fails_or_does_not_map_leaves_nothing_behind(monkeypatch, tmp_path):
     monkeypatch.setenv("LABFORMAT_CACHE", str(tmp_path))
     monkeypatch.delenv(cds.ENV, raising=False)
+    for returncode, maps in ((1, ""), (0, "a JVM could not map it (exit 134)")):
+        _fake_dump(monkeypatch, returncode, maps)
+        assert cds.prepare(quiet=True) is None
+        assert [p.name for p in (tmp_path / "jvm").iterdir()] == [".lock"] and cds.java_option() == ""
 
-    def fails(command, **kwargs):
-        with open(command[-1], "wb") as f:
-            f.write(b"half")
-        return subprocess.CompletedProcess(command, 1, "Error: cannot dump dynamic archive without base archive", "")
 
-    monkeypatch.setattr(cds.subprocess, "run", fails)
-    assert cds.prepare(quiet=True) is None
-    assert list((tmp_path / "jvm").iterdir()) == [] and cds.java_option() == ""
+def test_an_unusable_cache_folder_only_costs_the_speed_up(monkeypatch, tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("LABFORMAT_CACHE", str(tmp_path / "a-file" / "cache"))
+    monkeypatch.delenv(cds.ENV, raising=False)
+    assert cds.prepare(quiet=True) is None and cds.java_option() == ""
+
+
+def test_a_jvm_refuses_an_archive_that_is_not_one(tmp_path):
+    """The check prepare makes before it trusts a dump: a real JVM with sharing required."""
+    bogus = tmp_path / "spark.jsa.1.partial"
+    bogus.write_bytes(b"\0" * 4096)
+    (tmp_path / "spark.jsa.1.partial.classpath").write_text(str(tmp_path))
+    assert cds._maps(bogus).startswith("a JVM could not map it")

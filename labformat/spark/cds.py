@@ -3,24 +3,30 @@
 A Spark JVM loads some 20,000 classes before its first job; parsing and verifying them is most of
 the 15 s of CPU a `local[1]` writer process spends starting (Java 17, 2 cores). With a dynamic
 CDS archive of those classes (`-XX:ArchiveClassesAtExit`, then `-XX:SharedArchiveFile`) the same
-start took 8 s of CPU and 10 s instead of 18 s of wall time. The workshop starts a JVM per
-notebook and the tests one per writer process, so `python3 scripts/lab.py` prepares the archive
-once (`python -m labformat.spark.cds`; the workload it archives is `cds_dump.py`) and every `spark_session` on this machine maps it.
+start took 8 s of CPU and 10 s instead of 18 s of wall time. The tests start a JVM per writer
+process (dozens of them), so `python3 scripts/lab.py test` prepares the archive once (1 to 3 minutes:
+`python -m labformat.spark.cds`; the workload it archives is `cds_dump.py`), and from then on every
+`spark_session` on this machine maps it, a notebook's too (the standalone cluster's daemons as well;
+not the tests' Spark Connect server, which builds its own).
 
 The archive is tied to one Java and one Spark: its name is a digest of the `java` executable
-and of pyspark's jars, so a different Java or Spark prepares its own. A JVM that finds the
-archive unusable anyway starts without it (`-Xshare:auto`, Java's default), only slower.
-`LABFORMAT_CDS=0` turns it off.
+and of pyspark's jars, so a different Java or Spark prepares its own (a JVM given another's archive
+starts without it, `-Xshare:auto`). A truncated archive, though, crashes Java 17 (SIGBUS), so one is
+used only with its check mark (`<archive>.ok`, its size once a JVM proved it maps) and only at that
+size. `LABFORMAT_CDS=0` turns it off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ENV = "LABFORMAT_CDS"
@@ -60,39 +66,117 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1").lower() not in ("0", "false", "no", "off")
 
 
-def java_option() -> str:
-    """`-XX:SharedArchiveFile=...` when this machine's archive is ready, else the empty string."""
-    if not enabled():
+def _checked(path: Path) -> Path:
+    """The archive's check mark: its size, written once the JVM has mapped it (`_maps`)."""
+    return path.with_name(path.name + ".ok")
+
+
+def java_option(user_options: str = "") -> str:
+    """`-XX:SharedArchiveFile="..."` when this machine's archive is ready and whole, else the empty
+    string; also empty when `user_options` (the caller's own JVM options) already speak of sharing."""
+    if not enabled() or any(flag in user_options for flag in ("-Xshare", "SharedArchiveFile", "ArchiveClassesAtExit")):
         return ""
     path = archive_path()
-    return f"-XX:SharedArchiveFile={path}" if path is not None and path.is_file() else ""
+    if path is None:
+        return ""
+    try:
+        whole = path.stat().st_size == int(_checked(path).read_text())
+    except (OSError, ValueError):
+        return ""
+    # Quoted: Spark splits the options like a shell, and a checkout's path may hold spaces.
+    return f'-XX:SharedArchiveFile="{path}"' if whole else ""
 
 
 def prepare(quiet: bool = False) -> Path | None:
     """Create the archive if it is missing: a session in a child process runs a small upsert and
-    query with `-XX:ArchiveClassesAtExit`, the JVM writes the archive as it exits, and it is moved
-    into place whole (a JVM starting meanwhile never maps half a file). Its path, or None when
-    this Java cannot dump one (a JDK without its base archive): sessions then start as before."""
+    query with `-XX:ArchiveClassesAtExit`, the JVM writes the archive as it exits, a JVM started with
+    `-Xshare:on` proves it maps, and only then is it moved into place with its check mark (a JVM
+    never maps half a file: a truncated archive crashes Java 17 rather than being ignored). Its path,
+    or None when this Java cannot make one or the cache folder is unusable: sessions then start as
+    before. One process prepares at a time; the others wait and use its archive."""
     path = archive_path()
     if path is None or not enabled():
         return None
-    if path.is_file():
+    if java_option():
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.stem}.{os.getpid()}.partial")
-    if not quiet:
-        print("Preparing the Spark JVM's class-data sharing archive (once per Java and Spark) ...", flush=True)
-    env = {**os.environ, ENV: "0"}
-    result = subprocess.run([sys.executable, "-m", "labformat.spark.cds_dump", str(partial)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if result.returncode != 0 or not partial.is_file():
-        partial.unlink(missing_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _one_at_a_time(path.parent / ".lock"):
+            if java_option():  # prepared by another process while this one waited
+                return path
+            for stale in path.parent.glob("*.partial*"):  # an interrupted dump's leftovers
+                stale.unlink(missing_ok=True)
+            return _make(path, quiet)
+    except OSError as exc:
         if not quiet:
-            tail = result.stdout.strip().splitlines()[-1:] or ["no output"]
-            print(f"  no archive ({tail[0]}); Spark starts without it", flush=True)
+            print(f"  no class-data sharing archive ({exc}); Spark starts without it", flush=True)
+        return None
+
+
+@contextlib.contextmanager
+def _one_at_a_time(lock: Path):
+    with open(lock, "a") as held:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock, at worst two processes dump and the last one wins
+            yield
+            return
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+
+
+def _make(path: Path, quiet: bool) -> Path | None:
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    started = time.monotonic()
+    if not quiet:
+        print("Preparing the Spark JVM's class-data sharing archive, once per Java and Spark "
+              "(1 to 3 minutes; every later Spark start then takes about half the CPU) ...", flush=True)
+    # A session of its own, so that an interrupt here takes its JVM down with it: a JVM left behind
+    # would write its archive a minute later.
+    process = subprocess.Popen([sys.executable, "-m", "labformat.spark.cds_dump", str(partial)],
+                               env={**os.environ, ENV: "0"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=hasattr(os, "killpg"))
+    try:
+        output, _ = process.communicate(timeout=900)
+    finally:
+        if hasattr(os, "killpg"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+    problem = ("" if process.returncode == 0 else (output.strip().splitlines()[-1:] or ["no output"])[0])
+    if not problem:
+        problem = _maps(partial)
+    if problem:
+        for leftover in path.parent.glob(f"{partial.name}*"):
+            leftover.unlink(missing_ok=True)
+        if not quiet:
+            print(f"  no archive ({problem}); Spark starts without it", flush=True)
         return None
     os.replace(partial, path)
+    _checked(path).write_text(str(path.stat().st_size))
+    Path(f"{partial}.classpath").unlink(missing_ok=True)
+    if not quiet:
+        print(f"  done in {time.monotonic() - started:.0f} s: {path}", flush=True)
     return path
+
+
+def _maps(archive: Path) -> str:
+    """Empty when a JVM on the dump's class path maps `archive` with sharing required, else why not."""
+    java = _java()
+    try:
+        classpath = Path(f"{archive}.classpath").read_text()
+    except OSError:
+        return "the dump recorded no class path"
+    if java is None:
+        return "no java"
+    with tempfile.TemporaryDirectory() as folder:  # a crashing JVM writes its hs_err file here
+        result = subprocess.run([str(java), "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-cp", classpath,
+                                 "-version"], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if result.returncode != 0:
+        return f"a JVM could not map it (exit {result.returncode})"
+    return ""
 
 
 if __name__ == "__main__":

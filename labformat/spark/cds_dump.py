@@ -28,6 +28,9 @@ def dump(target: str) -> None:
         table.bulk_insert(rows.where(F.col("id") < 1000))
         table.upsert(rows.where(F.col("id") >= 500))
         table.read().where(F.col("record_key") > "202401150500").count()
+    # The class path the archive is tied to, for `cds._maps` to check it against.
+    with open(f"{target}.classpath", "w") as out:
+        out.write(spark.sparkContext._jvm.java.lang.System.getProperty("java.class.path"))
     from pyspark import SparkContext
 
     process = getattr(SparkContext._gateway, "proc", None)
@@ -35,7 +38,8 @@ def dump(target: str) -> None:
     if process is not None:
         # The JVM exits when its stdin closes (PythonGatewayServer), writing the archive as it goes.
         process.stdin.close()
-        process.wait(timeout=300)
+        if process.wait(timeout=300) != 0:
+            sys.exit(f"the JVM exited with {process.returncode} while writing the archive")
 
 
 if __name__ == "__main__":

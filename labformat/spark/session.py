@@ -208,9 +208,13 @@ def spark_session(master: str | None = None, app_name: str = "labformat", log_pa
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from labformat.spark import cds
 
-    shared = cds.java_option()  # the prepared class archive: the JVM starts on about half the CPU
+    # The prepared class archive: the JVM starts on about half the CPU. In the default options, which
+    # Spark puts before the extra ones: a user's spark.driver.extraJavaOptions (spark-defaults.conf,
+    # or passed here) stays theirs.
+    key = "spark.driver.defaultJavaOptions"
+    shared = cds.java_option(f"{options.get(key, '')} {options.get('spark.driver.extraJavaOptions', '')}")
     if shared:
-        options["spark.driver.extraJavaOptions"] = f"{options.get('spark.driver.extraJavaOptions', '')} {shared}".strip()
+        options[key] = f"{options.get(key, '')} {shared}".strip()
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in options.items():
         builder = builder.config(key, value)

@@ -85,8 +85,9 @@ class StandaloneCluster:
                    SPARK_WORKER_DIR=str(work_dir / "work"))
         from labformat.spark import cds
 
-        if cds.java_option():  # the master's and workers' JVMs map the prepared class archive too
-            env["SPARK_DAEMON_JAVA_OPTS"] = f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {cds.java_option()}".strip()
+        shared = cds.java_option(env.get("SPARK_DAEMON_JAVA_OPTS", ""))
+        if shared:  # the master's and workers' JVMs map the prepared class archive too
+            env["SPARK_DAEMON_JAVA_OPTS"] = f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {shared}".strip()
         port, ui_port = _free_port(), _free_port()
         master_url, ui_url = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}"
         commands = [[spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
