@@ -57,8 +57,9 @@ def spawn(module: str, args: list[str], env: dict[str, str]) -> subprocess.Popen
     if env.get("LABFORMAT_TEST_WRITER_MASTER"):
         return subprocess.Popen([sys.executable, "-m", module, *args], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-    while _ready and _ready[0].poll() is not None:  # died waiting (it never does, but a test must not get it)
-        _ready.pop(0)
+    for dead in [p for p in _ready if p.poll() is not None]:  # died waiting: say why, hand out another
+        _ready.remove(dead)
+        sys.stderr.write(f"a warm writer died waiting (exit {dead.returncode}): {dead.stderr.read()[-2000:]}\n")
     process = _ready.pop(0) if _ready else _start()
     while len(_ready) < POOL_SIZE:
         _ready.append(_start())
@@ -91,8 +92,9 @@ def _serve() -> None:
         spark.stop()
         return
     job = json.loads(line)
-    for key in _PER_JOB:
-        os.environ.pop(key, None)
+    # The job's environment exactly, as a fresh process would have it (the JVM and its Python
+    # workers keep the one they started with: the test session's, less _PER_JOB).
+    os.environ.clear()
     os.environ.update(job["env"])
     sys.argv = [job["module"], *job["argv"]]
     runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
