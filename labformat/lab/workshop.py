@@ -43,6 +43,12 @@ def timed_runs() -> int:
     return 1 if preset() == "tiny" else TIMED_RUNS
 
 
+def runs_each(n: int | None = None) -> str:
+    """'5 runs each' ('1 run each' at `tiny`): a timing chart's title."""
+    n = timed_runs() if n is None else n
+    return f"{n} run{'' if n == 1 else 's'} each"
+
+
 def progress() -> bool:
     """Whether the notebook's long cells show progress bars: at every preset but `tiny`, whose cells
     take seconds and whose saved outputs nbval compares (a bar's widget differs every run)."""
