@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,16 +29,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from labformat.spark.java import java_executable
+
 ENV = "LABFORMAT_CDS"
 
 
 def _java() -> Path | None:
-    home = os.environ.get("JAVA_HOME")
-    found = Path(home) / "bin" / "java" if home else None
-    if found is None or not found.exists():
-        which = shutil.which("java")
-        found = Path(which) if which else None
-    return found.resolve() if found else None
+    found = java_executable()
+    return Path(found).resolve() if found else None
 
 
 def _jars() -> Path:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from labformat.errors import JavaNotFoundError
+from labformat.spark.java import java_executable
 
 MIN_JAVA = 17
 
@@ -56,18 +56,9 @@ if hasattr(socket, "AF_UNIX"):  # not on Windows' Python
     DEFAULT_CONF["spark.python.unix.domain.socket.enabled"] = "true"
 
 
-def _java_executable() -> str | None:
-    home = os.environ.get("JAVA_HOME")
-    if home:
-        candidate = Path(home) / "bin" / "java"
-        if candidate.exists():
-            return str(candidate)
-    return shutil.which("java")
-
-
 def check_java() -> int:
     """Return the major version of the Java that Spark will use; raise JavaNotFoundError if it cannot start Spark 4."""
-    java = _java_executable()
+    java = java_executable()
     fix = _JAVA_FIX.format(min=MIN_JAVA)
     if java is None:
         home = os.environ.get("JAVA_HOME")
