@@ -159,8 +159,7 @@ class WriteTasks:
         tasks = self.median_run(parallelism)
         projected = frames.project(tasks, self.project_to)
         d = tasks["duration"]
-        n = int((self.runs["parallelism"] == parallelism).sum())
-        return (f"the median of {n} warm run{'' if n == 1 else 's'} with "
+        return (f"the median of {workshop.runs(int((self.runs['parallelism'] == parallelism).sum()), 'warm')} with "
                 f"{len(tasks)} write tasks: each task {d.median():.2f} s (median; {d.min():.2f}-{d.max():.2f}); "
                 f"on {self.cores} cores they ran in {waves(len(tasks), self.cores)} waves, "
                 f"{frames.span_seconds(tasks):.2f} s from the first launch to the last end; projected onto "
@@ -176,8 +175,8 @@ class WriteTasks:
             parts.append(f"{p} task{'s' if p != 1 else ''}: {here.median():.2f} s here ({here.min():.2f}-{here.max():.2f}), "
                          f"{there.median():.2f} s projected onto {self.project_to} cores "
                          f"({there.min():.2f}-{there.max():.2f}), {rows['task_seconds'].median():.2f} task-seconds")
-        n = int(self.runs.groupby("parallelism").size().min())
-        text = f"write stage over {n} warm run{'' if n == 1 else 's'} each: " + "; ".join(parts)
+        text = (f"write stage over {workshop.runs(int(self.runs.groupby('parallelism').size().min()), 'warm')} each: "
+                + "; ".join(parts))
         cost = self.fixed_cost()
         if cost is not None:
             few, many, seconds = cost

@@ -275,8 +275,7 @@ def tradeoff_numbers(tradeoff: pd.DataFrame) -> str:
     lines = []
     for _, r in tradeoff.iterrows():
         runs = [float(x) for x in r["query_runs_s"]]
-        timed = (f"{r.query_s:.3f} s ({min(runs):.3f}-{max(runs):.3f} over {len(runs)} run{'' if len(runs) == 1 else 's'})"
-                 if runs
+        timed = (f"{r.query_s:.3f} s ({min(runs):.3f}-{max(runs):.3f} over {workshop.runs(len(runs))})" if runs
                  else "not timed")
         tasks = (f", {r.write_task_min_s:.2f}-{r.write_task_max_s:.2f} s each" if "write_task_max_s" in r.index
                  else "")

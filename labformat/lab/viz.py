@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from labformat.lab.projection import CLUSTER_CORES
+from labformat.lab.workshop import runs_each
 from labformat.model.enums import BloomFilterTypeCode
 from labformat.model.report import UPSERT_STEPS
 from labformat.spark.ui import assign_lanes
@@ -667,7 +668,7 @@ def plot_spread(frame: pd.DataFrame, by: str, column: str, ax=None, title: str |
     ax.set_ylabel("seconds")
     ax.set_ylim(bottom=0)
     runs = int(frame.groupby(by).size().max()) if len(frame) else 0
-    ax.set_title(title or f"{column.replace('_', ' ')}: {runs} run{'' if runs == 1 else 's'} each, median and min-max")
+    ax.set_title(title or f"{column.replace('_', ' ')}: {runs_each(runs)}, median and min-max")
     return ax
 
 
@@ -678,9 +679,8 @@ def plot_index_comparison(frame: pd.DataFrame, upserts: pd.DataFrame | None = No
     rewrote, the BUCKET table's bucket count named: the tag step alone flatters an index that makes the
     write step rewrite more. Without `upserts`, `frame`'s own files_rewritten (and rows_rewritten)."""
     axes = _new_axes(axes, 3, nrows=1, ncols=3, figsize=(15, 4))
-    runs = int(frame.groupby("index").size().max())
     plot_spread(frame, "index", "tag_s", ax=axes[0],
-                title=f"tag step (s): {runs} run{'' if runs == 1 else 's'} each, median and min-max")
+                title=f"tag step (s): {runs_each(int(frame.groupby('index').size().max()))}, median and min-max")
     if upserts is None:
         columns = {c: (c, "max") for c in ("files_rewritten", "rows_rewritten", "bucket_num") if c in frame.columns}
         upserts = frame.groupby("index").agg(**columns)

@@ -43,10 +43,14 @@ def timed_runs() -> int:
     return 1 if preset() == "tiny" else TIMED_RUNS
 
 
+def runs(n: int, kind: str = "") -> str:
+    """'5 runs', '1 warm run': a count of timed runs in a sentence or a chart's title."""
+    return f"{n} {kind + ' ' if kind else ''}run{'' if n == 1 else 's'}"
+
+
 def runs_each(n: int | None = None) -> str:
     """'5 runs each' ('1 run each' at `tiny`): a timing chart's title."""
-    n = timed_runs() if n is None else n
-    return f"{n} run{'' if n == 1 else 's'} each"
+    return f"{runs(timed_runs() if n is None else n)} each"
 
 
 def progress() -> bool:
