@@ -166,14 +166,6 @@ def read_optimized_skips_logs(snapshot_logs: int, optimized_logs: int, snapshot_
                   f"rows, {differing:,} of them older versions of corrected records")
 
 
-@rule("merge-on-read's upsert took clearly less time than copy-on-write's on the days without a compaction",
-      absent=dict(mor_s=[1.0, 1.1, 1.0, 0.9, 1.0], cow_s=[1.1, 1.0, 1.1, 1.0, 1.1]),
-      present=dict(mor_s=[1.0, 1.1, 1.0, 0.9, 1.0], cow_s=[1.6, 1.7, 1.5, 1.6, 1.8]), exact=False)
-def upsert_faster_without_compaction(mor_s: list[float], cow_s: list[float]) -> tuple[bool, str]:
-    held, evidence = claims.clearly_faster(mor_s, cow_s)
-    return held, f"one upsert a day, tables alternating, after a warm-up: {evidence}"
-
-
 @rule("merge-on-read's write step (appending log files) took clearly less time than copy-on-write's (rewriting base "
       "files) on the days without a compaction",
       absent=dict(mor_s=[1.0, 1.1, 1.0, 0.9, 1.0], cow_s=[1.1, 1.0, 1.1, 1.0, 1.1]),
