@@ -50,7 +50,11 @@ def connect_session(log_path: str):
     # option and warns about those only a server start can set.
     warnings.filterwarnings("ignore", message="Failed to set spark", category=UserWarning)
     builder = SparkSession.builder.remote("local[2]").config("spark.connect.grpc.binding.port", str(CONNECT_PORT))
-    for key, value in {**DEFAULT_CONF, **SESSION_CONF}.items():
+    from labformat.spark import cds, java
+
+    # The server's JVM, like every session's: the class archive and $LABFORMAT_JAVA_OPTIONS.
+    jvm = " ".join(o for o in (cds.java_option(), java.extra_options()) if o)
+    for key, value in {**DEFAULT_CONF, **SESSION_CONF, **({"spark.driver.defaultJavaOptions": jvm} if jvm else {})}.items():
         builder = builder.config(key, value)
     with _jvm_output_to(Path(log_path)):
         session = builder.getOrCreate()

@@ -2,7 +2,9 @@
 
 import subprocess
 
-from labformat.spark import cds
+import pytest
+
+from labformat.spark import cds, java
 
 
 def _ready_archive(path, content=b"archive"):
@@ -94,3 +96,12 @@ def test_a_jvm_refuses_an_archive_that_is_not_one(tmp_path):
     bogus.write_bytes(b"\0" * 4096)
     (tmp_path / "spark.jsa.1.partial.classpath").write_text(str(tmp_path))
     assert cds._maps(bogus).startswith("a JVM could not map it")
+
+
+@pytest.mark.classic_only
+def test_the_session_jvm_runs_with_labformat_java_options(spark):
+    """The root conftest sets $LABFORMAT_JAVA_OPTIONS for every test JVM: the session's really runs with them."""
+    extra = java.extra_options().split()
+    assert extra, "the tests set LABFORMAT_JAVA_OPTIONS (conftest.py)"
+    running = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert [o for o in extra if o not in running] == []

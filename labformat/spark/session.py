@@ -197,7 +197,7 @@ def spark_session(master: str | None = None, app_name: str = "labformat", log_pa
         # Executors run the same interpreter (and so the same installed labformat) as the driver.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from labformat.spark import cds
+    from labformat.spark import cds, java
 
     # The prepared class archive: the JVM starts on about half the CPU. In the default options, which
     # Spark puts before the extra ones: a user's spark.driver.extraJavaOptions (spark-defaults.conf,
@@ -206,6 +206,12 @@ def spark_session(master: str | None = None, app_name: str = "labformat", log_pa
     shared = cds.java_option(f"{options.get(key, '')} {options.get('spark.driver.extraJavaOptions', '')}")
     if shared:
         options[key] = f"{options.get(key, '')} {shared}".strip()
+    extra = java.extra_options()
+    if extra:
+        options[key] = f"{options.get(key, '')} {extra}".strip()
+        if not is_local_master(master):
+            executors = "spark.executor.defaultJavaOptions"
+            options[executors] = f"{options.get(executors, '')} {extra}".strip()
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in options.items():
         builder = builder.config(key, value)

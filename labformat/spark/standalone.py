@@ -83,11 +83,13 @@ class StandaloneCluster:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "SPARK_REMOTE")}
         env.update(SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(work_dir),
                    SPARK_WORKER_DIR=str(work_dir / "work"))
-        from labformat.spark import cds
+        from labformat.spark import cds, java
 
         shared = cds.java_option(env.get("SPARK_DAEMON_JAVA_OPTS", ""))
-        if shared:  # the master's and workers' JVMs map the prepared class archive too
-            env["SPARK_DAEMON_JAVA_OPTS"] = f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {shared}".strip()
+        # The master's and workers' JVMs map the prepared class archive too, and take $LABFORMAT_JAVA_OPTIONS.
+        for option in (shared, java.extra_options()):
+            if option:
+                env["SPARK_DAEMON_JAVA_OPTS"] = f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {option}".strip()
         port, ui_port = _free_port(), _free_port()
         master_url, ui_url = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}"
         commands = [[spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
