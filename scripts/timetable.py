@@ -30,6 +30,7 @@ _NOTEBOOK = re.compile(r"^## (\d\d-[a-z0-9-]+) \((\d+) s\)$", re.M)
 _EXACT = re.compile(r"(\d+) of (\d+) claims on exact quantities held")
 _TIMING = re.compile(r"(\d+) of (\d+) timing claims held")
 _ROW = re.compile(r"^\| `(\d\d-[a-z0-9-]+)` \| [^|]* \| (.*) \|$", re.M)
+_CLAIM = re.compile(r"^\| (\d\d) \| (.*) \| ([^|]*) \|$", re.M)  # lab, claim and evidence, verdict
 
 
 def read_summary(text):
@@ -43,18 +44,34 @@ def read_summary(text):
         "notebooks": [(name, int(seconds)) for name, seconds in _NOTEBOOK.findall(text)],
         "exact": tuple(map(int, exact.groups())) if exact else None,
         "timing": tuple(map(int, timing.groups())) if timing else None,
+        "claims": claims_by_lab(text),
     }
+
+
+def claims_by_lab(text):
+    """{lab: [exact held, exact claims, timing held, timing claims]} from the summary's table of claims."""
+    labs = {}
+    for lab, middle, verdict in _CLAIM.findall(text):
+        counts = labs.setdefault(lab, [0, 0, 0, 0])
+        at = 2 if " (timing) | " in middle else 0
+        counts[at] += verdict.strip() == "held"
+        counts[at + 1] += 1
+    return labs
 
 
 def merge(summaries):
     """One summary from several runs: the notebooks in the order first seen, a later run's seconds
-    winning; the claims added up."""
-    seconds, exact, timing = {}, [0, 0], [0, 0]
-    for summary in summaries:
+    and claims of a lab replacing an earlier run's; the claims of a summary without its table of
+    claims count as they are."""
+    seconds, labs = {}, {}
+    for i, summary in enumerate(summaries):
         seconds.update(summary["notebooks"])
-        for total, part in ((exact, summary["exact"]), (timing, summary["timing"])):
-            if part:
-                total[0], total[1] = total[0] + part[0], total[1] + part[1]
+        if summary.get("claims"):
+            labs.update(summary["claims"])
+        else:
+            labs[i] = list(summary["exact"] or (0, 0)) + list(summary["timing"] or (0, 0))
+    exact = [sum(c[0] for c in labs.values()), sum(c[1] for c in labs.values())]
+    timing = [sum(c[2] for c in labs.values()), sum(c[3] for c in labs.values())]
     presets = sorted({s["preset"] for s in summaries})
     if len(presets) != 1:
         raise ValueError("runs at different presets: {}".format(", ".join(presets)))

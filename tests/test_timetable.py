@@ -53,7 +53,7 @@ Class time is reading.
 def test_a_summary_gives_each_notebooks_seconds_and_the_claims_that_held():
     summary = timetable.read_summary(SUMMARY)
     assert summary == {"preset": "small", "notebooks": [("00-setup-and-dataset", 48), ("01-bulk-insert", 122)],
-                       "exact": (11, 12), "timing": (2, 3)}
+                       "exact": (11, 12), "timing": (2, 3), "claims": {}}
 
 
 def test_write_replaces_the_table_and_keeps_each_labs_description(tmp_path):
@@ -93,3 +93,14 @@ def test_runs_of_some_notebooks_each_make_one_table():
         ("00-setup-and-dataset", 48), ("01-bulk-insert", 100), ("02-daily-upserts", 90)]}
     block = timetable.timetable(merged, {}, "2026-11-28", "a box", runs=2)
     assert "by 2 runs of the main job" in block and "| all 3 | 238 s (3:58) | |" in block
+
+
+def test_a_notebook_run_twice_counts_its_claims_once_from_the_later_run():
+    def run(rows):
+        table = "\n".join(f"| {lab} | {claim} | evidence | {verdict} |" for lab, claim, verdict in rows)
+        return timetable.read_summary(f"# Workshop run at preset `small`\n\n## Lessons\n\n| lab | claim | evidence from this run | verdict |\n| --- | --- | --- | --- |\n{table}\n")
+    first = run([("01", "sorted files", "held"), ("02", "pruning", "**BROKEN**"), ("02", "faster (timing)", "held")])
+    again = run([("02", "pruning", "held"), ("02", "faster (timing)", "not timed")])
+    assert first["claims"] == {"01": [1, 1, 0, 0], "02": [0, 1, 1, 1]}
+    merged = timetable.merge([first, again])
+    assert merged["exact"] == (2, 2) and merged["timing"] == (0, 1)
