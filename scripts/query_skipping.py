@@ -15,7 +15,8 @@ import pandas as pd
 import labformat as lf
 from labformat import datasets
 from labformat.lab.daily import run_daily_upserts
-from labformat.lab.queries import compare_lookup_sources, compare_skipping, standard_queries
+from labformat.lab.queries import compare_lookup_sources, compare_skipping
+from labformat.workload import standard_queries
 
 ROOT = Path(__file__).resolve().parents[1]
 

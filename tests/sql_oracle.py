@@ -1,6 +1,6 @@
 """A row-at-a-time reference for predicates: SQL three-valued logic in Spark's order, and generated rows, trees and stats.
 
-The pure tests check `labformat.read.predicates` and `labformat.read.data_skipping` against
+The pure tests check `labformat.expressions.predicates` and `labformat.expressions.data_skipping` against
 `evaluate`, which judges one row at a time and shares no code with them. Spark itself is the
 reference in tests/test_catalyst.py; this one needs no JVM, so it can run thousands of cases.
 """
@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from labformat.model.column_stats import ColumnStats
-from labformat.read.predicates import (
+from labformat.expressions.predicates import (
     And,
     Comparison,
     Constant,

@@ -2,6 +2,9 @@
 
 1. No import cycle among labformat modules, counting imports inside functions too (a cycle
    hidden in a function is still a cycle); `if TYPE_CHECKING:` imports never run, so they do not count.
+   Nor among its packages: a subpackage (`labformat.read`, all of it) or a top-level module
+   (`labformat.table`) is one unit, the package's own `__init__` another, and the units' imports,
+   function-level ones included, point one way.
 2. No module uses another labformat module's private names: no `from labformat.m import _x`,
    no `m._x` on an imported labformat module, no `obj._x` where `_x` is not defined in the module
    itself (how `table._timeline` was read from outside `Table`). Allowed: Spark/py4j internals
@@ -189,6 +192,36 @@ def test_no_import_cycles_among_labformat_modules():
 
 def test_the_cycle_finder_finds_cycles():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def unit(module: str) -> str:
+    """The package-level unit a module belongs to: its subpackage, or itself when it is top-level."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or (len(parts) == 2 and MODULES[module].name == "__init__.py") \
+        else module
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        out.setdefault(unit(module), set()).update(unit(t) for t in targets if unit(t) != unit(module))
+    return out
+
+
+def test_no_import_cycles_among_labformat_packages():
+    found = cycles(package_graph(import_graph(function_level=True)))
+    graph = import_graph(function_level=True)
+    why = {f"{a} -> {b}" for c in found for a in graph for b in graph[a] if unit(a) in c and unit(b) in c
+           and unit(a) != unit(b)}
+    assert found == [], sorted(why)
+
+
+def test_the_package_check_sees_a_cycle_through_function_level_imports():
+    assert unit("labformat.read.query") == "labformat.read" and unit("labformat.table") == "labformat.table"
+    assert unit("labformat.read") == "labformat.read" and unit("labformat") == "labformat"
+    modules = {"labformat.index.simple": {"labformat.read.files"}, "labformat.read.files": set(),
+               "labformat.read.query": {"labformat.index.base"}, "labformat.index.base": set()}
+    assert cycles(package_graph(modules)) == [["labformat.index", "labformat.read"]]
 
 
 def test_no_module_uses_another_modules_private_names():

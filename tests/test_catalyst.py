@@ -18,8 +18,8 @@ from labformat.errors import InvalidInputError
 from labformat.model.column_stats import ColumnStats
 from labformat.read.catalyst import to_predicate
 from labformat.read.connect_filter import connect_predicate
-from labformat.read.data_skipping import ROWS_CANNOT_MATCH, ROWS_MIGHT_MATCH, might_match
-from labformat.read.predicates import (
+from labformat.expressions.data_skipping import ROWS_CANNOT_MATCH, ROWS_MIGHT_MATCH, might_match
+from labformat.expressions.predicates import (
     ALWAYS_FALSE,
     ALWAYS_TRUE,
     And,

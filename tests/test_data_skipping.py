@@ -13,8 +13,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from labformat.model.column_stats import ColumnStats
-from labformat.read.data_skipping import ROWS_CANNOT_MATCH, ROWS_MIGHT_MATCH, might_match
-from labformat.read.predicates import (
+from labformat.expressions.data_skipping import ROWS_CANNOT_MATCH, ROWS_MIGHT_MATCH, might_match
+from labformat.expressions.predicates import (
     ALWAYS_FALSE,
     ALWAYS_NULL,
     ALWAYS_TRUE,
@@ -190,8 +190,8 @@ package = types.ModuleType("labformat")
 package.__path__ = [{str(package)!r}]
 sys.modules["labformat"] = package
 from labformat.model.column_stats import ColumnStats
-from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
-from labformat.read.predicates import Comparison, Op
+from labformat.expressions.data_skipping import ROWS_CANNOT_MATCH, might_match
+from labformat.expressions.predicates import Comparison, Op
 assert might_match(Comparison("x", Op.GT, 9), {{"x": ColumnStats(1, 5, 0, 3)}}) is ROWS_CANNOT_MATCH
 assert not any(m.partition(".")[0] in ("pyspark", "py4j") for m in sys.modules)
 """

@@ -594,7 +594,7 @@ def test_a_table_in_hudis_legacy_list_layout_reads_upserts_deletes_and_clusters_
     then clustering merges them (tables with meta fields); after each, labformat and hudi-rs read the
     same rows. Scans pack every file into one task, as a table with more files than cores has
     tasks holding files of both layouts."""
-    monkeypatch.setattr("labformat.read.files.default_parallelism", lambda spark: 1)
+    monkeypatch.setattr("labformat.io.files.default_parallelism", lambda spark: 1)
     layout = LAYOUTS[case]
     path = str(tmp_path / layout.name)
     H.write_table(path, layout, [NESTED_FIRST, NESTED_SECOND], schema=H.NESTED_SCHEMA, legacy_lists=True)

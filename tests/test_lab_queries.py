@@ -9,7 +9,8 @@ import labformat as lf
 from labformat import datasets
 import pandas as pd
 
-from labformat.lab.queries import compare_lookup_sources, lookup_key, skipping_numbers
+from labformat.lab.queries import compare_lookup_sources, skipping_numbers
+from labformat.workload import lookup_key
 
 
 def test_the_lookup_key_is_a_files_smallest_key_that_the_most_key_ranges_hold():

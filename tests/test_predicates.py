@@ -7,7 +7,7 @@ import datetime as dt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labformat.read.predicates import (
+from labformat.expressions.predicates import (
     ALWAYS_FALSE,
     ALWAYS_TRUE,
     And,

@@ -177,8 +177,8 @@ def test_tasks_reading_s3_skip_row_groups_the_filter_rules_out(spark, s3_server,
     import pyarrow.parquet as pq
     from pyspark.sql import types as T
 
-    from labformat.read.files import read_files
-    from labformat.read.predicates import Comparison, Op
+    from labformat.io.files import read_files
+    from labformat.expressions.predicates import Comparison, Op
 
     storage = Storage(uri, s3_server.storage_options)
     with storage.fs.open_output_stream(storage.full_path("p/f.parquet")) as out:
@@ -195,7 +195,7 @@ def test_tasks_reading_s3_skip_row_groups_the_filter_rules_out(spark, s3_server,
 
 
 def test_files_are_packed_into_tasks_by_size():
-    from labformat.read.files import pack
+    from labformat.io.files import pack
 
     assert pack([], None, 4) == []
     assert pack(["a", "b", "c"], [10, 10, 10], 8) == [["a"], ["b"], ["c"]]  # never an empty task

@@ -86,7 +86,7 @@ class Workload:
     cached: datasets.CachedDataset
     days: int
     # Bytes: labformat's max_file_size, Iceberg's and delta-rs' target file size. None until the
-    # reference has bulk inserted the history: then Hudi's sizes scaled to its files (lab.workshop).
+    # reference has bulk inserted the history: then Hudi's sizes scaled to its files (labformat.workload).
     max_file_size: int | None
     small_file_limit: int | None  # bytes: labformat's small_file_limit (the peers have no such knob)
     history_files: int
@@ -262,7 +262,7 @@ class Labformat(Engine):
     def load(self) -> None:
         import labformat as lf
 
-        from labformat.lab.sizing import scaled_sizes
+        from labformat.workload import scaled_sizes
 
         w = self.workload
         options = {"index_type": self.index_type}

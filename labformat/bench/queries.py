@@ -1,6 +1,6 @@
 """The lab's standard query conditions, translated for the peers: SQL for delta-rs, pyarrow filters, Iceberg row filters.
 
-`labformat.lab.queries.standard_queries` writes each query as Spark SQL: comparisons of a
+`labformat.workload.standard_queries` writes each query as Spark SQL: comparisons of a
 column with a quoted literal, joined by AND (`ts >= '2024-01-28 10:00:00' AND ts < '...'`).
 `parse_condition` reads exactly that form into `Term`s and refuses anything else, so the
 peers always run the very conditions labformat runs. Timestamp literals are UTC, the time

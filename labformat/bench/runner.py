@@ -203,7 +203,7 @@ def _query_results(contenders: list[Contender], conditions: dict[str, tuple[str,
 
 def _conditions(spark, workload: Workload, table_path) -> dict[str, tuple[str, Any]]:
     import labformat as lf
-    from labformat.lab.queries import standard_queries
+    from labformat.workload import standard_queries
 
     return {query: (condition, parse_condition(condition))
             for query, condition in standard_queries(lf.Table.open(spark, table_path), workload.cached.spec).items()}
@@ -301,7 +301,7 @@ def run_order(engines: tuple[str, ...]) -> list[str]:
 def estimated_sizes(workload: Workload) -> dict[str, int]:
     """File sizes when the reference does not run: the workshop's scaling applied to the cached history's
     bytes per file (labformat's own files are somewhat bigger: they add Hudi's meta columns)."""
-    from labformat.lab.sizing import HEADROOM, HUDI_MAX_FILE_SIZE, HUDI_SMALL_FILE_LIMIT
+    from labformat.workload import HEADROOM, HUDI_MAX_FILE_SIZE, HUDI_SMALL_FILE_LIMIT
 
     per_file = datasets.parquet_bytes(workload.cached.history_path) // workload.history_files
     max_size = int(per_file * HEADROOM)

@@ -23,10 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--force", action="store_true")
     args = parser.parse_args(argv)
 
-    import labformat as lf
     from labformat import datasets
 
-    spark = lf.spark_session(master=args.master)
+    from labformat.spark.session import spark_session
+
+    spark = spark_session(master=args.master)
     if args.command == "sample":
         paths = datasets.write_sample(spark, *([args.out] if args.out else []))
         for path in paths:

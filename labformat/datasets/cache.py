@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from labformat.datasets.drone import GENERATOR_CONF, SCHEMA, batch, history, resolve_spec
 from labformat.datasets.spec import GENERATOR_VERSION, DatasetSpec, check_day
+from labformat.cache_dir import cache_root
 from labformat.errors import DatasetNotCachedError
 
 MARKER = "_COMPLETE.json"
@@ -54,28 +55,6 @@ class CachedDataset:
     def batch_path(self, day: int) -> str:
         check_day(self.spec, day)
         return self.batch_paths[day - 1]
-
-
-def cache_root() -> Path:
-    """$LABFORMAT_CACHE, else `<labformat checkout>/.cache`, else `~/.cache/labformat`."""
-    env = os.environ.get("LABFORMAT_CACHE")
-    if env:
-        return Path(env).expanduser()
-    here = Path(__file__).resolve()
-    for folder in here.parents:
-        pyproject = folder / "pyproject.toml"
-        # An installed (non-editable) labformat may sit inside someone else's project: check the name.
-        if pyproject.is_file() and _names_labformat(pyproject):
-            return folder / ".cache"
-    return Path.home() / ".cache" / "labformat"
-
-
-def _names_labformat(pyproject: Path) -> bool:
-    try:
-        text = pyproject.read_text(encoding="utf-8")
-    except OSError:
-        return False
-    return 'name = "labformat"' in text
 
 
 def default_cache_dir(spec: DatasetSpec | str) -> Path:

@@ -10,7 +10,7 @@ from labformat.index.base import FILE_ID, KEY, OLD_PART, PART, Lookup, TagResult
 from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
-from labformat.read.files import read_files
+from labformat.io.files import read_files
 from labformat.storage import Storage
 
 _FILE_NAME = "_lf_file_name"

@@ -43,7 +43,7 @@ def key_slices(table: lf.Table, slices: int = SLICES) -> pd.DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from labformat.read.files import read_files
+    from labformat.io.files import read_files
 
     latest = table.file_slices()
     columns = ["file_id", "slice", "rows", "min_key", "max_key"]

@@ -10,30 +10,19 @@ from pyspark.sql import types as T
 
 import labformat as lf
 from labformat.model.enums import BloomFilterTypeCode
-from labformat import datasets
-from labformat.read.files import read_files
+from labformat import datasets, workload
+from labformat.io.files import read_files
 from labformat.model.instant import Instant, State
 from labformat.timeline import METADATA_DIR, TIMELINE_DIR
 
 
 def key_ranges_frame(table: lf.Table, as_of: str | None = None) -> pd.DataFrame:
-    """One row per latest base file: path, file_id, instant, min_key, max_key, rows, row_groups, size_bytes.
-
-    Reads only metadata: the file listing and each base file's footer, never table data.
-    """
-    from labformat.fileformat.footers import key_ranges
-
-    slices = table.file_slices(as_of)
-    footers = key_ranges(table.storage.base_uri, [s.path for s in slices])
+    """One row per latest base file: path, file_id, partition_path, instant, commit (its name: "bulk
+    insert", "upsert 3"), min_key, max_key, rows, row_groups, size_bytes. Reads only metadata."""
+    files = workload.base_files(table, as_of)
     names = commit_names(table)
-    rows = [{"path": s.path, "file_id": s.file_id, "partition_path": s.partition_path,
-             "instant": s.base_instant_time, "commit": names.get(s.base_instant_time, s.base_instant_time),
-             "min_key": footers[s.path].min_key,
-             "max_key": footers[s.path].max_key, "rows": footers[s.path].num_rows,
-             "row_groups": footers[s.path].num_row_groups, "size_bytes": s.size_bytes}
-            for s in slices]
-    return pd.DataFrame(rows, columns=["path", "file_id", "partition_path", "instant", "commit", "min_key", "max_key",
-                                       "rows", "row_groups", "size_bytes"])
+    files.insert(files.columns.get_loc("instant") + 1, "commit", [names.get(i, i) for i in files["instant"]])
+    return files
 
 
 def commit_names(table: lf.Table) -> dict[str, str]:

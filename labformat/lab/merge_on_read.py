@@ -109,7 +109,7 @@ def setting_label(every: int | None) -> str:
 def load(spark, spec: datasets.DatasetSpec, path: Path, table_type: TableType) -> lf.Table:
     """A drone table of `table_type` with the history bulk inserted as the workshop does, as HISTORY_FILES
     GLOBAL_SORT base files."""
-    from labformat.lab.sizing import history_options
+    from labformat.workload import history_options
 
     cached = datasets.generate(spark, spec)
     table = lf.Table.create(spark, path, record_key=datasets.RECORD_KEY, precombine_field=datasets.PRECOMBINE_FIELD,
@@ -228,8 +228,8 @@ def side_by_side(spark, spec: datasets.DatasetSpec, every: int, days: int | None
     `fork_day`: that morning each gets a copy of it, and goes on alone; its rows of the days before
     are the shared table's (`upsert_of` names the setting whose table ran the upsert). All use the
     workshop's sizes, scaled to the copy-on-write table's bulk-inserted files
-    (lab.sizing.scaled_sizes). Each row records its table's turn that day (`turn`: 0 first)."""
-    from labformat.lab.sizing import scaled_sizes
+    (workload.scaled_sizes). Each row records its table's turn that day (`turn`: 0 first)."""
+    from labformat.workload import scaled_sizes
     from labformat.lab.sweeps import copy_table
 
     settings = tuple(dict.fromkeys(sweep_settings(spec) if settings is None else settings))
@@ -402,7 +402,7 @@ def compaction_sweep(spark, spec: datasets.DatasetSpec, settings: Iterable[int |
     `days` days (SWEEP_DAYS by default), another setting going first each day; one row per (setting,
     day), the columns of `SideBySide.sweep`. Each table is a copy of one bulk insert of the history.
     No query runs: the log files a snapshot query would merge come from the file slices (`upsert_day`)."""
-    from labformat.lab.sizing import scaled_sizes
+    from labformat.workload import scaled_sizes
     from labformat.lab.sweeps import copy_table
 
     settings = tuple(sweep_settings(spec) if settings is None else settings)

@@ -1,43 +1,16 @@
-"""The lab's standard queries, and side-by-side runs: skipping on vs off, index lookups footer vs metadata."""
+"""Side-by-side query runs for the lab: skipping on vs off, index lookups footer vs metadata (the standard
+queries themselves are `labformat.workload`'s)."""
 
 from __future__ import annotations
 
 import statistics
-from datetime import datetime, time, timedelta
-
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
 import labformat as lf
-from labformat import datasets
 from labformat.lab import workshop
-from labformat.lab.frames import key_ranges_frame
-
-
-def standard_queries(table: lf.Table, spec: datasets.DatasetSpec) -> dict[str, str]:
-    """A point lookup by record key, a one-hour time window, and a non-key filter on drone_id.
-
-    The looked-up key is a real one, taken from the base files' footers, not from a scan: of the
-    files' smallest keys, one that the most files' key ranges hold (the smallest such), so that where
-    files overlap (a day's inserts packed into small files) column stats keep several files and the
-    bloom filters have some to drop; on files with disjoint ranges it is the table's smallest key. The
-    window is 10:00-11:00 on the last history day.
-    """
-    hour = datetime.combine(spec.day_date(spec.history_days - 1), time(10))
-    return {
-        "point lookup": f"record_key = '{lookup_key(key_ranges_frame(table))}'",
-        "one-hour window": f"ts >= '{hour:%Y-%m-%d %H:%M:%S}' AND ts < '{hour + timedelta(hours=1):%Y-%m-%d %H:%M:%S}'",
-        "drone_id filter": "drone_id = 'drone0001'",
-    }
-
-
-def lookup_key(files: pd.DataFrame) -> str:
-    """Of the files' `min_key`s, the smallest of those held by the most files' [min_key, max_key]."""
-    holding = {key: int(((files["min_key"] <= key) & (files["max_key"] >= key)).sum()) for key in files["min_key"]}
-    most = max(holding.values())
-    return min(key for key, n in holding.items() if n == most)
 
 
 def compare_skipping(table: lf.Table, queries: dict[str, str], repeats: int = 3,

@@ -15,10 +15,9 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 import labformat as lf
-from labformat import datasets
-from labformat.lab import frames, sizing, workshop
+from labformat import datasets, workload
+from labformat.lab import frames, workshop
 from labformat.lab.daily import DailyRun, run_daily_upserts
-from labformat.lab.queries import standard_queries
 from labformat.lab.frames import key_ranges_frame
 from labformat.lab.projection import CLUSTER_CORES
 from labformat.model.enums import BloomFilterTypeCode, IndexType, SortMode
@@ -198,7 +197,7 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
                     small_file_ratio: float | None = None, workdir: Path | None = None,
                     progress: bool = False) -> pd.DataFrame:
     """The file-size trade-off: per size, the history bulk inserted as `n` GLOBAL_SORT base files with
-    Hudi's sizes scaled to them (`sizing.scaled_sizes`), then batch `day` upserted; then `query` on
+    Hudi's sizes scaled to them (`workload.scaled_sizes`), then batch `day` upserted; then `query` on
     every table: once counting its storage reads (untimed; a scan of the same shape as the timed ones,
     it warms every core), then `repeats` timed rounds, the tables interleaved (the order reversed
     every other round), so that a drift of the machine's load falls on every size alike.
@@ -225,9 +224,9 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
     for n in tqdm(list(history_files), desc="file sizes", disable=not progress):
         table = lf.Table.create(spark, workshop.scratch(f"size-{n}-files", workdir), record_key=datasets.RECORD_KEY,
                                 precombine_field=datasets.PRECOMBINE_FIELD, partition_field=None)
-        table.bulk_insert(history, sizing.history_options(spec, n))
+        table.bulk_insert(history, workload.history_options(spec, n))
         written = len(table.file_slices())  # measured: the plan asked for n
-        sizes = sizing.scaled_sizes(table)
+        sizes = workload.scaled_sizes(table)
         # The record-size estimate always from the bulk insert (threshold 0): otherwise a history
         # smaller than the small-file limit falls back to Hudi's 1 KB guess and opens a dozen files
         # for one day's inserts (02 shows that effect on its own); here only the file size moves.
@@ -249,7 +248,7 @@ def file_size_sweep(spark, spec: datasets.DatasetSpec, history_files: Iterable[i
                      "write_task_min_s": float(durations.min()), "write_task_max_s": float(durations.max()),
                      "projected_write_stage_s": frames.span_seconds(frames.project(write, project_to)),
                      "upsert_s": upsert.seconds})
-    conditions = [standard_queries(table, spec)[query] for table in tables]
+    conditions = [workload.standard_queries(table, spec)[query] for table in tables]
     for row, table, condition in zip(rows, tables, conditions):
         # Counted, never timed (its reads pass through Python); a scan of the same shape as the timed
         # ones, it is their warm-up too: the first scan of a set of files pays for listing and caches.
@@ -397,7 +396,7 @@ def bloom_filter_sizes(keys_per_file: int, fpp: float = 1e-9,
 
 
 def bloom_filter_sweep(spark, spec: datasets.DatasetSpec, filters: Iterable[tuple[int, float]], corrections: int = 8,
-                       files: int = sizing.HISTORY_FILES, options: Mapping[str, Any] | None = None,
+                       files: int = workload.HISTORY_FILES, options: Mapping[str, Any] | None = None,
                        workdir: Path | None = None, progress: bool = False,
                        history_days: int | None = None) -> pd.DataFrame:
     """Per bloom filter (num_entries, fpp[, type: SIMPLE, the default, or DYNAMIC_V0 with

@@ -2,7 +2,7 @@
 
 On a classic (py4j) SparkSession `to_predicate` lets Spark parse, analyze and optimize the
 filter over an empty DataFrame of the table's schema, and turns the optimized Catalyst condition
-into a tree of `labformat.read.predicates` with plain Python values. A Spark Connect session has
+into a tree of `labformat.expressions.predicates` with plain Python values. A Spark Connect session has
 no Catalyst plan on this side: there the server checks the filter, and the Connect Column's own
 expression tree is walked (`read.connect_filter`).
 """
@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 
 from labformat.errors import InvalidInputError
 from labformat.read.connect_filter import connect_predicate
-from labformat.read.predicates import (
+from labformat.expressions.predicates import (
     ALWAYS_FALSE,
     ALWAYS_NULL,
     ALWAYS_TRUE,

@@ -22,7 +22,7 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from labformat.read.predicates import (
+from labformat.expressions.predicates import (
     ALWAYS_NULL,
     Comparison,
     Constant,

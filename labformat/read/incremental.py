@@ -35,7 +35,7 @@ from labformat.fs_view import FileSystemView, check_base_files
 from labformat.model.commit import CDC_FILES_KEY
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Action, Instant, State
-from labformat.read.files import read_files
+from labformat.io.files import read_files
 from labformat.read.merge_on_read import read_file_slices
 from labformat.model.enums import HolesPolicy, IncrementalFormat
 from labformat.schema import COMMIT_TIME, PARTITION_PATH, RECORD_KEY

@@ -1,7 +1,7 @@
 """Reading file slices: base files alone, or (merge-on-read) base file + log files merged by record key in a Spark task per file slice.
 
 A file slice without log files is its base file, read as on a copy-on-write table (by Spark
-tasks through `Storage`: `read.files`). A file slice with log files is merged in one Spark task: its base file's
+tasks through `Storage`: `io.files`). A file slice with log files is merged in one Spark task: its base file's
 records, then each log block's, in the order of their instants (the order the writes committed).
 How a later record meets an earlier one is the table's record merge mode (`MergeMode`):
 
@@ -46,8 +46,8 @@ from labformat.fileformat.log_file import (
 )
 from labformat.fileformat.parquet_io import read_base_file, unreadable
 from labformat.model.base_file import BaseFile
-from labformat.read.files import counting, read_files
-from labformat.read.predicates import Predicate
+from labformat.io.files import counting, read_files
+from labformat.expressions.predicates import Predicate
 from labformat.model.enums import MergeMode
 from labformat.model.file_group import FileSlice
 from labformat.schema import COMMIT_SEQNO, RECORD_KEY, with_meta_columns
@@ -62,11 +62,11 @@ def read_file_slices(spark: SparkSession, storage: Storage, slices: Iterable[Fil
                      row_groups_read: Accumulator | None = None, read_counts: Accumulator | None = None,
                      count_requests: bool = False) -> DataFrame:
     """The rows of `slices` (meta columns first) as a lazy DataFrame: base files read by Spark tasks
-    (`read.files`), slices with log files merged in a Spark task each (a read-optimized read passes
+    (`io.files`), slices with log files merged in a Spark task each (a read-optimized read passes
     slices without their logs: `FileSlice.base_only`). `predicate`, the filter the caller applies
     next, lets the tasks reading base files skip row groups; `row_groups_read` counts the base files'
     row groups the tasks read (a merged slice's base file is read whole); `read_counts` what the tasks
-    reading plain base files did (`read.files.ReadCounts`, requests with `count_requests`; the merging
+    reading plain base files did (`io.files.ReadCounts`, requests with `count_requests`; the merging
     tasks are not counted)."""
     schema = with_meta_columns(data_schema)
     slices = list(slices)

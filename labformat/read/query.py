@@ -39,9 +39,9 @@ from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import NOT_ON_CONNECT, Record, ScanFunnel, Source
 from labformat.read.catalyst import to_predicate
-from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
-from labformat.read.predicates import Predicate, key_equality_values
-from labformat.read.files import ReadCounts
+from labformat.expressions.data_skipping import ROWS_CANNOT_MATCH, might_match
+from labformat.expressions.predicates import Predicate, key_equality_values
+from labformat.io.files import ReadCounts
 from labformat.read.merge_on_read import read_file_slices
 from labformat.spark.compat import is_connect
 from labformat.timeline import Timeline
@@ -61,7 +61,7 @@ class ScanDetails(Record):
 
     predicate: str
     # The files read hold `row_groups_in_files_read` row groups (their footers say); the tasks
-    # reading them skip those whose statistics rule the filter out (`read.files`) and count the
+    # reading them skip those whose statistics rule the filter out (`io.files`) and count the
     # ones they read (a Spark accumulator): `row_groups_read`, NOT_ON_CONNECT on a Spark Connect
     # session, which has no accumulators.
     row_groups_in_files_read: int
@@ -73,7 +73,7 @@ class ScanDetails(Record):
     # column; bloom filters: one per base file), whatever the stages read there.
     metadata_files_read: int = 0
     stats_entries_read: int = 0
-    # The tasks' own counts (`read.files.ReadCounts`; NOT_ON_CONNECT on Spark Connect): tasks that
+    # The tasks' own counts (`io.files.ReadCounts`; NOT_ON_CONNECT on Spark Connect): tasks that
     # read base files, base files they opened (one footer each); with `ScanPlan.counting()`, also
     # their read requests (ranged GETs on S3) and bytes, else None. Slices merged with their log
     # files are not counted.

@@ -6,7 +6,7 @@ CDS archive of those classes (`-XX:ArchiveClassesAtExit`, then `-XX:SharedArchiv
 start took 8 s of CPU and 10 s instead of 18 s of wall time (00 and 05 at `small`, one run each, ran 13 and 16 s faster than the last run without it). The
 tests start a JVM per writer process (dozens of them) and the main job one per notebook, so
 `python3 scripts/lab.py test` and `run` prepare the archive once (73 s on a quiet machine, 1 to 3 minutes:
-`python -m labformat.spark.cds`; the workload it archives is `cds_dump.py`), and from then on every
+`python -m labformat.spark.cds`; the workload it archives is `labformat/cds_dump.py`), and from then on every
 `spark_session` on this machine maps it, a notebook's too (the standalone cluster's daemons as well;
 not the tests' Spark Connect server, which builds its own).
 
@@ -47,7 +47,7 @@ def _jars() -> Path:
 
 def archive_path() -> Path | None:
     """Where this machine's archive for its Java and pyspark lives (whether or not it exists yet)."""
-    from labformat.datasets.cache import cache_root
+    from labformat.cache_dir import cache_root
 
     java, jars = _java(), _jars()
     if java is None or not jars.is_dir():
@@ -134,7 +134,7 @@ def _make(path: Path, quiet: bool) -> Path | None:
               "(1 to 3 minutes; every later Spark start then takes about half the CPU) ...", flush=True)
     # A session of its own, so that an interrupt here takes its JVM down with it: a JVM left behind
     # would write its archive a minute later.
-    process = subprocess.Popen([sys.executable, "-m", "labformat.spark.cds_dump", str(partial)],
+    process = subprocess.Popen([sys.executable, "-m", "labformat.cds_dump", str(partial)],
                                env={**os.environ, ENV: "0"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, start_new_session=hasattr(os, "killpg"))
     try:

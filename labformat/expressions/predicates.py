@@ -10,7 +10,7 @@ a filter returns a row only when its condition is TRUE, never when it is FALSE o
 - `key_equality_values` gives the finite set of values a column must take for the filter
   to hold (`key = v`, `key IN (...)`): the point lookups that the bloom filters answer.
 
-Pure Python: no Spark, no JVM. `labformat.read.data_skipping` tests a tree against a base
+Pure Python: no Spark, no JVM. `labformat.expressions.data_skipping` tests a tree against a base
 file's column stats.
 """
 

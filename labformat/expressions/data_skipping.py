@@ -16,7 +16,7 @@ import numbers
 from typing import Any, Mapping
 
 from labformat.model.column_stats import ColumnStats
-from labformat.read.predicates import (
+from labformat.expressions.predicates import (
     And,
     Comparison,
     Constant,

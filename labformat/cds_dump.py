@@ -1,6 +1,6 @@
 """The class-data sharing archive's workload (`cds.prepare` runs it in a child): a session that bulk inserts, upserts and queries, then exits.
 
-    python -m labformat.spark.cds_dump <archive path>
+    python -m labformat.cds_dump <archive path>
 """
 
 from __future__ import annotations

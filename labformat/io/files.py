@@ -4,7 +4,7 @@ Spark's own parquet reader opens paths through Hadoop's file systems, which for 
 S3A connector (not in the pip `pyspark`, and not on every cluster). Here the driver ships only
 the file list; each task opens its files with pyarrow through the table's `Storage` (a local disk
 or S3 alike), skips the row groups whose statistics rule out the query's filter (as Spark's
-reader does, by `read.data_skipping`'s rules), and hands Spark Arrow batches (`mapInArrow`).
+reader does, by `expressions.data_skipping`'s rules), and hands Spark Arrow batches (`mapInArrow`).
 Files are packed into tasks by size, as Spark's file source packs them (about
 `spark.sql.files.maxPartitionBytes` a task, at least as many tasks as cores when there are that
 many files). Page checksums are verified (`read_base_file`).
@@ -27,8 +27,8 @@ from pyspark.sql import types as T
 from labformat.fileformat.arrow_columns import conform_to_spark, constant
 from labformat.fileformat.footers import row_group_column_stats
 from labformat.fileformat.parquet_io import CountedFile, read_base_file
-from labformat.read.data_skipping import ROWS_CANNOT_MATCH, might_match
-from labformat.read.predicates import Predicate
+from labformat.expressions.data_skipping import ROWS_CANNOT_MATCH, might_match
+from labformat.expressions.predicates import Predicate
 from labformat.storage import Storage
 from labformat.spark.compat import default_parallelism, distribute
 

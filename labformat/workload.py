@@ -1,8 +1,11 @@
-"""Hudi's file sizes scaled to the workshop's data: the history bulk inserted as HISTORY_FILES base files, and the write options scaled to them."""
+"""The workshop's workload on a table, shared by the lab and the benchmark: Hudi's file sizes scaled to the
+data (the history bulk inserted as HISTORY_FILES base files, the write options scaled to them) and the
+standard queries."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, time, timedelta
 from typing import Any
 
 import pandas as pd
@@ -10,7 +13,6 @@ import pandas as pd
 import labformat as lf
 from labformat import config as C
 from labformat import datasets
-from labformat.lab.frames import key_ranges_frame
 from labformat.model.enums import SortMode
 
 # Hudi's defaults are sized for a cluster: base files up to 120 MB, small below 100 MB, bloom
@@ -72,7 +74,7 @@ def history_options(spec: datasets.DatasetSpec, files: int = HISTORY_FILES) -> d
 def scaled_sizes(table: lf.Table) -> ScaledSizes:
     """Scale Hudi's sizes to `table`'s bulk-inserted files: max_file_size 15% above the smallest of them,
     small_file_limit at Hudi's 100/120 of it (so none of them is small), bloom filters sized for a file's keys."""
-    files = key_ranges_frame(table)
+    files = base_files(table)
     if files.empty:
         raise lf.LabformatError(f"{table.path} has no base files to scale the file sizes to")
     smallest = int(files["size_bytes"].min())
@@ -80,3 +82,47 @@ def scaled_sizes(table: lf.Table) -> ScaledSizes:
     max_size = int(smallest * HEADROOM)
     return ScaledSizes(len(files), smallest, rows, max_size, max_size * HUDI_SMALL_FILE_LIMIT // HUDI_MAX_FILE_SIZE,
                        max(1, rows))
+
+
+BASE_FILE_COLUMNS = ["path", "file_id", "partition_path", "instant", "min_key", "max_key", "rows", "row_groups",
+                     "size_bytes"]
+
+
+def base_files(table: lf.Table, as_of: str | None = None) -> pd.DataFrame:
+    """One row per latest base file: path, file_id, partition_path, instant, min_key, max_key, rows,
+    row_groups, size_bytes. Reads only metadata: the file listing and each base file's footer."""
+    from labformat.fileformat.footers import key_ranges
+
+    slices = table.file_slices(as_of)
+    footers = key_ranges(table.storage.base_uri, [s.path for s in slices])
+    rows = [{"path": s.path, "file_id": s.file_id, "partition_path": s.partition_path,
+             "instant": s.base_instant_time, "min_key": footers[s.path].min_key,
+             "max_key": footers[s.path].max_key, "rows": footers[s.path].num_rows,
+             "row_groups": footers[s.path].num_row_groups, "size_bytes": s.size_bytes}
+            for s in slices]
+    return pd.DataFrame(rows, columns=BASE_FILE_COLUMNS)
+
+
+
+def standard_queries(table: lf.Table, spec: datasets.DatasetSpec) -> dict[str, str]:
+    """A point lookup by record key, a one-hour time window, and a non-key filter on drone_id.
+
+    The looked-up key is a real one, taken from the base files' footers, not from a scan: of the
+    files' smallest keys, one that the most files' key ranges hold (the smallest such), so that where
+    files overlap (a day's inserts packed into small files) column stats keep several files and the
+    bloom filters have some to drop; on files with disjoint ranges it is the table's smallest key. The
+    window is 10:00-11:00 on the last history day.
+    """
+    hour = datetime.combine(spec.day_date(spec.history_days - 1), time(10))
+    return {
+        "point lookup": f"record_key = '{lookup_key(base_files(table))}'",
+        "one-hour window": f"ts >= '{hour:%Y-%m-%d %H:%M:%S}' AND ts < '{hour + timedelta(hours=1):%Y-%m-%d %H:%M:%S}'",
+        "drone_id filter": "drone_id = 'drone0001'",
+    }
+
+
+def lookup_key(files: pd.DataFrame) -> str:
+    """Of the files' `min_key`s, the smallest of those held by the most files' [min_key, max_key]."""
+    holding = {key: int(((files["min_key"] <= key) & (files["max_key"] >= key)).sum()) for key in files["min_key"]}
+    most = max(holding.values())
+    return min(key for key, n in holding.items() if n == most)
