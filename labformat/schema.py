@@ -7,6 +7,7 @@ import re
 
 from pyspark.sql import types as T
 
+from labformat.helper_columns import PREFIX
 from labformat.errors import InvalidInputError, SchemaMismatchError
 
 COMMIT_TIME = "_hoodie_commit_time"
@@ -17,7 +18,6 @@ FILE_NAME = "_hoodie_file_name"
 META_COLUMNS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME)
 # labformat's own helper columns (the record key as a string, the partition path, the target file
 # group, ...) start with this; the write steps add them beside the data columns.
-INTERNAL_PREFIX = "_lf_"
 # Accepted by `_avro_type` for Hudi's sake, but the write tasks, column stats and the merge handle
 # flat columns only: refused up front rather than failing inside a Spark task.
 NESTED_TYPES = (T.ArrayType, T.MapType, T.StructType)
@@ -43,8 +43,8 @@ def column_name_problem(name: str) -> str | None:
     Hudi's readers, hudi-rs among them, fail on a table with a column `drone-id`, `my col` or `tëst`)."""
     if name in META_COLUMNS:
         return f"column {name!r} is a Hudi meta column, which labformat fills itself"
-    if name.startswith(INTERNAL_PREFIX):
-        return f"column {name!r} starts with {INTERNAL_PREFIX!r}, the prefix of labformat's helper columns"
+    if name.startswith(PREFIX):
+        return f"column {name!r} starts with {PREFIX!r}, the prefix of labformat's helper columns"
     if "." in name:
         return f"column name {name!r} contains a dot"
     if not AVRO_NAME.fullmatch(name):
@@ -236,14 +236,6 @@ def evolve(table_schema: T.StructType, incoming: T.StructType, reconcile: bool =
     if problems:
         raise SchemaMismatchError("input does not match the table schema, table unchanged: " + "; ".join(sorted(problems)))
     return T.StructType(fields), tuple(changes)
-
-
-def check_compatible(table_schema: T.StructType, incoming: T.StructType) -> None:
-    """Raise SchemaMismatchError unless a write of `incoming` needs no change of the table's schema
-    (`evolve` with nothing added, widened or dropped)."""
-    _, changes = evolve(table_schema, incoming)
-    if changes:
-        raise SchemaMismatchError("input does not match the table schema: " + "; ".join(changes))
 
 
 # ---- Avro -> Spark: the schema of a table Apache Hudi wrote -------------------------------------

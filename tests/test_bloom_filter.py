@@ -298,7 +298,7 @@ def _hudi_base_file(path, keys: list[str], spec: BloomSpec) -> None:
 
 @pytest.mark.parametrize("spec", [SIMPLE, DYNAMIC, BloomSpec("DYNAMIC_V0", 50, 1e-9, 120)])
 def test_the_bloom_index_checks_keys_against_a_file_in_hudis_layout(tmp_path, spec):
-    from labformat.index.base import FILE_ID, KEY, PART
+    from labformat.helper_columns import FILE_ID, KEY, PART
     from labformat.index.bloom import check_file
 
     name = "bb7c3a45-387f-490d-aab2-981c3f1a8ada-0_0-140-198_20240418173213674.parquet"
@@ -315,7 +315,7 @@ def test_the_bloom_index_checks_keys_against_a_file_in_hudis_layout(tmp_path, sp
 def test_exact_key_check_reports_each_key_found_once(tmp_path):
     """Task (c): the keys that passed the bloom filter and really are in the file, each once,
     even when a bulk insert left a key twice in that file."""
-    from labformat.index.base import FILE_ID, KEY, PART
+    from labformat.helper_columns import FILE_ID, KEY, PART
     from labformat.index.bloom import check_file
 
     in_file = ["k1", "k2", "k2", "k5", "k7"]
@@ -334,7 +334,7 @@ def test_exact_key_check_reports_each_key_found_once(tmp_path):
 def test_the_exact_check_counts_the_keys_it_reads(tmp_path):
     """keys_read: every row of a file the exact check opened; none when no candidate passed the
     filter, all of them for a file without a filter (Hudi writes none without meta fields)."""
-    from labformat.index.base import FILE_ID, KEY, PART
+    from labformat.helper_columns import FILE_ID, KEY, PART
     from labformat.index.bloom import check_file
 
     in_file = [f"k{i:03d}" for i in range(300)]
@@ -393,7 +393,7 @@ def test_a_dynamic_v0_table_writes_hudis_footers_and_upserts_through_them(spark,
 def test_the_bloom_index_still_reads_a_base_file_of_a_table_written_before(tmp_path):
     """A base file with labformat's first filter in its footer (tables written before Hudi's
     filter) is checked through that filter: the legacy answers recorded above."""
-    from labformat.index.base import FILE_ID, KEY, PART
+    from labformat.helper_columns import FILE_ID, KEY, PART
     from labformat.index.bloom import check_file
 
     table = pa.table({"_hoodie_record_key": ["k1", "k2", "k3"]})

@@ -1,7 +1,5 @@
 """The Spark JVM's class-data sharing archive: named for its Java and Spark, used only when whole and proven, never required."""
 
-import subprocess
-
 import pytest
 
 from labformat.spark import cds, java

@@ -120,7 +120,6 @@ def test_preset_and_out_dir_follow_the_environment(monkeypatch, tmp_path):
 
 @pytest.fixture(scope="module")
 def run(spark, tmp_path_factory):
-    import labformat as lf
     from labformat import datasets
     from labformat.lab import sweeps
     from labformat.lab.queries import compare_skipping

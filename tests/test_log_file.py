@@ -174,7 +174,7 @@ def test_bloom_exact_check_finds_keys_only_a_slices_log_files_hold(tmp_path):
     """The BLOOM index's per-file check on a merge-on-read slice: the base file's filter, and the keys its
     log files hold (k9 is in a log only; k7 nowhere); a key in a rolled-back block does not count."""
     from labformat.fileformat.bloom_filter import BloomSpec
-    from labformat.index.base import FILE_ID, KEY, PART
+    from labformat.helper_columns import FILE_ID, KEY, PART
     from labformat.index.bloom import check_file
 
     expected, storage, base, logs = build_table(tmp_path / "t")

@@ -7,20 +7,12 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import types as T
 
+from labformat.helper_columns import KEY, PART
 from labformat.context import TableConfig, TableContext
 from labformat.keygen import KeyGenerator
 from labformat.metadata import MetadataReader
 from labformat.model.enums import BucketHash, IndexType
 from labformat.model.report import Source, TagFunnel
-
-# Helper columns carried next to the data while a write is planned (never written to files).
-PART = "_lf_partition_path"
-KEY = "_lf_key"
-FILE_ID = "_lf_file_id"  # the file group an incoming record updates; null: an insert
-BUCKET = "_lf_bucket"  # BUCKET index only
-COUNT = "_lf_n"  # rows this deduplicated record stood for
-OLD_PART = "_lf_old_partition_path"  # global indexes: the partition that holds the key
-DROP = "_lf_drop"  # global indexes: true on a row that only removes a moved record's old copy
 
 
 @dataclass(frozen=True)

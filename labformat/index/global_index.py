@@ -23,16 +23,15 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from labformat.helper_columns import ANY_LIVE, AT_HOME, COPY_RANK, DEAD, DROP, FILE_ID, FIRST_COPY, KEY, NEW_PART, OLD_PART, PART, ROLE
 from labformat.fileformat.log_file import LogFormatError, keys_deleted_last, live_blocks, read_blocks
 from labformat.fileformat.parquet_io import unreadable
 from labformat.index import bloom, simple
-from labformat.index.base import DROP, FILE_ID, KEY, OLD_PART, PART, Lookup, TagResult
+from labformat.index.base import Lookup, TagResult
 from labformat.model.enums import IndexType
 from labformat.model.file_group import FileSlice
 from labformat.storage import Storage
 from labformat.spark.compat import default_parallelism
-
-NEW_PART = "_lf_new_partition_path"  # the partition path the incoming record names
 
 
 def tag(lookup: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
@@ -81,16 +80,16 @@ def _without_deleted_copies(tagged: DataFrame, lookup: Lookup, slices: list[File
     listed = spark.createDataFrame(with_logs, f"{FILE_ID} string, logs string")
     listed = listed.repartition(max(1, min(len(with_logs), 2 * default_parallelism(spark))))
     dead = (listed.mapInArrow(lambda batches: _deleted_in_logs(batches, base_uri), f"{FILE_ID} string, {KEY} string")
-            .withColumn("_lf_dead", F.lit(True)))
-    gone = F.coalesce(F.col("_lf_dead"), F.lit(False))
+            .withColumn(DEAD, F.lit(True)))
+    gone = F.coalesce(F.col(DEAD), F.lit(False))
     marked = (tagged.join(dead, on=[FILE_ID, KEY], how="left")
               .withColumn(OLD_PART, F.when(gone, F.lit(None).cast("string")).otherwise(F.col(OLD_PART)))
               .withColumn(FILE_ID, F.when(gone, F.lit(None).cast("string")).otherwise(F.col(FILE_ID))))
     key = Window.partitionBy(KEY)
     live = F.col(FILE_ID).isNotNull()
-    ranked = (marked.withColumn("_lf_any", F.max(live.cast("int")).over(key))
-              .withColumn("_lf_n", F.row_number().over(key.orderBy(F.col(FILE_ID).asc_nulls_last()))))
-    return ranked.where(live | ((F.col("_lf_any") == 0) & (F.col("_lf_n") == 1))).drop("_lf_dead", "_lf_any", "_lf_n")
+    ranked = (marked.withColumn(ANY_LIVE, F.max(live.cast("int")).over(key))
+              .withColumn(COPY_RANK, F.row_number().over(key.orderBy(F.col(FILE_ID).asc_nulls_last()))))
+    return ranked.where(live | ((F.col(ANY_LIVE) == 0) & (F.col(COPY_RANK) == 1))).drop(DEAD, ANY_LIVE, COPY_RANK)
 
 
 def _with_old_partition(tagged: DataFrame, partition_of: dict[str, str], lookup: Lookup) -> DataFrame:
@@ -112,15 +111,15 @@ def resolve(tagged: DataFrame, update_partition_path: bool, deleting: bool) -> D
     # A key may sit in several partitions (written under a non-global index): the copy in the new
     # partition, if any, is updated; every other copy is removed; one insert when none was there.
     key = Window.partitionBy(KEY)
-    placed = (tagged.withColumn("_lf_at_home", F.max((matched & ~moved).cast("int")).over(key) == 1)
-              .withColumn("_lf_first", F.row_number().over(key.orderBy(F.col(FILE_ID).asc_nulls_last())) == 1))
-    insert_anew = moved & ~F.col("_lf_at_home") & F.col("_lf_first")
+    placed = (tagged.withColumn(AT_HOME, F.max((matched & ~moved).cast("int")).over(key) == 1)
+              .withColumn(FIRST_COPY, F.row_number().over(key.orderBy(F.col(FILE_ID).asc_nulls_last())) == 1))
+    insert_anew = moved & ~F.col(AT_HOME) & F.col(FIRST_COPY)
     role = F.explode(F.when(insert_anew, F.array(F.lit(1), F.lit(2)))
                      .when(moved, F.array(F.lit(1))).otherwise(F.array(F.lit(0))))
     # role 0: as tagged; 1: remove the copy in OLD_PART's file group; 2: insert in the new partition.
-    roles = placed.withColumn("_lf_role", role).drop("_lf_at_home", "_lf_first")
-    return (roles.withColumn(PART, F.when(F.col("_lf_role") == 1, F.col(OLD_PART)).otherwise(F.col(NEW_PART)))
-            .withColumn(FILE_ID, F.when(F.col("_lf_role") == 2, F.lit(None).cast("string")).otherwise(F.col(FILE_ID)))
-            .withColumn(DROP, F.col("_lf_role") == 1)
-            .drop("_lf_role", NEW_PART, OLD_PART))
+    roles = placed.withColumn(ROLE, role).drop(AT_HOME, FIRST_COPY)
+    return (roles.withColumn(PART, F.when(F.col(ROLE) == 1, F.col(OLD_PART)).otherwise(F.col(NEW_PART)))
+            .withColumn(FILE_ID, F.when(F.col(ROLE) == 2, F.lit(None).cast("string")).otherwise(F.col(FILE_ID)))
+            .withColumn(DROP, F.col(ROLE) == 1)
+            .drop(ROLE, NEW_PART, OLD_PART))
 

@@ -6,14 +6,13 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from labformat.index.base import FILE_ID, KEY, OLD_PART, PART, Lookup, TagResult
+from labformat.helper_columns import FILE_ID, FROM_FILE, KEY, OLD_PART, PART
+from labformat.index.base import Lookup, TagResult
 from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
 from labformat.io.files import read_files
 from labformat.storage import Storage
-
-_FILE_NAME = "_lf_file_name"
 
 
 def existing_keys(ctx: Lookup, slices: list[FileSlice]) -> DataFrame:
@@ -26,10 +25,10 @@ def existing_keys(ctx: Lookup, slices: list[FileSlice]) -> DataFrame:
     # the lookup trusts only the file system view.
     meta = T.StructType([T.StructField("_hoodie_partition_path", T.StringType()),
                          T.StructField("_hoodie_record_key", T.StringType())])
-    return read_files(ctx.spark, storage.base_uri, paths, meta, sizes, _FILE_NAME).select(
+    return read_files(ctx.spark, storage.base_uri, paths, meta, sizes, FROM_FILE).select(
         F.col("_hoodie_partition_path").alias(PART),
         F.col("_hoodie_record_key").alias(KEY),
-        F.regexp_extract(F.col(_FILE_NAME), r"^([^_]+)_", 1).alias(FILE_ID),
+        F.regexp_extract(F.col(FROM_FILE), r"^([^_]+)_", 1).alias(FILE_ID),
     )
 
 
@@ -39,8 +38,8 @@ def _computed_keys(ctx: Lookup, storage: Storage, slices: list[FileSlice], paths
     the key fields by the table's key generator, the partition path that of the file's folder."""
     names = [s.path.rsplit("/", 1)[-1] for s in slices]
     entries = [F.lit(v) for name, s in zip(names, slices) for v in (name, s.partition_path)]
-    file_name = F.col(_FILE_NAME)
-    return read_files(ctx.spark, storage.base_uri, paths, ctx.schema, sizes, _FILE_NAME).select(
+    file_name = F.col(FROM_FILE)
+    return read_files(ctx.spark, storage.base_uri, paths, ctx.schema, sizes, FROM_FILE).select(
         F.element_at(F.create_map(*entries), file_name).alias(PART),
         ctx.keygen.record_key_column(ctx.schema).alias(KEY),
         F.regexp_extract(file_name, r"^([^_]+)_", 1).alias(FILE_ID),

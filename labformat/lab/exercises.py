@@ -779,10 +779,10 @@ def rarest_compaction_within(exercise: str, answer, sweep: pd.DataFrame, budget:
     given = f"every {int(answer)}" if _number(answer) is not None and float(answer).is_integer() else answer
     seen = "; ".join(f"{name}: {_many(int(r.compactions), 'compaction')}, at most "
                      f"{_many(int(r.max_logs_per_slice), 'log file')} in one file slice" for name, r in per.iterrows())
-    rule = (f"Between two compactions each upsert adds a log file to every file slice it corrects, and a compaction runs "
-            f"right after delta commit N, 2N, ... (the bulk insert is the first), before that day's query: the deepest "
-            f"slice a query meets holds N - 1 log files once the run is past its first compaction. Of the settings "
-            f"whose worst query stays within the budget, the rarest compacts the fewest times.")
+    rule = ("Between two compactions each upsert adds a log file to every file slice it corrects, and a compaction runs "
+            "right after delta commit N, 2N, ... (the bulk insert is the first), before that day's query: the deepest "
+            "slice a query meets holds N - 1 log files once the run is past its first compaction. Of the settings "
+            "whose worst query stays within the budget, the rarest compacts the fewest times.")
     expected = " or ".join(right) if right else "none"
     explanation = (f"{seen}. Within {budget}: {', '.join(n for n in per.index if per.loc[n, 'within']) or 'none'}; "
                    f"the fewest compactions among them: {expected}.")

@@ -283,12 +283,6 @@ class ThreeFormats:
         """Did every query return the same rows in every format?"""
         return bool((self.queries.groupby("query")["rows"].nunique() == 1).all())
 
-    def day_writes(self) -> pd.DataFrame:
-        """What each day's write did to data files, per format, summed over the days."""
-        days = self.commits[self.commits["commit"] > 0]
-        columns = ["data files rewritten", "data files added", "log or delete files added"]
-        return days.groupby("format", sort=False)[columns].sum().reindex(list(FORMATS))
-
 
 def _engines(workload, root: Path, spark) -> dict[str, engines.Engine]:
     return {"labformat": _Labformat(workload, root / "labformat", spark),

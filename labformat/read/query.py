@@ -1,7 +1,7 @@
 """Snapshot queries with data skipping: a scan plan of named pruning stages, then Spark's scan of the files kept.
 
 1. `plan_scan` lists the snapshot's file slices and turns the filter into a `Predicate`;
-   then each stage of `PRUNING_STAGES` (partition pruning, column stats, bloom filters) keeps
+   then each stage of `PRUNING_STAGES` (partition pruning, bucket pruning, column stats, bloom filters) keeps
    the file slices that might hold a matching row and says where its answer came from. The
    result is a `ScanPlan`, built on the driver without running a Spark job.
 2. `ScanPlan.to_dataframe` is the lazy DataFrame over the kept base files (the tasks reading

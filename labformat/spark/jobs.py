@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from labformat.model.report import NOT_ON_CONNECT, StepReport
-from labformat.spark.compat import is_connect, partitions_of
+from labformat.spark.compat import is_connect
 
 _group_ids = itertools.count()
 _GROUP = re.compile(r"labformat-(?P<step>.+)-\d+")
@@ -85,13 +85,6 @@ class StepRecorder:
             if self.steps[i].name == name:
                 self.steps[i] = replace(self.steps[i], group=group)
                 return
-
-
-def input_partitions(df) -> int:
-    """How many partitions Spark reads `df` in (`compat.partitions_of`): on a classic session the
-    physical plan's RDD, which, unlike `df.rdd.getNumPartitions()`, costs 1 ms rather than 50 of
-    driver time, which every upsert pays once."""
-    return partitions_of(df)
 
 
 def step_of_group(group: str) -> str:

@@ -17,7 +17,7 @@ from labformat.fileformat.bloom_filter import BloomSpec
 from labformat.fileformat.column_stats import ColumnStatsCollector
 from labformat.fileformat.footers import KeyFooter
 from labformat.fileformat.invalid_input import check_record_keys
-from labformat.index.base import PART
+from labformat.helper_columns import PART
 from labformat.model.base_file import BaseFile, new_file_id, write_token
 from labformat.model.commit import NULL_COMMIT
 from labformat.schema import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY

@@ -11,11 +11,12 @@ from pyspark.sql import types as T
 from labformat.config import WriteOptions
 from labformat.context import TableContext
 from labformat.fileformat.base_file_stat import BaseFileStat
-from labformat.index.base import KEY, PART
+from labformat.helper_columns import KEY, PART
 from labformat.model.enums import Operation, SortMode
 from labformat.model.instant import Instant
 from labformat.model.report import BulkInsertDetails, WriteReport
-from labformat.spark.jobs import WRITE_BASE_FILES, describe, input_partitions
+from labformat.spark.compat import partitions_of
+from labformat.spark.jobs import WRITE_BASE_FILES, describe
 from labformat.write.arrow_writer import write_new_file_groups
 from labformat.write.operation import OperationRun, Plan, WriteOperation, key_column, write_spec
 from labformat.write.transaction import record_index_asked
@@ -50,7 +51,7 @@ class BulkInsert(WriteOperation):
             data_schema, changes = ctx.schema_for_write(self.df, run.options.reconcile_schema)
         df = ctx.conform_input(self.df, data_schema)
         options = run.options
-        partitions = (input_partitions(df) if counts_input_partitions(options.bulk_insert_sort_mode,
+        partitions = (partitions_of(df) if counts_input_partitions(options.bulk_insert_sort_mode,
                                                                         options.bulk_insert_parallelism) else None)
         # An input of no partitions (`createDataFrame(sc.emptyRDD(), schema)`) is empty for sure: no
         # instant. Other empty inputs are known only from the write tasks, which `execute` abandons.
@@ -87,7 +88,7 @@ def order_for_sort_mode(df: DataFrame, mode: SortMode, record_key: str, parallel
     """
     def tasks() -> int:
         # Spark refuses a repartition into 0 partitions, which an input of none would ask for.
-        return parallelism or max(1, input_partitions(df) if partitions is None else partitions)
+        return parallelism or max(1, partitions_of(df) if partitions is None else partitions)
 
     if mode is SortMode.GLOBAL_SORT:
         return df.repartitionByRange(tasks(), PART, record_key).sortWithinPartitions(PART, record_key)
@@ -112,7 +113,7 @@ def _tasks_without_sort(df: DataFrame, parallelism: int, partitions: int | None 
     if not parallelism:
         return df
     if partitions is None:
-        partitions = input_partitions(df)
+        partitions = partitions_of(df)
     return df.coalesce(parallelism) if parallelism < partitions else df
 
 

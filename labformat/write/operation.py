@@ -29,7 +29,7 @@ from pyspark.sql import types as T
 from labformat import config as C
 from labformat.context import TableContext
 from labformat.fileformat.base_file_stat import BaseFileStat
-from labformat.index.base import KEY
+from labformat.helper_columns import KEY
 from labformat.model.enums import Operation
 from labformat.model.instant import Action, Instant
 from labformat.model.report import FileReport, WriteReport

@@ -25,13 +25,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from labformat.helper_columns import BAD_KEYS, BUCKET, COUNT, DROP, FILE_ID, KEY, NEWEST, NULL_ORDERING, PART, TARGET, TASK_KEY
 from labformat.config import WriteOptions
 from labformat.context import TableContext
 from labformat.errors import ConfigError, CorruptIndexError, InvalidInputError, from_task_failure
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fs_view import refuse_nested_partitions
 from labformat.index import bloom, bucket, consistent_bucket, global_index, record_level, simple
-from labformat.index.base import BUCKET, COUNT, DROP, FILE_ID, KEY, PART, IndexOptions, Lookup, TagResult
+from labformat.index.base import IndexOptions, Lookup, TagResult
 from labformat.index.bucket import bucket_prefix
 from labformat.metadata import MetadataReader
 from labformat.model.base_file import new_file_id
@@ -40,18 +41,15 @@ from labformat.model.enums import BucketEngine, IndexType, Operation, Parallelis
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import TagFunnel, UpsertDetails, WriteReport
-from labformat.spark.compat import default_parallelism
-from labformat.spark.jobs import WRITE_BASE_FILES, conf_override, describe, input_partitions
+from labformat.spark.compat import default_parallelism, partitions_of
+from labformat.spark.jobs import WRITE_BASE_FILES, conf_override, describe
 from labformat.write import sizing
 from labformat.write.arrow_writer import WriteSpec
-from labformat.write.merge import TARGET, Target, merge_file_group
+from labformat.write.merge import Target, merge_file_group
 from labformat.write.compaction import inline_compaction
 from labformat.write.operation import OperationRun, Plan, WriteOperation, key_column, write_spec
 from labformat.write.transaction import record_index_asked
 
-TASK_KEY = "_lf_task_key"
-NULL_ORDERING = "_lf_null_ordering"  # step 1: input rows of the record with a null precombine value
-BAD_KEYS = "_lf_bad_keys"  # step 1: input rows whose record key is null or blank
 _INDEXES = {IndexType.SIMPLE: simple.tag, IndexType.BLOOM: bloom.tag, IndexType.BUCKET: bucket.tag}
 
 
@@ -158,12 +156,12 @@ def combine_records(ctx: TableContext, df: DataFrame, parallelism: int, by_key: 
     else:  # maps cannot be compared: order by the other columns, carry the maps (and PART) along
         newest = F.expr(f"max_by({_struct_sql(ordering + carried)}, {_struct_sql(orderable)})")
     deduped = shuffled.groupBy(*keyed.group).agg(
-        newest.alias("_lf_row"), F.count(F.lit(1)).alias(COUNT),
+        newest.alias(NEWEST), F.count(F.lit(1)).alias(COUNT),
         F.sum(F.col(conf.precombine_field).isNull().cast("long")).alias(NULL_ORDERING),
         F.sum(keyed.bad_key).alias(BAD_KEYS))
     # Back out of the struct in the input's column order (the struct's own starts with the precombine field).
     deduped = deduped.selectExpr(*keyed.group, COUNT, NULL_ORDERING, BAD_KEYS,
-                                 *[f"_lf_row.{_quoted(c)} AS {_quoted(c)}" for c in carried + data_columns])
+                                 *[f"{NEWEST}.{_quoted(c)} AS {_quoted(c)}" for c in carried + data_columns])
     return _with_partition(ctx, deduped)
 
 
@@ -645,8 +643,8 @@ class Upsert(WriteOperation):
 
     def running(self, run: OperationRun):
         # Every shuffle without a task count of its own gets the upsert's parallelism (or the cores').
-        state_partitions = input_partitions(self.df)
-        shuffles = max(shuffle_parallelism(state_partitions, run.options), default_parallelism(run.ctx.spark), 1)
+        input_count = partitions_of(self.df)
+        shuffles = max(shuffle_parallelism(input_count, run.options), default_parallelism(run.ctx.spark), 1)
         return pinned_shuffles(run.ctx.spark, shuffles)
 
     def plan(self, run: OperationRun) -> UpsertState:
@@ -663,7 +661,7 @@ class Upsert(WriteOperation):
         if state.data_schema is None:  # a delete on a table never written to
             state.nothing_to_do = True
             return state
-        state.input_partitions = input_partitions(state.input)
+        state.input_partitions = partitions_of(state.input)
         state.lookup = Lookup(ctx, IndexOptions.of_table(ctx.config, state.index_type, options.bloom_prune_by_ranges,
                                                          options.bloom_use_metadata), state.data_schema,
                               MetadataReader(ctx.storage, ctx.timeline) if options.bloom_use_metadata else None)
