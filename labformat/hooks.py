@@ -1,6 +1,7 @@
-"""Pause and crash points of the commit protocol, public for tests and the concurrency lab: `LABFORMAT_CRASH_AT=<point>`
-kills the writer process there, `LABFORMAT_PAUSE_AT=<point>` holds it there until a test lets it go, and
-`holding(Gate(point))` holds one thread there (the concurrent-writers notebook's race).
+"""Pause and crash points of the commit protocol, public for tests and the concurrency lab: `arm(crash_at=point)`
+makes the writer process die there, `arm(pause_at=point, pause_dir=folder)` holds it there until a test lets it go
+(a test's writer process calls `arm` itself, before it writes: no setting a production job could carry arms a
+point), and `holding(Gate(point))` holds one thread there (the concurrent-writers notebook's race).
 
 The points, in the order a write meets them: after_requested, after_start, after_write,
 before_publish, after_commit (`write/transaction.py` calls `crash_point` at each).
@@ -16,19 +17,42 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 _PAUSE_LIMIT_S = 300.0  # a test that never says "go" must not leave a writer waiting forever
+POINTS = ("after_requested", "after_start", "after_write", "before_publish", "after_commit")
+
+
+@dataclass
+class _Armed:
+    crash_at: str | None = None
+    pause_at: str | None = None
+    pause_dir: str | None = None
+
+
+_armed = _Armed()
+
+
+def arm(crash_at: str | None = None, pause_at: str | None = None, pause_dir: str | None = None) -> None:
+    """Arm this process's points: it dies at `crash_at` (exit code 86, no cleanup) and waits at
+    `pause_at` on a file barrier in `pause_dir` (`_pause`). Each call replaces the last; `arm()`
+    disarms. ValueError for a point the protocol does not have, or a pause without its folder."""
+    for point in (crash_at, pause_at):
+        if point is not None and point not in POINTS:
+            raise ValueError(f"no point {point!r}; the points are {', '.join(POINTS)}")
+    if pause_at is not None and not pause_dir:
+        raise ValueError(f"a pause at {pause_at!r} needs the folder of its barrier files (pause_dir)")
+    _armed.crash_at, _armed.pause_at, _armed.pause_dir = crash_at, pause_at, pause_dir
 
 
 def crash_point(name: str) -> None:
-    """At a named point of the write protocol: pause, then die at once without cleanup, when the
-    environment asks for this point (tests only)."""
+    """At a named point of the write protocol: hold the thread a `Gate` holds there, then pause and
+    die at once without cleanup where `arm` asked for this point (tests only)."""
     gate = getattr(_held, "gate", None)
     if gate is not None and gate.point == name:
         gate.reached.set()
         if not gate.go.wait(_PAUSE_LIMIT_S):
             raise RuntimeError(f"held at {name} for {_PAUSE_LIMIT_S:g} s and never let go")
-    if os.environ.get("LABFORMAT_PAUSE_AT") == name:
-        _pause(name, os.environ["LABFORMAT_PAUSE_DIR"])
-    if os.environ.get("LABFORMAT_CRASH_AT") == name:
+    if _armed.pause_at == name:
+        _pause(name, _armed.pause_dir)
+    if _armed.crash_at == name:
         os._exit(86)
 
 
@@ -64,7 +88,7 @@ class Gate:
 @contextmanager
 def holding(gate: Gate) -> Iterator[Gate]:
     """Within this block, the calling thread stops at `gate.point`; other threads never do
-    (a thread-local, unlike the environment variables, which hold every writer of a process)."""
+    (a thread-local, unlike `arm`, which holds every writer of the process)."""
     _held.gate = gate
     try:
         yield gate

@@ -6,7 +6,7 @@ spec: `n`, `start`, `prefix` (the rows, as `tests.helpers.telemetry` makes them)
 rows whose id has it: 0 is day 2024-01-15, 1 is 2024-01-16), `battery` (an update: every row gets
 this battery_pct and a newer updated_at), `options` (the write's options), `begin_file` (once its
 Spark session is up, the writer waits for this file before it opens the table: the test prepares
-the table meanwhile). Pause and crash points come from the environment (`labformat/hooks.py`).
+the table meanwhile). Pause and crash points: the test's environment names them, and the writer arms them (`tests.helpers.arm_writer_points`, `labformat/hooks.py`).
 """
 
 import json
@@ -18,13 +18,14 @@ from pyspark.sql import functions as F
 
 import labformat as lf
 from labformat.spark.compat import is_connect
-from tests.helpers import telemetry
+from tests.helpers import arm_writer_points, telemetry
 from tests.writer_pool import WRITER_CONF, WRITER_MASTER
 
 WRITER_MASTER_ENV = "LABFORMAT_TEST_WRITER_MASTER"
 
 if __name__ == "__main__":
     path, operation, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    arm_writer_points()
     # Under tests/test_connect.py the writers are Spark Connect clients of the test session's server.
     # Usually started warm by tests.writer_pool, whose session this returns.
     spark = lf.spark_session(master=os.environ.get(WRITER_MASTER_ENV, WRITER_MASTER), **WRITER_CONF)

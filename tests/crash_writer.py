@@ -18,7 +18,7 @@ import labformat as lf
 from labformat.heartbeat import HEARTBEAT_DIR, heartbeat_status
 from labformat.storage import Storage
 from tests import writer_pool
-from tests.helpers import telemetry
+from tests.helpers import arm_writer_points, telemetry
 from tests.writer_pool import WRITER_CONF, WRITER_MASTER
 
 SHORT_LIVED = {"heartbeat_interval_ms": 100, "heartbeat_tolerable_misses": 1, "lock_expire_minutes": 0.01}
@@ -56,6 +56,7 @@ def crash(path, point: str, operation: str | None = None, options: dict | None =
 if __name__ == "__main__":
     path = sys.argv[1]
     options = json.loads(sys.argv[2]) if len(sys.argv) > 2 else SHORT_LIVED
+    arm_writer_points()
     spark = lf.spark_session(master=WRITER_MASTER, **WRITER_CONF)  # usually warm already (tests.writer_pool)
     table = lf.Table.open(spark, path)
     if os.environ.get("CRASH_WRITER_OPERATION") == "compact":

@@ -15,6 +15,18 @@ from labformat.schema import META_COLUMNS
 from labformat.storage import Storage
 
 
+# The variables a test sets for its writer process, which arms its points itself (`arm_writer_points`).
+CRASH_AT, PAUSE_AT, PAUSE_DIR = "LABFORMAT_CRASH_AT", "LABFORMAT_PAUSE_AT", "LABFORMAT_PAUSE_DIR"
+
+
+def arm_writer_points() -> None:
+    """In a test's writer process, before it writes: the crash and pause points its test asked for."""
+    from labformat import hooks
+
+    hooks.arm(crash_at=os.environ.get(CRASH_AT) or None, pause_at=os.environ.get(PAUSE_AT) or None,
+              pause_dir=os.environ.get(PAUSE_DIR) or None)
+
+
 def telemetry(spark, n: int, partitions: int = 3, start: int = 0, prefix: str = "2024011509"):
     """n rows with monotonic `YYYYMMDDHHmm_droneID`-style keys, over a `day` column with 2 values."""
     return spark.range(start, start + n, numPartitions=partitions).select(

@@ -3,7 +3,7 @@
 The first part drives `WriteTransaction`s on a table opened without Spark, with stand-in base
 files: the lock, heartbeat and conflict rules on their own. The second part runs real writers in
 separate processes (each its own `local[1]` Spark session), ordered by pause points
-(`LABFORMAT_PAUSE_AT`, see `labformat/hooks.py`) rather than by sleeps.
+(`LABFORMAT_PAUSE_AT`, which the writer arms: `tests.helpers.arm_writer_points`, `labformat/hooks.py`) rather than by sleeps.
 """
 
 from __future__ import annotations

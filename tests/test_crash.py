@@ -6,11 +6,18 @@ before the publish (`tests.helpers.kill_points`).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 import labformat as lf
 from tests.crash_writer import crash
 from tests.helpers import ALL_COLUMNS, assert_same_rows, kill_points, snapshot, telemetry
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -49,3 +56,23 @@ def test_killed_writer_leaves_last_commit_readable_and_is_rolled_back(spark, hom
     after = snapshot(reopened.read())
     assert len(after) == 250
     assert_same_rows(home.hudi_snapshot("t"), after, ALL_COLUMNS)
+
+
+def test_only_an_explicit_arm_makes_a_writer_die_at_a_point(tmp_path):
+    """A production job whose environment happens to hold LABFORMAT_CRASH_AT never dies: only `hooks.arm` arms a point."""
+    script = ("from labformat import hooks\n"
+              "hooks.crash_point('after_start'); print('alive', flush=True)\n"
+              "hooks.arm(crash_at='after_start'); hooks.crash_point('after_commit'); print('other points go on', flush=True)\n"
+              "hooks.crash_point('after_start'); print('never printed', flush=True)\n")
+    env = dict(os.environ, LABFORMAT_CRASH_AT="after_start", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.split("\n")[:2]) == (86, ["alive", "other points go on"])
+
+
+def test_arm_refuses_a_point_the_protocol_does_not_have():
+    from labformat import hooks
+
+    with pytest.raises(ValueError, match="no point 'after_lunch'"):
+        hooks.arm(crash_at="after_lunch")
+    with pytest.raises(ValueError, match="pause_dir"):
+        hooks.arm(pause_at="after_start")

@@ -6,8 +6,8 @@ a JVM (8-10 s with the class-data archive on 2 busy cores) before a write of a f
 first job behind it, then starts a replacement in the background. Two wait ready (most of these
 tests race two writers), so a test waits for a JVM only when it asks for a third. Each process runs one writer and exits, exactly as a fresh
 `python -m <module>` would: the writer modules call `lf.spark_session`, which returns the session
-already there, and read `LABFORMAT_CRASH_AT` and the pause points from the environment when they
-reach them (`labformat/hooks.py`), which `spawn` sets before the module runs.
+already there, and arm the crash and pause points their test put in the environment
+(`tests.helpers.arm_writer_points`), which `spawn` sets before the module runs.
 
     python -m tests.writer_pool     # a warm process: starts its session, then waits for one job on stdin
 """
