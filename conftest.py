@@ -16,10 +16,11 @@ ROOT = Path(__file__).resolve().parent
 os.environ.setdefault("LABFORMAT_PRESET", "tiny")
 os.environ.setdefault("LABFORMAT_SPARK_MASTER", "local[2]")
 # Every Spark JVM of the tests (sessions, notebook kernels' sessions, writer processes, a standalone
-# cluster's daemons) JIT-compiles at the first tier only, and collects garbage on one thread: on
-# `tiny` data the second tier's compilation is CPU spent on code that runs a few times (02 under
-# nbval: 168 CPU-s with Java's defaults, 124 with these).
-os.environ.setdefault("LABFORMAT_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# cluster's daemons, the Connect server) JIT-compiles at the first tier only, and collects garbage on
+# one thread: on `tiny` data the second tier's compilation is CPU spent on code that runs a few times
+# (02 under nbval: 168 CPU-s with Java's defaults, 124-126 with these). The property marks the JVMs
+# that took them (tests/test_cds.py).
+os.environ.setdefault("LABFORMAT_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dlabformat.tests=1")
 # Under pytest-xdist each worker's notebooks write their scratch tables and summaries to a folder of
 # its own, so that two notebooks running at once never share a table's path.
 if os.environ.get("PYTEST_XDIST_WORKER"):

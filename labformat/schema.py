@@ -7,8 +7,8 @@ import re
 
 from pyspark.sql import types as T
 
-from labformat.helper_columns import PREFIX
 from labformat.errors import InvalidInputError, SchemaMismatchError
+from labformat.helper_columns import PREFIX
 
 COMMIT_TIME = "_hoodie_commit_time"
 COMMIT_SEQNO = "_hoodie_commit_seqno"
@@ -16,8 +16,6 @@ RECORD_KEY = "_hoodie_record_key"
 PARTITION_PATH = "_hoodie_partition_path"
 FILE_NAME = "_hoodie_file_name"
 META_COLUMNS = (COMMIT_TIME, COMMIT_SEQNO, RECORD_KEY, PARTITION_PATH, FILE_NAME)
-# labformat's own helper columns (the record key as a string, the partition path, the target file
-# group, ...) start with this; the write steps add them beside the data columns.
 # Accepted by `_avro_type` for Hudi's sake, but the write tasks, column stats and the merge handle
 # flat columns only: refused up front rather than failing inside a Spark task.
 NESTED_TYPES = (T.ArrayType, T.MapType, T.StructType)

@@ -103,7 +103,6 @@ def base_files(table: lf.Table, as_of: str | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=BASE_FILE_COLUMNS)
 
 
-
 def standard_queries(table: lf.Table, spec: datasets.DatasetSpec) -> dict[str, str]:
     """A point lookup by record key, a one-hour time window, and a non-key filter on drone_id.
 

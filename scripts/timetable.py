@@ -34,7 +34,8 @@ _CLAIM = re.compile(r"^\| (\d\d) \| (.*) \| ([^|]*) \|$", re.M)  # lab, claim an
 
 
 def read_summary(text):
-    """{preset, notebooks: [(name, seconds)], exact: (held, of) or None, timing: (held, of) or None}."""
+    """{preset, notebooks: [(name, seconds)], exact: (held, of) or None, timing: (held, of) or None,
+    claims: `claims_by_lab`}."""
     preset = _PRESET.search(text)
     if not preset:
         raise ValueError("not a workshop summary: no `# Workshop run at preset` heading")
@@ -66,6 +67,8 @@ def merge(summaries):
     seconds, labs = {}, {}
     for i, summary in enumerate(summaries):
         seconds.update(summary["notebooks"])
+        for name, _ in summary["notebooks"]:  # run again: its earlier claims go, even if this run made none
+            labs.pop(name[:2], None)
         if summary.get("claims"):
             labs.update(summary["claims"])
         else:

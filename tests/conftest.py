@@ -17,8 +17,6 @@ SESSION_CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
     "spark.driver.memory": "2g",
-    # Tests start many short jobs; a JVM that stops at C1 and uses the serial GC starts faster.
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     "spark.ui.enabled": "true",
 }
 
@@ -53,7 +51,8 @@ def connect_session(log_path: str):
     from labformat.spark import cds, java
 
     # The server's JVM, like every session's: the class archive and $LABFORMAT_JAVA_OPTIONS.
-    jvm = " ".join(o for o in (cds.java_option(), java.extra_options()) if o)
+    extra = java.extra_options()
+    jvm = " ".join(o for o in (cds.java_option(extra), extra) if o)
     for key, value in {**DEFAULT_CONF, **SESSION_CONF, **({"spark.driver.defaultJavaOptions": jvm} if jvm else {})}.items():
         builder = builder.config(key, value)
     with _jvm_output_to(Path(log_path)):

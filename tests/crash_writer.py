@@ -33,7 +33,7 @@ def crash(path, point: str, operation: str | None = None, options: dict | None =
     (Hudi's rule): the next writer in a test must not race that clock, which on a loaded machine
     it can lose, so this waits for the heartbeat to be judged dead as a writer would judge it.
     """
-    env = dict(os.environ, LABFORMAT_CRASH_AT=point, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{writer_pool.CRASH_AT: point})
     env.pop("CRASH_WRITER_OPERATION", None)
     if operation:
         env["CRASH_WRITER_OPERATION"] = operation

@@ -15,13 +15,10 @@ from labformat.schema import META_COLUMNS
 from labformat.storage import Storage
 
 
-# The variables a test sets for its writer process, which arms its points itself (`arm_writer_points`).
-CRASH_AT, PAUSE_AT, PAUSE_DIR = "LABFORMAT_CRASH_AT", "LABFORMAT_PAUSE_AT", "LABFORMAT_PAUSE_DIR"
-
-
 def arm_writer_points() -> None:
     """In a test's writer process, before it writes: the crash and pause points its test asked for."""
     from labformat import hooks
+    from tests.writer_pool import CRASH_AT, PAUSE_AT, PAUSE_DIR
 
     hooks.arm(crash_at=os.environ.get(CRASH_AT) or None, pause_at=os.environ.get(PAUSE_AT) or None,
               pause_dir=os.environ.get(PAUSE_DIR) or None)

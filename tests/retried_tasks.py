@@ -36,7 +36,6 @@ if __name__ == "__main__":
         "spark.python.daemon.module": "tests.flaky_daemon",
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
-        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         "spark.ui.enabled": "false",
     })
     report = lf.Table.open(spark, sys.argv[1]).upsert(telemetry(spark, 10).withColumn("battery_pct", F.lit(-1.0)))

@@ -448,12 +448,12 @@ class WriterProcess:
         spec = {**spec, "begin_file": str(self.pause_dir / "begin")}
         # SPARK_LOCAL_REMOTE marks the process holding a local Connect server; a writer is only its client.
         env = {k: v for k, v in os.environ.items()
-               if k not in ("LABFORMAT_PAUSE_AT", "LABFORMAT_CRASH_AT", "SPARK_LOCAL_REMOTE")}
-        env.update(PYTHONPATH=str(ROOT), LABFORMAT_PAUSE_DIR=str(self.pause_dir))
+               if k not in (writer_pool.PAUSE_AT, writer_pool.CRASH_AT, "SPARK_LOCAL_REMOTE")}
+        env.update({"PYTHONPATH": str(ROOT), writer_pool.PAUSE_DIR: str(self.pause_dir)})
         if pause_at:
-            env["LABFORMAT_PAUSE_AT"] = pause_at
+            env[writer_pool.PAUSE_AT] = pause_at
         if crash_at:
-            env["LABFORMAT_CRASH_AT"] = crash_at
+            env[writer_pool.CRASH_AT] = crash_at
         # A warm process (tests.writer_pool): its Spark session started before this test asked for it.
         self.proc = writer_pool.spawn("tests.concurrent_writer", [str(table_path), operation, json.dumps(spec)], env)
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from labformat.fileformat.bloom_filter import BloomSpec
 from labformat.fileformat.footers import BLOOM_FOOTER
+from labformat.helper_columns import TARGET
 from labformat.write.arrow_writer import WriteSpec
 from labformat.write.merge import Target, _replace_in_place, merge_file_group
-from labformat.helper_columns import TARGET
 
 DATA = ("record_key", "value", "updated_at")
 

@@ -104,3 +104,6 @@ def test_a_notebook_run_twice_counts_its_claims_once_from_the_later_run():
     assert first["claims"] == {"01": [1, 1, 0, 0], "02": [0, 1, 1, 1]}
     merged = timetable.merge([first, again])
     assert merged["exact"] == (2, 2) and merged["timing"] == (0, 1)
+    failed = {"preset": "small", "notebooks": [("02-daily-upserts", 50)], "exact": None, "timing": None, "claims": {}}
+    merged = timetable.merge([first, again, failed])  # 02 ran once more and stopped before its claims
+    assert merged["exact"] == (1, 1) and merged["timing"] is None

@@ -17,7 +17,6 @@ from tests.crash_writer import crash
 from tests.helpers import ALL_COLUMNS, assert_same_rows, hudi_snapshot, snapshot, telemetry, tree
 
 
-
 def timeline_files(path):
     # `.aux` (the lock) and `.heartbeat` are folders every reader skips, not timeline files.
     return sorted(n for n in os.listdir(path / ".hoodie")

@@ -23,17 +23,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WRITER_MASTER = "local[1]"
-# Every writer process's session: one core, no UI, one shuffle partition (tiny writes), and a JVM
-# tuned for starting rather than running long.
+# Every writer process's session: one core, no UI, one shuffle partition (tiny writes); its JVM takes
+# the tests' $LABFORMAT_JAVA_OPTIONS (the root conftest.py), tuned for starting rather than running long.
 WRITER_CONF = {
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "1",
     "spark.default.parallelism": "1",
 }
+# The crash and pause points a test asks of its writer process, which arms them itself
+# (`tests.helpers.arm_writer_points`): the library reads no environment variable for them.
+CRASH_AT, PAUSE_AT, PAUSE_DIR = "LABFORMAT_CRASH_AT", "LABFORMAT_PAUSE_AT", "LABFORMAT_PAUSE_DIR"
 # Set per job, never inherited by a warm process from the test that started it.
-_PER_JOB = ("LABFORMAT_PAUSE_AT", "LABFORMAT_CRASH_AT", "LABFORMAT_PAUSE_DIR", "CRASH_WRITER_OPERATION",
-            "SPARK_LOCAL_REMOTE", "LABFORMAT_TEST_WRITER_MASTER")
+_PER_JOB = (PAUSE_AT, CRASH_AT, PAUSE_DIR, "CRASH_WRITER_OPERATION", "SPARK_LOCAL_REMOTE", "LABFORMAT_TEST_WRITER_MASTER")
 
 POOL_SIZE = 2
 _ready: list[subprocess.Popen] = []

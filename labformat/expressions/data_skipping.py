@@ -35,7 +35,6 @@ from labformat.expressions.predicates import (
 __all__ = ["Match", "ROWS_CANNOT_MATCH", "ROWS_MIGHT_MATCH", "might_match"]
 
 
-
 class Match(enum.Enum):
     """The answer of the skipping test for one file. Not a bool on purpose: compare it to a constant."""
 

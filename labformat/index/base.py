@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import types as T
 
-from labformat.helper_columns import KEY, PART
 from labformat.context import TableConfig, TableContext
+from labformat.helper_columns import KEY, PART
 from labformat.keygen import KeyGenerator
 from labformat.metadata import MetadataReader
 from labformat.model.enums import BucketHash, IndexType

@@ -17,9 +17,9 @@ from labformat.fileformat.footers import FooterInfo, bloom_filter, key_ranges
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.fileformat.log_file import LogFormatError, block_keys, live_blocks, read_blocks
 from labformat.fileformat.parquet_io import read_base_file, unreadable
+from labformat.helper_columns import FILE_ID, KEY, PART
 from labformat.index import simple
 from labformat.index.base import Lookup, TagResult
-from labformat.helper_columns import FILE_ID, KEY, PART
 from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel

@@ -12,8 +12,8 @@ from pyspark.sql import functions as F
 
 from labformat.errors import CorruptTableError
 from labformat.fileformat.java_hash import java_string_hashes
-from labformat.index.base import IndexOptions, Lookup, TagResult
 from labformat.helper_columns import BUCKET, FILE_ID, KEY, PART
+from labformat.index.base import IndexOptions, Lookup, TagResult
 from labformat.model.enums import BucketHash, StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel

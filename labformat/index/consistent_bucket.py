@@ -28,8 +28,8 @@ import xxhash
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from labformat.index.base import Lookup, TagResult
 from labformat.helper_columns import BUCKET, FILE_ID, KEY, PART
+from labformat.index.base import Lookup, TagResult
 from labformat.index.bucket import hash_values
 from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice

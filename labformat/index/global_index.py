@@ -23,9 +23,11 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from labformat.helper_columns import ANY_LIVE, AT_HOME, COPY_RANK, DEAD, DROP, FILE_ID, FIRST_COPY, KEY, NEW_PART, OLD_PART, PART, ROLE
 from labformat.fileformat.log_file import LogFormatError, keys_deleted_last, live_blocks, read_blocks
 from labformat.fileformat.parquet_io import unreadable
+from labformat.helper_columns import (
+    ANY_LIVE, AT_HOME, COPY_RANK, DEAD, DROP, FILE_ID, FIRST_COPY, KEY, NEW_PART, OLD_PART, PART, ROLE
+)
 from labformat.index import bloom, simple
 from labformat.index.base import Lookup, TagResult
 from labformat.model.enums import IndexType

@@ -19,8 +19,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from labformat.errors import CorruptIndexError, from_task_failure
-from labformat.index.base import Lookup, TagResult
 from labformat.helper_columns import FILE_ID, KEY, NEW_PART, OLD_PART, PART
+from labformat.index.base import Lookup, TagResult
 from labformat.index.global_index import resolve
 from labformat.metadata import record_index
 from labformat.model.enums import StatsSource

@@ -717,7 +717,6 @@ def bucket_count(exercise: str, answer, bytes_per_row: float, rows_per_day: int,
     return Check(exercise, answer, (low, high), False, explanation, why + hint)
 
 
-
 # ------------------------------------------------------------------ 08: three formats
 
 def most_planner_files(exercise: str, answer, run) -> Check:

@@ -44,7 +44,6 @@ from labformat.spark.compat import is_connect
 __all__ = ["to_predicate"]
 
 
-
 @contextlib.contextmanager
 def _quiet_query_context_logs():
     """pyspark logs every analysis error as a JSON line on stderr before raising it; ours re-raises

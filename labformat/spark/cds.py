@@ -7,8 +7,9 @@ start took 8 s of CPU and 10 s instead of 18 s of wall time (00 and 05 at `small
 tests start a JVM per writer process (dozens of them) and the main job one per notebook, so
 `python3 scripts/lab.py test` and `run` prepare the archive once (73 s on a quiet machine, 1 to 3 minutes:
 `python -m labformat.spark.cds`; the workload it archives is `labformat/cds_dump.py`), and from then on every
-`spark_session` on this machine maps it, a notebook's too (the standalone cluster's daemons as well;
-not the tests' Spark Connect server, which builds its own).
+`spark_session` on this machine maps it, a notebook's too (the standalone cluster's daemons and the
+tests' Spark Connect server as well). The dump's JVM takes $LABFORMAT_JAVA_OPTIONS like any other: options
+that turn sharing off there (`-Xshare:off`) leave no archive, and sessions start without one.
 
 The archive is tied to one Java and one Spark: its name is a digest of the `java` executable
 and of pyspark's jars, so a different Java or Spark prepares its own (a JVM given another's archive

@@ -1,4 +1,5 @@
-"""The Java that Spark will start: $JAVA_HOME's, else the first `java` on PATH (what spark-submit runs)."""
+"""The Java that Spark will start ($JAVA_HOME's, else the first `java` on PATH: what spark-submit runs) and the
+options labformat adds to every Spark JVM it starts ($LABFORMAT_JAVA_OPTIONS)."""
 
 from __future__ import annotations
 

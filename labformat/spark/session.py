@@ -203,15 +203,14 @@ def spark_session(master: str | None = None, app_name: str = "labformat", log_pa
     # Spark puts before the extra ones: a user's spark.driver.extraJavaOptions (spark-defaults.conf,
     # or passed here) stays theirs.
     key = "spark.driver.defaultJavaOptions"
-    shared = cds.java_option(f"{options.get(key, '')} {options.get('spark.driver.extraJavaOptions', '')}")
+    extra = java.extra_options()
+    shared = cds.java_option(f"{options.get(key, '')} {options.get('spark.driver.extraJavaOptions', '')} {extra}")
     if shared:
         options[key] = f"{options.get(key, '')} {shared}".strip()
-    extra = java.extra_options()
     if extra:
-        options[key] = f"{options.get(key, '')} {extra}".strip()
-        if not is_local_master(master):
-            executors = "spark.executor.defaultJavaOptions"
-            options[executors] = f"{options.get(executors, '')} {extra}".strip()
+        # The executors' too: separate JVMs on a cluster or `local-cluster[...]`; local mode ignores it.
+        for scope in (key, "spark.executor.defaultJavaOptions"):
+            options[scope] = f"{options.get(scope, '')} {extra}".strip()
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in options.items():
         builder = builder.config(key, value)

@@ -85,7 +85,7 @@ class StandaloneCluster:
                    SPARK_WORKER_DIR=str(work_dir / "work"))
         from labformat.spark import cds, java
 
-        shared = cds.java_option(env.get("SPARK_DAEMON_JAVA_OPTS", ""))
+        shared = cds.java_option(f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {java.extra_options()}")
         # The master's and workers' JVMs map the prepared class archive too, and take $LABFORMAT_JAVA_OPTIONS.
         for option in (shared, java.extra_options()):
             if option:

@@ -10,12 +10,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labformat.helper_columns import DROP, TARGET
 from labformat.fileformat.arrow_columns import conform, constant
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fileformat.footers import KeyFooter
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.fileformat.parquet_io import read_base_file_with_footer
+from labformat.helper_columns import DROP, TARGET
 from labformat.model.enums import Operation
 from labformat.schema import FILE_NAME, META_COLUMNS, RECORD_KEY
 from labformat.storage import Storage
@@ -28,7 +28,6 @@ from labformat.write.arrow_writer import (
     nullable_field,
     this_task,
 )
-
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from labformat.helper_columns import BAD_KEYS, BUCKET, COUNT, DROP, FILE_ID, KEY, NEWEST, NULL_ORDERING, PART, TARGET, TASK_KEY
 from labformat.config import WriteOptions
 from labformat.context import TableContext
 from labformat.errors import ConfigError, CorruptIndexError, InvalidInputError, from_task_failure
 from labformat.fileformat.base_file_stat import BaseFileStat
 from labformat.fs_view import refuse_nested_partitions
+from labformat.helper_columns import (
+    BAD_KEYS, BUCKET, COUNT, DROP, FILE_ID, KEY, NEWEST, NULL_ORDERING, PART, TARGET, TASK_KEY
+)
 from labformat.index import bloom, bucket, consistent_bucket, global_index, record_level, simple
 from labformat.index.base import IndexOptions, Lookup, TagResult
 from labformat.index.bucket import bucket_prefix
