@@ -41,18 +41,14 @@ def connect_session(log_path: str):
 
     from pyspark.sql import SparkSession
 
-    from labformat.spark.session import DEFAULT_CONF, _jvm_output_to
+    from labformat.spark.session import DEFAULT_CONF, _jvm_output_to, jvm_options
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # The options configure the server as it starts; pyspark then also tries each one as a session
     # option and warns about those only a server start can set.
     warnings.filterwarnings("ignore", message="Failed to set spark", category=UserWarning)
     builder = SparkSession.builder.remote("local[2]").config("spark.connect.grpc.binding.port", str(CONNECT_PORT))
-    from labformat.spark import cds, java
-
-    # The server's JVM, like every session's: the class archive and $LABFORMAT_JAVA_OPTIONS.
-    extra = java.extra_options()
-    jvm = " ".join(o for o in (cds.java_option(extra), extra) if o)
+    jvm = jvm_options()  # the server's JVM, like every session's: the class archive and $LABFORMAT_JAVA_OPTIONS
     for key, value in {**DEFAULT_CONF, **SESSION_CONF, **({"spark.driver.defaultJavaOptions": jvm} if jvm else {})}.items():
         builder = builder.config(key, value)
     with _jvm_output_to(Path(log_path)):

@@ -96,6 +96,21 @@ def test_a_jvm_refuses_an_archive_that_is_not_one(tmp_path):
     assert cds._maps(bogus).startswith("a JVM could not map it")
 
 
+def test_a_jvm_gets_the_archive_and_labformat_java_options_unless_they_turn_sharing_off(monkeypatch, tmp_path):
+    from labformat.spark.session import jvm_options
+
+    monkeypatch.setenv("LABFORMAT_CACHE", str(tmp_path))
+    monkeypatch.delenv(cds.ENV, raising=False)
+    _ready_archive(cds.archive_path())
+    monkeypatch.setenv(java.OPTIONS_ENV, "-Dlabformat.x=1")
+    assert jvm_options() == f'-XX:SharedArchiveFile="{cds.archive_path()}" -Dlabformat.x=1'
+    assert jvm_options("-Xshare:off") == "-Dlabformat.x=1"  # the caller's options decide sharing
+    monkeypatch.setenv(java.OPTIONS_ENV, "-Xshare:off")
+    assert jvm_options() == "-Xshare:off"  # and so do the variable's
+    monkeypatch.delenv(java.OPTIONS_ENV)
+    assert jvm_options() == f'-XX:SharedArchiveFile="{cds.archive_path()}"'
+
+
 @pytest.mark.classic_only
 def test_the_session_jvm_runs_with_labformat_java_options(spark):
     """The root conftest sets $LABFORMAT_JAVA_OPTIONS for every test JVM: the session's really runs with them."""

@@ -157,6 +157,16 @@ def ship_labformat(spark) -> None:
         spark.sparkContext.addPyFile(path)
 
 
+def jvm_options(user_options: str = "") -> str:
+    """The options labformat gives a Spark JVM it starts, beside the caller's `user_options`: the
+    prepared class archive (the JVM starts on about half the CPU; left out when the caller's options
+    or $LABFORMAT_JAVA_OPTIONS speak of sharing) and $LABFORMAT_JAVA_OPTIONS."""
+    from labformat.spark import cds, java
+
+    extra = java.extra_options()
+    return " ".join(o for o in (cds.java_option(f"{user_options} {extra}"), extra) if o)
+
+
 def spark_session(master: str | None = None, app_name: str = "labformat", log_path: str | os.PathLike | None = None, **conf):
     """Return the process's SparkSession, creating it if needed.
 
@@ -197,20 +207,19 @@ def spark_session(master: str | None = None, app_name: str = "labformat", log_pa
         # Executors run the same interpreter (and so the same installed labformat) as the driver.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from labformat.spark import cds, java
+    from labformat.spark import java
 
-    # The prepared class archive: the JVM starts on about half the CPU. In the default options, which
-    # Spark puts before the extra ones: a user's spark.driver.extraJavaOptions (spark-defaults.conf,
-    # or passed here) stays theirs.
+    # In the default options, which Spark puts before the extra ones: a user's
+    # spark.driver.extraJavaOptions (spark-defaults.conf, or passed here) stays theirs.
     key = "spark.driver.defaultJavaOptions"
+    driver = jvm_options(f"{options.get(key, '')} {options.get('spark.driver.extraJavaOptions', '')}")
+    if driver:
+        options[key] = f"{options.get(key, '')} {driver}".strip()
     extra = java.extra_options()
-    shared = cds.java_option(f"{options.get(key, '')} {options.get('spark.driver.extraJavaOptions', '')} {extra}")
-    if shared:
-        options[key] = f"{options.get(key, '')} {shared}".strip()
     if extra:
         # The executors' too: separate JVMs on a cluster or `local-cluster[...]`; local mode ignores it.
-        for scope in (key, "spark.executor.defaultJavaOptions"):
-            options[scope] = f"{options.get(scope, '')} {extra}".strip()
+        executors = "spark.executor.defaultJavaOptions"
+        options[executors] = f"{options.get(executors, '')} {extra}".strip()
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in options.items():
         builder = builder.config(key, value)

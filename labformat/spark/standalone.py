@@ -83,13 +83,12 @@ class StandaloneCluster:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "SPARK_REMOTE")}
         env.update(SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(work_dir),
                    SPARK_WORKER_DIR=str(work_dir / "work"))
-        from labformat.spark import cds, java
+        from labformat.spark.session import jvm_options
 
-        shared = cds.java_option(f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {java.extra_options()}")
         # The master's and workers' JVMs map the prepared class archive too, and take $LABFORMAT_JAVA_OPTIONS.
-        for option in (shared, java.extra_options()):
-            if option:
-                env["SPARK_DAEMON_JAVA_OPTS"] = f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {option}".strip()
+        daemons = jvm_options(env.get("SPARK_DAEMON_JAVA_OPTS", ""))
+        if daemons:
+            env["SPARK_DAEMON_JAVA_OPTS"] = f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {daemons}".strip()
         port, ui_port = _free_port(), _free_port()
         master_url, ui_url = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}"
         commands = [[spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
