@@ -224,12 +224,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("bulk_insert_sort_mode", "hoodie.bulkinsert.sort.mode", SortMode.NONE,
            "How bulk insert orders rows before writing: NONE (as they come), GLOBAL_SORT (by partition "
            "and record key across all tasks: non-overlapping key ranges), PARTITION_SORT (sorted within "
-           "each Spark partition), PARTITION_PATH_REPARTITION (one table partition per task, unsorted).",
+           "each task), PARTITION_PATH_REPARTITION (unsorted); on a partitioned table these two hash rows "
+           "by partition path, so a task holds whole table partitions.",
            Scope.WRITE, one_of(SortMode)),
     Option("bulk_insert_parallelism", "hoodie.bulkinsert.shuffle.parallelism", 0,
-           "Write tasks for bulk insert: GLOBAL_SORT and PARTITION_PATH_REPARTITION shuffle into exactly "
-           "this many; NONE and PARTITION_SORT coalesce the input into at most this many (never splitting "
-           "a partition; Hudi's NONE ignores it). 0 keeps the input's partition count.",
+           "Write tasks for bulk insert: GLOBAL_SORT, and on a partitioned table PARTITION_PATH_REPARTITION "
+           "and PARTITION_SORT, shuffle into exactly this many; otherwise the input is coalesced into at "
+           "most this many (never splitting a partition; Hudi's NONE ignores it). 0 keeps the input's "
+           "partition count.",
            Scope.WRITE, parse_int, at_least(0)),
     Option("max_file_size", "hoodie.parquet.max.file.size", 120 * 1024**2,
            "Target maximum base file size in bytes: a bulk insert rolls over to a new file group past "

@@ -245,6 +245,15 @@ class TableConfig:
             except ConfigError as exc:
                 raise CorruptTableError(f"{P.PROPERTIES_PATH}: {exc}") from None
 
+        def flag(key: str, default: bool) -> bool:  # a Hudi property outside the option registry
+            raw = props.get(key)
+            if raw is None or not raw.strip():
+                return default
+            try:
+                return C.parse_bool(raw)
+            except ValueError:
+                raise CorruptTableError(f"{P.PROPERTIES_PATH}: {key}={raw!r}: expected true or false") from None
+
         columns = value("column_stats_columns")
         hive_style = value("hive_style_partitioning")
         hash_field = value("bucket_hash_field")
@@ -260,7 +269,7 @@ class TableConfig:
             bloom_filter_enable=value("bloom_filter_enable"),
             keygen=KeyGenerator.from_properties(props, props[P.RECORD_KEY_FIELDS], props.get(P.PARTITION_FIELDS),
                                                 hive_style),
-            populate_meta_fields=(props.get(POPULATE_META_FIELDS) or "true").strip().lower() != "false",
+            populate_meta_fields=flag(POPULATE_META_FIELDS, True),
             create_schema=props.get(CREATE_SCHEMA) or None,
             table_type=value("table_type"),
             compact_inline=value("compact_inline"),
@@ -269,7 +278,7 @@ class TableConfig:
             bucket_hash_fields=tuple(hash_field.split(",")) if hash_field else (),
             bucket_hash=bucket_hash_of(props),
             bucket_engine=value("bucket_engine"),
-            cdc_enabled=(props.get(_key("cdc_enabled")) or "false").strip().lower() == "true",
+            cdc_enabled=value("cdc_enabled"),
         )
 
     def to_properties(self) -> dict[str, str]:
@@ -407,6 +416,11 @@ class TableContext:
         (a timestamp key field is rendered in UTC, whatever the session's time zone)."""
         return self.config.keygen.record_key_column(schema)
 
+    @property
+    def partitioned(self) -> bool:
+        """Whether rows have partition paths (a partition field its key generator uses)."""
+        return bool(self.config.partition_field and self.config.keygen.partition_fields)
+
     def partition_path_column(self, schema: T.StructType | None = None) -> Column:
         """Each row's partition path, computed in Spark ('' for a non-partitioned table).
 
@@ -417,7 +431,7 @@ class TableContext:
         """
         field = self.config.partition_field
         keygen = self.config.keygen
-        if not field or not keygen.partition_fields:  # a non-partitioned key generator ignores the fields
+        if not self.partitioned:  # a non-partitioned key generator ignores the fields
             return F.lit("")
         if keygen.value_partitions:
             value = F.coalesce(string_of(field, schema), F.lit(NULL_PARTITION))

@@ -107,8 +107,18 @@ def s3_options(given: Mapping[str, object] | None, environ: Mapping[str, str] = 
     return out
 
 
-def _truthy(value: str | None) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
+def _allow_http(options: Mapping[str, str]) -> bool:
+    """`aws_allow_http`, parsed as every labformat boolean is (`config.parse_bool`): a value that is
+    neither true nor false is an error, not a silent no."""
+    from labformat.config import parse_bool
+
+    raw = options.get("aws_allow_http")
+    if raw is None:
+        return False
+    try:
+        return parse_bool(raw)
+    except ValueError:
+        raise ConfigError(f"aws_allow_http={raw!r}: expected true or false") from None
 
 
 @lru_cache(maxsize=16)
@@ -122,7 +132,7 @@ def _s3_file_system(options: tuple[tuple[str, str], ...]) -> pafs.S3FileSystem:
     endpoint = o.get("aws_endpoint_url")
     if endpoint:
         parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
-        if parts.scheme == "http" and not _truthy(o.get("aws_allow_http")):
+        if parts.scheme == "http" and not _allow_http(o):
             raise ConfigError(f"the endpoint {endpoint} is plain http: set aws_allow_http=true to use it")
         kwargs.update(endpoint_override=parts.netloc, scheme=parts.scheme)
     return pafs.S3FileSystem(**kwargs)
@@ -138,7 +148,7 @@ def _object_store(bucket: str, prefix: str, options: tuple[tuple[str, str], ...]
                          ("aws_session_token", "token"), ("aws_endpoint_url", "endpoint")):
         if ours in o:
             config[theirs] = o[ours]
-    client = {"allow_http": True} if _truthy(o.get("aws_allow_http")) else {}
+    client = {"allow_http": True} if _allow_http(o) else {}
     return S3Store(bucket, prefix=prefix or None, config=config, client_options=client)
 
 

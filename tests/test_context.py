@@ -26,6 +26,16 @@ def test_a_new_tables_config_survives_its_properties_file():
         assert TableConfig.from_properties(P.parse_properties(text)) == config
 
 
+@pytest.mark.parametrize("key", ["hoodie.populate.meta.fields", "hoodie.table.cdc.enabled"])
+def test_a_stored_flag_is_parsed_as_every_boolean_and_a_bad_one_names_its_key(key):
+    props = _config().to_properties()
+    for raw, expected in (("FALSE", False), (" true ", True)):
+        assert getattr(TableConfig.from_properties({**props, key: raw}),
+                       "populate_meta_fields" if "meta" in key else "cdc_enabled") is expected
+    with pytest.raises(CorruptTableError, match=key.replace(".", r"\.")):
+        TableConfig.from_properties({**props, key: "maybe"})
+
+
 def test_config_is_typed_from_the_registry():
     config = _config(index_type="bucket", bucket_num="3", column_stats_columns="a,b")
     assert config.index_type is IndexType.BUCKET and config.bucket_num == 3

@@ -21,6 +21,33 @@ def test_lab_spec_stretches_tiny_to_two_whole_weeks_from_a_monday():
     assert spec.day_date(spec.history_days - 1).weekday() == 6  # the history ends on a Sunday
 
 
+def test_lab_spec_takes_at_most_a_fleet_of_drones_and_readings_keep_only_those():
+    small = ix.lab_spec("small")
+    assert small.drones == ix.FLEET < datasets.spec("small").drones
+    assert small.history_days == datasets.spec("small").history_days  # two whole weeks already
+    assert ix.lab_spec("tiny").drones == datasets.spec("tiny").drones  # fewer than FLEET: all of them
+
+
+def test_readings_are_those_of_the_specs_drones_from_the_whole_fleets_dataset(spark):
+    one = dataclasses.replace(datasets.spec("tiny"), drones=1)  # tiny's fleet is 2
+    history, batch = ix.readings(spark, one)
+    assert {r.drone_id for r in history.select("drone_id").distinct().collect()} == {"drone0000"}
+    assert {r.drone_id for r in batch.select("drone_id").distinct().collect()} == {"drone0000"}
+    assert history.count() == one.history_rows
+
+
+def test_surge_batch_adds_each_new_drone_the_new_days_readings_of_one_drone(spark):
+    one = dataclasses.replace(datasets.spec("tiny"), drones=1)
+    _, batch = ix.readings(spark, one)
+    new_day = one.batch_date(1).isoformat()
+    surged = ix.surge_batch(batch, one, 1, factor=3)
+    added = surged.where("drone_id != 'drone0000'")
+    assert {r.drone_id for r in added.select("drone_id").distinct().collect()} == {"drone0001", "drone0002"}
+    readings = batch.where(f"day = '{new_day}'").dropDuplicates(["record_key"]).count()
+    assert added.count() == 2 * readings and added.where(f"day != '{new_day}'").count() == 0
+    assert added.select("record_key").distinct().count() == added.count()
+
+
 def test_lab_spec_refuses_a_history_that_does_not_start_on_a_monday(monkeypatch):
     tuesday = dataclasses.replace(datasets.spec("tiny"), start="2024-01-16")
     monkeypatch.setattr(ix.datasets, "spec", lambda preset: tuesday)

@@ -36,6 +36,8 @@ def test_storage_options_take_delta_rs_keys_any_case_over_the_environment():
         Storage("/tmp/somewhere", {"aws_region": "x"})
     with pytest.raises(ConfigError, match="aws_allow_http"):
         Storage("s3://b/t", {"aws_endpoint_url": "http://127.0.0.1:1"})
+    with pytest.raises(ConfigError, match="aws_allow_http='maybe': expected true or false"):
+        Storage("s3://b/t", {"aws_endpoint_url": "http://127.0.0.1:1", "aws_allow_http": "maybe"})
 
 
 def test_s3a_is_a_spelling_of_s3_and_the_uri_carries_its_options_into_tasks(s3_server):

@@ -129,6 +129,28 @@ def test_partition_path_repartition_gives_one_file_per_table_partition(spark, tm
     assert per_partition == {"2024-01-15": 1, "2024-01-16": 1}
 
 
+def test_partition_sort_on_a_partitioned_table_gives_each_task_whole_table_partitions(spark, tmp_path):
+    """Hudi's row writer hash-partitions by partition path on a partitioned table: every input
+    partition holds both days here, yet each day lands in one task, so one file, in key order."""
+    t = lf.Table.create(spark, tmp_path / "t", partition_field="day")
+    t.bulk_insert(telemetry(spark, 1000, partitions=4),
+                  {"bulk_insert_sort_mode": "PARTITION_SORT", "bulk_insert_parallelism": 4})
+    slices = t.file_slices()
+    assert sorted(s.partition_path for s in slices) == ["2024-01-15", "2024-01-16"]
+    for s in slices:
+        keys = pq.read_table(tmp_path / "t" / s.path, columns=["_hoodie_record_key"]).column(0).to_pylist()
+        assert keys == sorted(keys) and len(keys) == 500
+
+
+def test_partition_path_repartition_without_partitions_coalesces_like_hudi(spark, tmp_path):
+    """On a table without partitions every row has the same (empty) partition path: a repartition by
+    it would put them all in one task. Hudi coalesces instead, into at most the parallelism."""
+    t = lf.Table.create(spark, tmp_path / "t", partition_field=None)
+    t.bulk_insert(telemetry(spark, 1200, partitions=6),
+                  {"bulk_insert_sort_mode": "PARTITION_PATH_REPARTITION", "bulk_insert_parallelism": 3})
+    assert len(t.file_slices()) == 3 and t.read().count() == 1200
+
+
 def test_smaller_max_file_size_gives_more_smaller_files(spark, tmp_path):
     df = telemetry(spark, 6000, partitions=1)
     sizes = {}

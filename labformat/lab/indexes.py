@@ -57,18 +57,30 @@ PARTITION = "week"  # the index table's partition column: the Monday that starts
 WEEK_DAYS = 7
 HISTORY_WEEKS = 2
 FILES_PER_DAY = 2
+# Drones 06 takes from its preset's fleet: `small`'s 24 halved, so that its two dozen upserts on fresh
+# copies fit the notebook's three minutes. Every lesson here is a count or a ratio of counts.
+FLEET = 12
 
 
 def lab_spec(preset: str) -> datasets.DatasetSpec:
-    """The preset's dataset with at least two whole weeks of history: `tiny`'s two days become
-    fourteen (and one batch, all this notebook upserts). The history must start on a Monday, so
-    that its weeks are whole and its last day is a Sunday."""
+    """The preset's dataset with at least two whole weeks of history (`tiny`'s two days become
+    fourteen, and one batch, all this notebook upserts) and at most `FLEET` drones. The history must
+    start on a Monday, so that its weeks are whole and its last day is a Sunday."""
     spec = datasets.spec(preset)
     if spec.start_date.weekday() != 0:
         raise ConfigError(f"06 partitions by week: the history must start on a Monday, not {spec.start}")
     if spec.history_days < HISTORY_WEEKS * WEEK_DAYS:
         spec = dataclasses.replace(spec, history_days=HISTORY_WEEKS * WEEK_DAYS, batch_days=1)
-    return spec
+    return dataclasses.replace(spec, drones=min(spec.drones, FLEET))
+
+
+def readings(spark, spec: datasets.DatasetSpec) -> tuple[DataFrame, DataFrame]:
+    """The history and batch 1 of `spec`'s drones (the first `spec.drones`), read from the dataset
+    of its preset's whole fleet: the one the other notebooks use, generated once, not a second one."""
+    fleet = datasets.spec(spec.name).drones
+    cached = datasets.generate(spark, dataclasses.replace(spec, drones=max(spec.drones, fleet)))
+    ours = F.col("drone_id") < F.lit(f"drone{spec.drones:04d}")
+    return datasets.load_history(spark, cached).where(ours), datasets.load_batch(spark, cached, 1).where(ours)
 
 
 def with_week(df: DataFrame) -> DataFrame:
@@ -98,8 +110,7 @@ def random_keys(df: DataFrame) -> DataFrame:
 
 def _keyed(spark, spec: datasets.DatasetSpec) -> dict[str, tuple[DataFrame, DataFrame]]:
     """Per key style: the history and batch 1, both carrying `week`."""
-    cached = datasets.generate(spark, spec)
-    history, batch = datasets.load_history(spark, cached), datasets.load_batch(spark, cached, 1)
+    history, batch = readings(spark, spec)
     return {"monotonic": (with_week(history), with_week(batch)),
             "random": (with_week(random_keys(history)), with_week(random_keys(batch)))}
 
@@ -299,11 +310,10 @@ def join_shuffle(history: lf.Table, corrections: lf.Table) -> pd.DataFrame:
 FIXED, RING = "fixed bucket count (SIMPLE engine)", "consistent hashing (split by the resize)"
 
 
-def surge_batch(spark, cached: datasets.CachedDataset, day: int = 1, factor: int = 2) -> DataFrame:
-    """Batch `day` on a day the fleet grew `factor` times: its rows, plus the new day's readings
-    again for each added drone (`drone0024` reads as `drone0000` did, on a 24-drone fleet)."""
-    spec = cached.spec
-    batch = datasets.load_batch(spark, cached, day)
+def surge_batch(batch: DataFrame, spec: datasets.DatasetSpec, day: int = 1, factor: int = 2) -> DataFrame:
+    """`batch`, batch `day` of `spec`'s drones, on a day the fleet grew `factor` times: its rows,
+    plus the new day's readings again for each added drone (`drone0012` reads as `drone0000` did, on
+    a 12-drone fleet)."""
     new_day = spec.batch_date(day).isoformat()
     readings = batch.where(F.col("day") == new_day).dropDuplicates(["record_key"])
     number = F.substring(F.col("drone_id"), 6, 4).cast("int")
@@ -372,7 +382,7 @@ def bucket_split(spark, spec: datasets.DatasetSpec, buckets: int = 2, surge: int
     `max_file_size` is set so that the split threshold (2x it) is `headroom` times the history's
     median bucket: the history's buckets stay under it, the surging day's pass it. Base files carry a
     1,000-entry bloom filter, not Hudi's 60,000, so that their sizes are the data's."""
-    cached = datasets.generate(spark, spec)
+    history, batch = readings(spark, spec)
     options = {"bloom_num_entries": 1000}
     tables = {}
     for name, engine in ((FIXED, BucketEngine.SIMPLE), (RING, BucketEngine.CONSISTENT_HASHING)):
@@ -383,7 +393,6 @@ def bucket_split(spark, spec: datasets.DatasetSpec, buckets: int = 2, surge: int
                                        options={"index_type": IndexType.BUCKET, "bucket_num": buckets,
                                                 "bucket_engine": engine, "compact_inline": True,
                                                 "compact_inline_max_delta_commits": 1})
-    history = datasets.load_history(spark, cached)
     for table in tables.values():
         table.bulk_insert(history, options)
     cold = tables[FIXED].file_slices()
@@ -391,7 +400,7 @@ def bucket_split(spark, spec: datasets.DatasetSpec, buckets: int = 2, surge: int
     median_bucket = float(pd.Series([s.size_bytes for s in cold]).median())
     threshold = 2.0
     options["max_file_size"] = max_file_size = int(headroom * median_bucket / threshold)
-    batch = surge_batch(spark, cached, 1, surge)
+    batch = surge_batch(batch, spec, 1, surge)
     for table in tables.values():
         table.upsert(batch, options)
     hot = spec.batch_date(1).isoformat()

@@ -52,7 +52,8 @@ class BulkInsert(WriteOperation):
         df = ctx.conform_input(self.df, data_schema)
         options = run.options
         partitions = (partitions_of(df) if counts_input_partitions(options.bulk_insert_sort_mode,
-                                                                        options.bulk_insert_parallelism) else None)
+                                                                        options.bulk_insert_parallelism,
+                                                                        ctx.partitioned) else None)
         # An input of no partitions (`createDataFrame(sc.emptyRDD(), schema)`) is empty for sure: no
         # instant. Other empty inputs are known only from the write tasks, which `execute` abandons.
         return BulkInsertPlan(nothing_to_do=partitions == 0, df=df, data_schema=data_schema,
@@ -70,21 +71,29 @@ class BulkInsert(WriteOperation):
                           details=BulkInsertDetails(plan.schema_changes))
 
 
-def counts_input_partitions(mode: SortMode, parallelism: int) -> bool:
+def _shuffles(mode: SortMode, partitioned: bool) -> bool:
+    """Whether `mode` moves rows between tasks: GLOBAL_SORT always; PARTITION_PATH_REPARTITION and
+    PARTITION_SORT on a partitioned table (by partition path, as Hudi's row writer does since 0.13)."""
+    return mode is SortMode.GLOBAL_SORT or (
+        partitioned and mode in (SortMode.PARTITION_PATH_REPARTITION, SortMode.PARTITION_SORT))
+
+
+def counts_input_partitions(mode: SortMode, parallelism: int, partitioned: bool = True) -> bool:
     """Whether laying rows out in `mode` reads the input's partition count (`order_for_sort_mode`)."""
-    if mode in (SortMode.GLOBAL_SORT, SortMode.PARTITION_PATH_REPARTITION):
-        return not parallelism
-    return bool(parallelism)
+    return not parallelism if _shuffles(mode, partitioned) else bool(parallelism)
 
 
 def order_for_sort_mode(df: DataFrame, mode: SortMode, record_key: str, parallelism: int,
-                        partitions: int | None = None) -> DataFrame:
+                        partitions: int | None = None, partitioned: bool = True) -> DataFrame:
     """Lay rows out across write tasks as Hudi's `hoodie.bulkinsert.sort.mode` does.
 
     GLOBAL_SORT range-partitions by (partition path, key), so each task, and so each base
     file, holds its own slice of the key space: the clean key ranges that range pruning
-    relies on later. The other modes leave ranges overlapping. `partitions`: the input's
-    partition count, when the caller counted it already.
+    relies on later. The other modes leave ranges overlapping. On a partitioned table
+    PARTITION_PATH_REPARTITION and PARTITION_SORT hash-partition rows by partition path, so a
+    task holds whole table partitions (Hudi's RepartitioningBulkInsertPartitionerBase); on a
+    table without partitions they coalesce like NONE (`_tasks_without_sort`). `partitions`: the
+    input's partition count, when the caller counted it already.
     """
     def tasks() -> int:
         # Spark refuses a repartition into 0 partitions, which an input of none would ask for.
@@ -92,12 +101,13 @@ def order_for_sort_mode(df: DataFrame, mode: SortMode, record_key: str, parallel
 
     if mode is SortMode.GLOBAL_SORT:
         return df.repartitionByRange(tasks(), PART, record_key).sortWithinPartitions(PART, record_key)
-    if mode is SortMode.PARTITION_PATH_REPARTITION:
-        return df.repartition(tasks(), PART)
-    source = _tasks_without_sort(df, parallelism, partitions)
+    if _shuffles(mode, partitioned):
+        source = df.repartition(tasks(), PART)
+    else:
+        source = _tasks_without_sort(df, parallelism, partitions)
     if mode is SortMode.PARTITION_SORT:
         return source.sortWithinPartitions(PART, record_key)
-    return source  # NONE
+    return source  # NONE, PARTITION_PATH_REPARTITION
 
 
 def _tasks_without_sort(df: DataFrame, parallelism: int, partitions: int | None = None) -> DataFrame:
@@ -105,8 +115,8 @@ def _tasks_without_sort(df: DataFrame, parallelism: int, partitions: int | None 
 
     A coalesce: fewer tasks than the input has partitions merge neighbouring partitions, no shuffle;
     more leave the input's count, since a coalesce never splits a partition (4 input partitions with
-    parallelism 6 run 4 write tasks and write 4 files). PARTITION_SORT on a table without partition
-    paths does as Hudi's PartitionSortPartitioner(WithRows) does. Hudi's NONE ignores the parallelism
+    parallelism 6 run 4 write tasks and write 4 files), as Hudi's PartitionSortPartitioner(WithRows)
+    and PARTITION_PATH_REPARTITION do on a table without partitions. Hudi's NONE ignores the parallelism
     since 0.12.2 (HUDI-5338: its input's partitions as they come); labformat's coalesces like
     PARTITION_SORT, so that `bulk_insert_parallelism` bounds the files in every sort mode.
     """
@@ -128,7 +138,7 @@ def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructTyp
     prepared = df.select(*[F.col(c) for c in spec.data_columns], ctx.partition_path_column(df.schema).alias(PART),
                          *computed)
     ordered = order_for_sort_mode(prepared, options.bulk_insert_sort_mode, record_key, options.bulk_insert_parallelism,
-                                  partitions)
+                                  partitions, ctx.partitioned)
     with describe(df.sparkSession, "read input", WRITE_BASE_FILES, before="sample key ranges"):
         rows = ordered.mapInArrow(lambda batches: write_new_file_groups(batches, spec),
                                   BaseFileStat.spark_ddl()).collect()
