@@ -71,9 +71,10 @@ class Lookup:
 
     @property
     def join_keys(self) -> list[str]:
-        # Without a partition field, records are keyed by KEY alone, and joins on KEY alone keep the
-        # deduplicated records where step 1's shuffle put them.
-        return [PART, KEY] if self.partitioned else [KEY]
+        # The keys step 1 partitioned the records by, so that a join on them leaves the records where
+        # that shuffle put them: KEY alone without a partition field, or for a global index (one
+        # record per key, looked up in every partition).
+        return [PART, KEY] if self.partitioned and not self.options.index_type.is_global else [KEY]
 
 
 @dataclass

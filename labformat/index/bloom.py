@@ -25,6 +25,7 @@ from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
 from labformat.spark.compat import default_parallelism, ship
 from labformat.spark.jobs import describe
+from labformat.spark.partitioning import join_partitioned
 from labformat.storage import Storage
 
 # A base file's path is not among them: each check task looks it up by its file group, so the
@@ -285,8 +286,8 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
     # deduplicate step partitioned by, the records themselves stay where that shuffle put them.
     matches = checked.filter(F.col(KEY).isNotNull()).select(*ctx.join_keys, FILE_ID)
     # Never broadcast: that would collect the matched keys on the driver, in a Spark job of its own
-    # (the cached matches are small enough for Spark to choose it). Shuffled, they join the records
-    # in the write's job, one stage more.
-    tagged = incoming.join(matches.hint("shuffle_hash"), on=ctx.join_keys, how="left")
+    # (the cached matches are small enough for Spark to choose it). Shuffled into step 1's tasks, they
+    # join the records in the write's job, one stage more.
+    tagged = join_partitioned(incoming, matches, ctx.join_keys, hint="shuffle_hash")
     updates = [(r[PART], r[FILE_ID], r.matched) for r in stats if r.matched > 0]
     return TagResult(tagged, funnel, source, cleanup=[checked], updates=updates, partition_counts=counts)

@@ -34,6 +34,7 @@ from labformat.model.enums import IndexType
 from labformat.model.file_group import FileSlice
 from labformat.storage import Storage
 from labformat.spark.compat import default_parallelism
+from labformat.spark.partitioning import join_partitioned, partitioned_by, planned_partitions
 
 
 def tag(lookup: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
@@ -81,10 +82,13 @@ def _without_deleted_copies(tagged: DataFrame, lookup: Lookup, slices: list[File
     with_logs = [(s.file_id, json.dumps(list(s.log_paths))) for s in slices if s.has_logs]
     listed = spark.createDataFrame(with_logs, f"{FILE_ID} string, logs string")
     listed = listed.repartition(max(1, min(len(with_logs), 2 * default_parallelism(spark))))
-    dead = (listed.mapInArrow(lambda batches: _deleted_in_logs(batches, base_uri), f"{FILE_ID} string, {KEY} string")
-            .withColumn(DEAD, F.lit(True)))
-    gone = F.coalesce(F.col(DEAD), F.lit(False))
-    marked = (tagged.join(dead, on=[FILE_ID, KEY], how="left")
+    dead = listed.mapInArrow(lambda batches: _deleted_in_logs(batches, base_uri), f"{FILE_ID} string, {KEY} string")
+    # Per key, the file groups whose logs deleted it, joined on the key alone: the tagged records stay
+    # in the tasks step 1 put them in (by key), and the window below needs no shuffle either.
+    n = planned_partitions(tagged)
+    dead = partitioned_by(dead, [KEY], n).groupBy(KEY).agg(F.collect_set(FILE_ID).alias(DEAD))
+    gone = F.coalesce(F.array_contains(F.col(DEAD), F.col(FILE_ID)), F.lit(False))
+    marked = (join_partitioned(tagged, dead, [KEY], n=n)
               .withColumn(OLD_PART, F.when(gone, F.lit(None).cast("string")).otherwise(F.col(OLD_PART)))
               .withColumn(FILE_ID, F.when(gone, F.lit(None).cast("string")).otherwise(F.col(FILE_ID))))
     key = Window.partitionBy(KEY)

@@ -26,6 +26,7 @@ from labformat.metadata import record_index
 from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
+from labformat.spark.partitioning import join_partitioned
 
 
 def usable_index(lookup: Lookup, slices: list[FileSlice], shards: int, max_deltas: int, damaged: str | None = None
@@ -73,5 +74,5 @@ def tag(lookup: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_s
                                           lookup.base_uri)
     found = found.select(F.col("key").alias(KEY), F.col("partition_path").alias(OLD_PART),
                          F.col("file_id").alias(FILE_ID))
-    tagged = resolve(named.join(found, on=KEY, how="left"), update_partition_path, deleting)
+    tagged = resolve(join_partitioned(named, found, [KEY]), update_partition_path, deleting)
     return TagResult(tagged, funnel, Source(StatsSource.METADATA_TABLE, done), keys_observed=observed)

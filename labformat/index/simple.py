@@ -12,6 +12,7 @@ from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
 from labformat.io.files import read_files
+from labformat.spark.partitioning import join_partitioned
 from labformat.storage import Storage
 
 
@@ -67,5 +68,5 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
     else:
         keys, on = keys.select(*ctx.join_keys, FILE_ID), ctx.join_keys
     keys = keys.observe(observed, F.count(F.lit(1)).alias("keys_read"))
-    return TagResult(incoming.join(keys, on=on, how="left"), funnel, Source(StatsSource.BASE_FILES),
+    return TagResult(join_partitioned(incoming, keys, on), funnel, Source(StatsSource.BASE_FILES),
                      keys_observed=observed)

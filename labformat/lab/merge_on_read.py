@@ -56,6 +56,16 @@ LOG_BUDGET = 2
 HISTORY_FILES = 4
 
 
+def lab_spec(preset: str) -> datasets.DatasetSpec:
+    """The preset with late corrections (1% of a day's readings, up to 30 days old) and only the batch
+    days this notebook upserts (`SIDE_BY_SIDE_DAYS`, or every batch of a shorter preset): a week of
+    batches to generate, not the preset's month."""
+    import dataclasses
+
+    full = datasets.spec(preset, scenario="late")
+    return dataclasses.replace(full, batch_days=min(full.batch_days, max(SIDE_BY_SIDE_DAYS, SWEEP_DAYS)))
+
+
 def side_by_side_days(spec: datasets.DatasetSpec) -> int:
     """The days `side_by_side` upserts: `SIDE_BY_SIDE_DAYS`, or every batch day of a shorter preset."""
     return min(spec.batch_days, SIDE_BY_SIDE_DAYS)

@@ -59,14 +59,14 @@ def _stage_tasks(spark, table: lf.Table, batch, partitions: int) -> pd.DataFrame
     """Step 1 alone on `batch` read in `partitions` partitions: the tasks of its shuffle stage (Spark UI)."""
     from labformat.spark import SparkUI
     from labformat.spark.jobs import StepRecorder, describe
-    from labformat.write.upsert import combine_records, partition_counts, pinned_shuffles
+    from labformat.write.upsert import combine_records, partition_counts
 
     ctx = table.context()
     recorder = StepRecorder(spark)
-    with pinned_shuffles(spark, partitions), recorder.step("deduplicate"):
+    with recorder.step("deduplicate"):
         deduped = combine_records(ctx, batch.repartition(partitions), partitions)
         with describe(spark, "read input", DEDUPLICATE_STAGE, "count per partition path", before="read batch"):
-            partition_counts(deduped)
+            partition_counts(deduped, partitions)
     tasks = _timeline(SparkUI, spark, recorder.steps[-1].group)
     stage = tasks[task_stage_labels(tasks).str.endswith(DEDUPLICATE_STAGE)].copy()
     stage["duration"] = stage["busy_s"].fillna(stage["duration_s"])

@@ -53,6 +53,7 @@ from labformat.model.file_group import FileSlice
 from labformat.storage import Storage
 from labformat.timeline import METADATA_DIR, Timeline
 from labformat.spark.compat import default_parallelism
+from labformat.spark.partitioning import partitioned_by
 
 RECORD_INDEX = "record_index"
 INDEX_DIR = f"{METADATA_DIR}/{RECORD_INDEX}"
@@ -567,7 +568,9 @@ def write_delta(spark: SparkSession, storage: Storage, instant: str, new_slices:
     keys = _key_rows(spark, storage, [(p, f, True, json.dumps(list(logs))) for p, f, logs in new_slices]
                      + [(p, f, False, json.dumps(list(logs))) for p, f, logs in old_slices])
     is_new = F.col("is_new")
-    changes = keys.groupBy("key").agg(
+    # Grouped in a count of its own (spark/partitioning.py): the keys of twice the cores' files at most.
+    tasks = max(1, min(len(new_slices) + len(old_slices), 2 * default_parallelism(spark)))
+    changes = partitioned_by(keys, ["key"], tasks).groupBy("key").agg(
         F.max(F.when(is_new, F.col("file_id"))).alias("new_file"),
         F.max(F.when(is_new, F.col("partition_path"))).alias("new_part"),
         F.max(F.when(~is_new, F.col("file_id"))).alias("old_file"),
@@ -608,7 +611,9 @@ def lookup(spark: SparkSession, keys: DataFrame, view: IndexView, base_uri: str)
     files = view.files()
     observed = Observation("labformat_record_index_entries")
     sharded = keys.select("key").withColumn("shard", shard_column(F.col("key"), view.shards))
-    found = sharded.groupBy("shard").applyInArrow(lambda table: _lookup_shard(table, files, base_uri), FOUND_DDL)
+    tasks = max(1, min(view.shards, 2 * default_parallelism(spark)))
+    found = partitioned_by(sharded, ["shard"], tasks).groupBy("shard").applyInArrow(
+        lambda table: _lookup_shard(table, files, base_uri), FOUND_DDL)
     found = found.observe(observed, F.coalesce(F.sum("entries"), F.lit(0)).alias("index_entries_read"))
     return found.where(F.col("key").isNotNull()).drop("entries"), observed
 

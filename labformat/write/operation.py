@@ -19,7 +19,6 @@ the metadata rebuild are the operations.
 
 from __future__ import annotations
 
-import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -86,10 +85,6 @@ class WriteOperation(ABC):
         """The timeline action of its instant: a `commit`, or a `deltacommit` on a merge-on-read table."""
         return Action.DELTA_COMMIT if ctx.config.merge_on_read else Action.COMMIT
 
-    def running(self, run: OperationRun) -> contextlib.AbstractContextManager:
-        """A context the whole run holds (the upsert pins Spark's shuffle settings)."""
-        return contextlib.nullcontext()
-
     @abstractmethod
     def plan(self, run: OperationRun) -> Plan:
         """Validate and plan on the driver, in named steps (`run.step`); no instant exists yet."""
@@ -113,7 +108,7 @@ def execute(operation: WriteOperation, ctx: TableContext, options: C.WriteOption
     run = OperationRun(ctx, options, StepRecorder(ctx.spark),
                        WriteTransaction(ctx, operation.kind, operation.action(ctx), options))
     try:
-        with run.tx as tx, operation.running(run):
+        with run.tx as tx:
             plan = operation.plan(run)
             if plan.nothing_to_do:
                 tx.abandon()

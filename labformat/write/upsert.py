@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import NamedTuple
@@ -44,7 +43,8 @@ from labformat.model.file_group import FileSlice
 from labformat.model.instant import Instant
 from labformat.model.report import TagFunnel, UpsertDetails, WriteReport
 from labformat.spark.compat import default_parallelism, partitions_of
-from labformat.spark.jobs import WRITE_BASE_FILES, conf_override, describe
+from labformat.spark.jobs import WRITE_BASE_FILES, describe
+from labformat.spark.partitioning import grouped_counts
 from labformat.write import sizing
 from labformat.write.arrow_writer import WriteSpec
 from labformat.write.merge import Target, merge_file_group
@@ -237,20 +237,23 @@ def _with_partition(ctx: TableContext, df: DataFrame) -> DataFrame:
     return df if ctx.config.partition_field else df.withColumn(PART, F.lit(""))
 
 
-def partition_counts_query(deduped: DataFrame) -> DataFrame:
+def partition_counts_query(deduped: DataFrame, tasks: int) -> DataFrame:
     """Records, input rows, null precombine values and null or blank keys per partition path (PART,
-    records, rows_in, null_ordering, bad_keys); not run here."""
+    records, rows_in, null_ordering, bad_keys), counted in `tasks` tasks; not run here."""
+    counted = [c for c in (COUNT, NULL_ORDERING, BAD_KEYS) if c in deduped.columns]
+
     def total(column):
-        return F.sum(column) if column in deduped.columns else F.lit(0).cast("long")
+        return F.sum(column) if column in counted else F.lit(0).cast("long")
 
-    return deduped.groupBy(PART).agg(F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in"),
-                                     total(NULL_ORDERING).alias("null_ordering"), total(BAD_KEYS).alias("bad_keys"))
+    return grouped_counts(deduped, [PART], [F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in"),
+                                            total(NULL_ORDERING).alias("null_ordering"),
+                                            total(BAD_KEYS).alias("bad_keys")], tasks, counted)
 
 
-def partition_counts(deduped: DataFrame) -> dict[str, PartitionCount]:
+def partition_counts(deduped: DataFrame, tasks: int) -> dict[str, PartitionCount]:
     """The affected partitions with their counts; the one pass that also fills the persisted records."""
     return counts_by_partition((r[PART], r.records, r.rows_in, r.null_ordering, r.bad_keys)
-                               for r in partition_counts_query(deduped).collect())
+                               for r in partition_counts_query(deduped, tasks).collect())
 
 
 def counts_by_partition(rows) -> dict[str, PartitionCount]:
@@ -335,7 +338,8 @@ def tag_records(lookup: Lookup, deduped: DataFrame, slices: list[FileSlice], fil
     return result
 
 
-def workload_profile(tag: TagResult, counts: dict[str, PartitionCount], index_type: IndexType) -> Profile:
+def workload_profile(tag: TagResult, counts: dict[str, PartitionCount], index_type: IndexType,
+                     tasks: int) -> Profile:
     """Records per file group (updates) and per partition (inserts).
 
     BLOOM counted its matches per file group while checking keys, so inserts are step 1's
@@ -354,7 +358,7 @@ def workload_profile(tag: TagResult, counts: dict[str, PartitionCount], index_ty
         return Profile(rows, rows_in, records)
     by_bucket = index_type is IndexType.BUCKET
     columns = [PART, FILE_ID] + ([BUCKET] if by_bucket else [])
-    grouped = tag.tagged.groupBy(*columns).agg(F.count(F.lit(1)).alias("records")).collect()
+    grouped = grouped_counts(tag.tagged, columns, [F.count(F.lit(1)).alias("records")], tasks).collect()
     rows = [ProfileRow(r[PART], r[FILE_ID], r[BUCKET] if by_bucket else None, r.records) for r in grouped]
     if tag.keys_observed is not None:  # the count above computed the (persisted) tagged records: the join ran
         tag.funnel = replace(tag.funnel, **{name: int(n) for name, n in tag.keys_observed.get.items()})
@@ -586,21 +590,6 @@ def write_file_groups(routed: DataFrame, plan: WritePlan, spec: WriteSpec, opera
 
 # ---- the whole operation --------------------------------------------------------------------------
 
-@contextmanager
-def pinned_shuffles(spark, partitions: int):
-    """Adaptive query execution off, and any shuffle without a task count of its own at `partitions`,
-    while the steps run; the session's settings are restored afterwards.
-
-    Each step's shuffles already have their task counts, set as Hudi sets them (the upsert shuffle
-    parallelism, one task per candidate file, one per file group), as Hudi's own RDD jobs do, so
-    adaptive execution has nothing to coalesce. What it does cost is a Spark job per query stage,
-    three or four per step: at `small`, the median daily upsert took 3.52 s with it and 3.21 s
-    without (alternating, 7 days each, one process).
-    """
-    with conf_override(spark, {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": str(partitions)}):
-        yield
-
-
 @dataclass
 class UpsertState(Plan):
     """What each step of an upsert hands the next: the plan of steps 1 to 6."""
@@ -613,6 +602,7 @@ class UpsertState(Plan):
     lookup: Lookup | None = None
     deduped: DataFrame | None = None  # step 1's records, persisted
     parallelism: int = 0  # step 1's shuffle partitions
+    shuffles: int = 1  # tasks of the counting shuffles: step 1's parallelism, at least the cores
     counts: dict[str, PartitionCount] = field(default_factory=dict)
     slices: list[FileSlice] = field(default_factory=list)  # step 2
     files_in_snapshot: int = 0
@@ -643,12 +633,6 @@ class Upsert(WriteOperation):
         record_index_asked(ctx, options)
         return index_type
 
-    def running(self, run: OperationRun):
-        # Every shuffle without a task count of its own gets the upsert's parallelism (or the cores').
-        input_count = partitions_of(self.df)
-        shuffles = max(shuffle_parallelism(input_count, run.options), default_parallelism(run.ctx.spark), 1)
-        return pinned_shuffles(run.ctx.spark, shuffles)
-
     def plan(self, run: OperationRun) -> UpsertState:
         ctx, options, kind = run.ctx, run.options, self.kind
         state = UpsertState(index_type=self.index_type(ctx, options))
@@ -664,6 +648,8 @@ class Upsert(WriteOperation):
             state.nothing_to_do = True
             return state
         state.input_partitions = partitions_of(state.input)
+        # Every shuffle's task count is set in the plan (spark/partitioning.py), never in the session.
+        state.shuffles = max(shuffle_parallelism(state.input_partitions, options), default_parallelism(ctx.spark), 1)
         state.lookup = Lookup(ctx, IndexOptions.of_table(ctx.config, state.index_type, options.bloom_prune_by_ranges,
                                                          options.bloom_use_metadata), state.data_schema,
                               MetadataReader(ctx.storage, ctx.timeline) if options.bloom_use_metadata else None)
@@ -681,13 +667,13 @@ class Upsert(WriteOperation):
             run.cleanup.append(deduped)
             combined = kind is not Operation.BULK_INSERT and (options.combine_before_upsert or kind is not Operation.UPSERT)
             count_stages = ("read input",) + (("keep newest per key",) if combined else ())
-            counted = partition_counts_query(deduped)
+            counted = partition_counts_query(deduped, state.shuffles)
             if fused:
                 partitions = {""}  # counted in the tag step's job, which also runs this step's shuffle
             else:
                 # Materialize here, so the shuffle's time and tasks belong to this step.
                 with describe(ctx.spark, *count_stages, "count per partition path"):
-                    state.counts = partition_counts(deduped)
+                    state.counts = partition_counts(deduped, state.shuffles)
                 refuse_bad_rows(state.counts, ctx.config.precombine_field, ctx.config.record_key)
                 partitions = set(state.counts)
             helpers = [c for c in (NULL_ORDERING, BAD_KEYS) if c in deduped.columns]
@@ -709,7 +695,7 @@ class Upsert(WriteOperation):
                 if fused:
                     state.counts = counts_by_partition(state.tag.partition_counts)
                     refuse_bad_rows(state.counts, ctx.config.precombine_field, ctx.config.record_key)
-                state.profile = workload_profile(state.tag, state.counts, state.index_type)
+                state.profile = workload_profile(state.tag, state.counts, state.index_type, state.shuffles)
 
             try:
                 tag()

@@ -1,0 +1,92 @@
+"""Shuffles whose task counts are in the plan, never taken from the session: labformat leaves a caller's SparkSession as it found it.
+
+Spark gives a shuffle without a count of its own `spark.sql.shuffle.partitions` tasks (200 unless
+the caller set it), and a join of a side already hash-partitioned with one that is not shuffles
+both into max(that side's count, spark.sql.shuffle.partitions) (EnsureRequirements). So every
+join and grouping of a write names its count here: the side step 1 partitioned by the keys stays
+where it is, and the other side is hash-partitioned by the same keys into as many tasks.
+
+Left to Spark: a batch read in a single partition gives step 1 a single task, and Spark 4.x plans a
+join of such a cached single partition with a shuffled side at spark.sql.shuffle.partitions
+whatever counts the plan names (seen with the SIMPLE and BLOOM joins; a smaller query of the same
+shape keeps them). The session's settings are read there, still never changed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from pyspark.sql import Column, DataFrame
+
+from labformat.spark.compat import default_parallelism, is_connect
+
+# "hashpartitioning(_lf_part#12, _lf_key#13, 4)": the column names and the count. A column aliased in a
+# projection shows as "(hashpartitioning(a#1, 4) or hashpartitioning(b#2, 4))".
+_HASH = re.compile(r"hashpartitioning\((?P<columns>[^()]*), (?P<n>\d+)\)")
+
+
+def hash_partitionings(df: DataFrame) -> list[tuple[tuple[str, ...], int]]:
+    """Every (columns, task count) `df`'s physical plan is hash-partitioned by, ((), 1) for a single
+    partition (which any keys' grouping accepts), none otherwise or on Spark Connect (whose plan is
+    the server's)."""
+    if is_connect(df.sparkSession):
+        return []
+    # The physical plan before adaptive execution wraps it (an AdaptiveSparkPlan says nothing until
+    # it has run) and before its preparation rules: planning only, no Spark job.
+    text = df._jdf.queryExecution().sparkPlan().outputPartitioning().toString()
+    if text == "SinglePartition":
+        return [((), 1)]
+    return [(tuple(c.strip().split("#", 1)[0] for c in m["columns"].split(",")), int(m["n"]))
+            for m in _HASH.finditer(text)]
+
+
+def planned_partitions(df: DataFrame) -> int:
+    """The partitions `df`'s plan says it has, or the cores' when it cannot say (a file scan)."""
+    if not is_connect(df.sparkSession):
+        n = df._jdf.queryExecution().sparkPlan().outputPartitioning().numPartitions()
+        if n > 0:
+            return int(n)
+    return default_parallelism(df.sparkSession)
+
+
+def _is_partitioned(found: list[tuple[tuple[str, ...], int]], keys: Sequence[str], n: int) -> bool:
+    return ((tuple(keys), n) in found) or (n == 1 and ((), 1) in found)
+
+
+def _repartition(df: DataFrame, keys: Sequence[str], n: int) -> DataFrame:
+    # One task takes every key: a plain single partition (a hash repartition into one can come out
+    # planned at spark.sql.shuffle.partitions under a limit).
+    return df.repartition(1) if n == 1 else df.repartition(n, *keys)
+
+
+def partitioned_by(df: DataFrame, keys: Sequence[str], n: int) -> DataFrame:
+    """`df` hash-partitioned by `keys` (in that order) into `n` tasks: itself when its plan already
+    is, else repartitioned (an explicit count, which adaptive execution keeps)."""
+    return df if _is_partitioned(hash_partitionings(df), keys, n) else _repartition(df, keys, n)
+
+
+def join_partitioned(left: DataFrame, right: DataFrame, keys: Sequence[str], how: str = "left",
+                     n: int | None = None, hint: str | None = None) -> DataFrame:
+    """`left` joined with `right` on `keys`, both hash-partitioned by the keys into `n` tasks
+    (default: as many as `left` has). When step 1 partitioned `left` so, only `right` moves; `right`
+    (a lookup's result, never partitioned by the keys) is always repartitioned. `hint`: a join
+    strategy hint on `right`, put after its repartition, where the join sees it."""
+    keys = list(keys)
+    found = hash_partitionings(left)
+    if n is None:
+        same = [count for columns, count in found if columns in (tuple(keys), ())]
+        n = same[0] if same else planned_partitions(left)
+    n = max(1, n)
+    if not _is_partitioned(found, keys, n):
+        left = _repartition(left, keys, n)
+    right = _repartition(right, keys, n)
+    return left.join(right.hint(hint) if hint else right, on=keys, how=how)
+
+
+def grouped_counts(df: DataFrame, by: Sequence[str], aggregates: Sequence[Column], n: int,
+                   columns: Sequence[str] = ()) -> DataFrame:
+    """`df` grouped by `by` into `n` tasks, `aggregates` over `columns`: only those columns move."""
+    by = list(by)
+    narrow = df.select(*by, *[c for c in columns if c not in by])
+    return partitioned_by(narrow, by, max(1, n)).groupBy(*by).agg(*aggregates)
