@@ -225,7 +225,7 @@ OPTIONS: tuple[Option, ...] = (
            "How bulk insert orders rows before writing: NONE (as they come), GLOBAL_SORT (by partition "
            "and record key across all tasks: non-overlapping key ranges), PARTITION_SORT (sorted within "
            "each task), PARTITION_PATH_REPARTITION (unsorted); on a partitioned table these two hash rows "
-           "by partition path, so a task holds whole table partitions.",
+           "by partition path, so a task holds whole table partitions (Hudi's row writer since 0.13).",
            Scope.WRITE, one_of(SortMode)),
     Option("bulk_insert_parallelism", "hoodie.bulkinsert.shuffle.parallelism", 0,
            "Write tasks for bulk insert: GLOBAL_SORT, and on a partitioned table PARTITION_PATH_REPARTITION "

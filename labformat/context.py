@@ -245,14 +245,15 @@ class TableConfig:
             except ConfigError as exc:
                 raise CorruptTableError(f"{P.PROPERTIES_PATH}: {exc}") from None
 
-        def flag(key: str, default: bool) -> bool:  # a Hudi property outside the option registry
-            raw = props.get(key)
-            if raw is None or not raw.strip():
+        def flag(key: str, default: bool) -> bool:
+            # As Hudi reads a stored flag (Boolean.parseBoolean: "true" in any case is true), blank or
+            # absent meaning the default; anything but true or false is no flag Hudi wrote.
+            raw = (props.get(key) or "").strip().lower()
+            if raw in ("true", "false"):
+                return raw == "true"
+            if not raw:
                 return default
-            try:
-                return C.parse_bool(raw)
-            except ValueError:
-                raise CorruptTableError(f"{P.PROPERTIES_PATH}: {key}={raw!r}: expected true or false") from None
+            raise CorruptTableError(f"{P.PROPERTIES_PATH}: {key}={props[key]!r}: expected true or false")
 
         columns = value("column_stats_columns")
         hive_style = value("hive_style_partitioning")
@@ -278,7 +279,7 @@ class TableConfig:
             bucket_hash_fields=tuple(hash_field.split(",")) if hash_field else (),
             bucket_hash=bucket_hash_of(props),
             bucket_engine=value("bucket_engine"),
-            cdc_enabled=value("cdc_enabled"),
+            cdc_enabled=flag(_key("cdc_enabled"), False),
         )
 
     def to_properties(self) -> dict[str, str]:

@@ -27,13 +27,14 @@ def test_a_new_tables_config_survives_its_properties_file():
 
 
 @pytest.mark.parametrize("key", ["hoodie.populate.meta.fields", "hoodie.table.cdc.enabled"])
-def test_a_stored_flag_is_parsed_as_every_boolean_and_a_bad_one_names_its_key(key):
+def test_a_stored_flag_is_read_as_hudi_reads_it_and_a_bad_one_names_its_key(key):
     props = _config().to_properties()
-    for raw, expected in (("FALSE", False), (" true ", True)):
+    for raw, expected in (("FALSE", False), (" true ", True), ("", key.endswith("meta.fields"))):
         assert getattr(TableConfig.from_properties({**props, key: raw}),
                        "populate_meta_fields" if "meta" in key else "cdc_enabled") is expected
-    with pytest.raises(CorruptTableError, match=key.replace(".", r"\.")):
-        TableConfig.from_properties({**props, key: "maybe"})
+    for bad in ("maybe", "yes", "1"):  # Hudi's Boolean.parseBoolean would read each as false
+        with pytest.raises(CorruptTableError, match=key.replace(".", r"\.")):
+            TableConfig.from_properties({**props, key: bad})
 
 
 def test_config_is_typed_from_the_registry():

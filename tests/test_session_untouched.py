@@ -32,25 +32,35 @@ def _stages_of(report: lf.WriteReport, ui: SparkUI) -> list:
     return [stage for group in groups for stage in ui.stages(group) if stage.status != "SKIPPED"]
 
 
-# Each index's joins and counts, with and without partition paths (the join keys differ), and the
-# merge-on-read paths where a global index reads the keys logs deleted.
-CASES = [("BLOOM", None, "COPY_ON_WRITE"), ("BLOOM", "day", "COPY_ON_WRITE"), ("SIMPLE", None, "COPY_ON_WRITE"),
-         ("SIMPLE", "day", "COPY_ON_WRITE"), ("GLOBAL_BLOOM", "day", "COPY_ON_WRITE"),
-         ("GLOBAL_SIMPLE", None, "COPY_ON_WRITE"), ("BUCKET", "day", "COPY_ON_WRITE"),
-         ("RECORD_INDEX", "day", "COPY_ON_WRITE"), ("BLOOM", None, "MERGE_ON_READ"),
-         ("GLOBAL_BLOOM", "day", "MERGE_ON_READ"), ("GLOBAL_SIMPLE", "day", "MERGE_ON_READ")]
-ADAPTIVE_CASES = [("BLOOM", "day", "COPY_ON_WRITE"), ("GLOBAL_SIMPLE", "day", "MERGE_ON_READ")]
+# Each index's joins and counts, with and without partition paths (the join keys differ), a table with
+# change data capture (its commit joins the before and after images), and the merge-on-read paths where
+# a global index reads the keys logs deleted.
+CASES = [("BLOOM", None, "COPY_ON_WRITE"), ("BLOOM", "day", "COPY_ON_WRITE", {"cdc_enabled": True}),
+         ("SIMPLE", "day", "COPY_ON_WRITE"), ("GLOBAL_BLOOM", "day", "COPY_ON_WRITE"), ("BUCKET", "day", "COPY_ON_WRITE"),
+         ("RECORD_INDEX", "day", "COPY_ON_WRITE"), ("SIMPLE", None, "MERGE_ON_READ"),
+         ("GLOBAL_SIMPLE", "day", "MERGE_ON_READ")]
+ADAPTIVE_CASES = [("BLOOM", "day", "COPY_ON_WRITE")]
 
 
 @pytest.mark.parametrize("adaptive, cases", [("false", CASES), ("true", ADAPTIVE_CASES)])
-def test_no_write_takes_the_sessions_shuffle_count_or_changes_its_settings(odd_session, tmp_path, adaptive, cases):
+def test_no_write_takes_the_sessions_shuffle_count_or_changes_its_settings(odd_session, tmp_path, monkeypatch,
+                                                                         adaptive, cases):
+    from pyspark.sql.conf import RuntimeConfig
+
     spark = odd_session
     spark.conf.set("spark.sql.adaptive.enabled", adaptive)
     settings = {key: spark.conf.get(key) for key in SETTINGS}
+
+    def refuse(self, key, *args):
+        raise AssertionError(f"a write set the session's {key}")
+
+    # From here on any change of a session setting fails the test (the old writes pinned two).
+    monkeypatch.setattr(RuntimeConfig, "set", refuse)
+    monkeypatch.setattr(RuntimeConfig, "unset", refuse)
     ui = SparkUI(spark)
     seen = 0
-    for n, (index, partition_field, table_type) in enumerate(cases):
-        created = {"index_type": index, **({"bucket_num": 2} if index == "BUCKET" else {})}
+    for n, (index, partition_field, table_type, *extra) in enumerate(cases):
+        created = {"index_type": index, **({"bucket_num": 2} if index == "BUCKET" else {}), **(extra[0] if extra else {})}
         table = lf.Table.create(spark, tmp_path / f"t{n}", partition_field=partition_field, table_type=table_type,
                                 options=created)
         table.bulk_insert(telemetry(spark, 400))
@@ -58,9 +68,8 @@ def test_no_write_takes_the_sessions_shuffle_count_or_changes_its_settings(odd_s
         # The delete writes log files on merge-on-read; the upsert after it meets the keys they deleted.
         reports = [table.upsert(changed), table.delete(telemetry(spark, 20).select("record_key", "day")),
                    table.upsert(changed.where("signal_dbm < 260"))]
-        # A batch in one Spark partition: its joins may take the session's count (partitioning.py), but
-        # the settings stay as they were and the rows come out right.
-        table.upsert(changed.where("signal_dbm >= 260").coalesce(1))
+        if n == 0:  # a batch in one Spark partition: its joins may take the session's count (partitioning.py)
+            table.upsert(changed.where("signal_dbm >= 260").coalesce(1))
         for report in reports:
             stages = _stages_of(report, ui)
             odd = [s.name for s in stages if s.num_tasks == ODD]
@@ -72,6 +81,7 @@ def test_no_write_takes_the_sessions_shuffle_count_or_changes_its_settings(odd_s
     assert seen > 0  # the UI saw the writes' stages
 
 
+@pytest.mark.classic_only  # reads the JVM's physical plan, which a Connect client has not
 def test_partitioned_by_keeps_a_frame_already_so_partitioned_and_repartitions_any_other(spark):
     from labformat.spark import partitioning as P
     from labformat.spark.compat import partitions_of
@@ -85,8 +95,9 @@ def test_partitioned_by_keeps_a_frame_already_so_partitioned_and_repartitions_an
     assert P.hash_partitionings(one) == [((), 1)] and P.partitioned_by(one, ["id"], 1) is one
     aliased = by_id.withColumn("copy", F.col("id")).select("id", F.col("id").alias("other"))
     assert (("id",), 3) in P.hash_partitionings(aliased) and P.partitioned_by(aliased, ["id"], 3) is aliased
-    counts = P.grouped_counts(by_id.withColumn("k", F.col("id") % 2), ["k"], [F.count(F.lit(1)).alias("n")], 2)
-    assert partitions_of(counts) == 2 and sorted(r.n for r in counts.collect()) == [50, 50]
+    counts = P.grouped_counts(by_id.withColumn("k", F.col("id") % 2).withColumn("w", F.lit(2)), ["k"],
+                              {"n": None, "weight": "w"}, 2)
+    assert partitions_of(counts) == 2 and sorted((r.n, r.weight) for r in counts.collect()) == [(50, 100), (50, 100)]
     joined = P.join_partitioned(by_id, spark.range(0, 100, 10).withColumn("hit", F.lit(1)), ["id"])
     assert joined.where("hit = 1").count() == 10 and P.hash_partitionings(joined) == [(("id",), 3)]
 
@@ -94,9 +105,9 @@ def test_partitioned_by_keeps_a_frame_already_so_partitioned_and_repartitions_an
 def test_labformats_session_builder_sizes_local_shuffles_and_turns_adaptive_execution_off():
     import os
 
-    from labformat.spark.session import DEFAULT_CONF, local_cores
+    from labformat.spark.session import DEFAULT_CONF, LOCAL_CONF, local_cores
 
-    assert DEFAULT_CONF["spark.sql.adaptive.enabled"] == "false"
+    assert LOCAL_CONF["spark.sql.adaptive.enabled"] == "false" and "spark.sql.adaptive.enabled" not in DEFAULT_CONF
     assert local_cores("local[3]") == 3 and local_cores("local") == 1 and local_cores("local[2, 4]") == 2
-    assert local_cores("local[*]") == (os.cpu_count() or 1)
+    assert local_cores("local[*]") == len(os.sched_getaffinity(0))
     assert local_cores("local-cluster[2,1,1024]") is None and local_cores("spark://host:7077") is None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 
 from labformat.spark.compat import default_parallelism, is_connect
 
@@ -84,9 +84,32 @@ def join_partitioned(left: DataFrame, right: DataFrame, keys: Sequence[str], how
     return left.join(right.hint(hint) if hint else right, on=keys, how=how)
 
 
-def grouped_counts(df: DataFrame, by: Sequence[str], aggregates: Sequence[Column], n: int,
-                   columns: Sequence[str] = ()) -> DataFrame:
-    """`df` grouped by `by` into `n` tasks, `aggregates` over `columns`: only those columns move."""
+def grouped_counts(df: DataFrame, by: Sequence[str], sums: dict[str, str | None], n: int) -> DataFrame:
+    """Per group of `by`: each of `sums` (output name -> the column it sums, None: the rows), in `n`
+    tasks. Each task first sums its own rows (as Spark's map-side aggregation would, and as Hudi's
+    countByKey combines), so only a row per group and task moves, however skewed the groups."""
+    from pyspark.sql import functions as F
+
     by = list(by)
-    narrow = df.select(*by, *[c for c in columns if c not in by])
-    return partitioned_by(narrow, by, max(1, n)).groupBy(*by).agg(*aggregates)
+    inputs = {name: column for name, column in sums.items()}
+    schema = ", ".join([f"`{c}` {df.schema[c].dataType.simpleString()}" for c in by]
+                       + [f"`{name}` bigint" for name in inputs])
+    narrow = df.select(*by, *[c for c in dict.fromkeys(c for c in inputs.values() if c) if c not in by])
+    partial = narrow.mapInArrow(lambda batches: _partial_sums(batches, by, inputs), schema)
+    return _repartition(partial, by, max(1, n)).groupBy(*by).agg(
+        *[F.sum(F.col(name)).alias(name) for name in inputs])
+
+
+def _partial_sums(batches, by: list[str], sums: dict[str, str | None]):
+    """Task: its rows summed per group (pyarrow), one batch out."""
+    import pyarrow as pa
+
+    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+    if not tables:
+        return
+    table = pa.concat_tables(tables).append_column("_lf_one", pa.array([1] * sum(t.num_rows for t in tables), pa.int64()))
+    columns = {name: (column or "_lf_one") for name, column in sums.items()}
+    grouped = table.group_by(by, use_threads=False).aggregate([(c, "sum") for c in dict.fromkeys(columns.values())])
+    out = [grouped.column(c) for c in by] + [grouped.column(f"{columns[name]}_sum").cast(pa.int64())
+                                             for name in sums]
+    yield from pa.Table.from_arrays(out, names=by + list(sums)).to_batches()

@@ -47,12 +47,15 @@ DEFAULT_CONF = {
     # takes every row of a `tiny` partition, so its files and key ranges repeat run after run,
     # in the notebooks, the tests and the benchmark alike.
     "spark.sql.execution.rangeExchange.sampleSizePerPartition": "10000",
-    # labformat's writes give every shuffle its task count (spark/partitioning.py), so adaptive
-    # execution has nothing to coalesce there and only runs each query stage as a job of its own: at
-    # `small` a day's upsert took a median 1.83 s with it and 1.40 s without (8 days each, alternating,
-    # one process). A session built elsewhere keeps its own setting; labformat never changes it.
-    "spark.sql.adaptive.enabled": "false",
 }
+
+# A local master's defaults besides (a laptop's; a cluster's own configuration is left alone).
+# labformat's writes give every shuffle its task count (spark/partitioning.py), so adaptive execution
+# has nothing to coalesce there and only runs each query stage as a job of its own: at `small` a
+# day's upsert took a median 1.83 s with it and 1.40 s without (8 days each, alternating, one
+# process). Without it a shuffle of one's own queries takes spark.sql.shuffle.partitions tasks, and
+# Spark's 200 are a cluster's count: twice the cores instead.
+LOCAL_CONF = {"spark.sql.adaptive.enabled": "false"}
 if hasattr(socket, "AF_UNIX"):  # not on Windows' Python
     # Executors talk to their Python workers over a Unix domain socket rather than TCP on
     # localhost, where each Python task waited about 40 ms for its first Arrow batch (Nagle's
@@ -130,7 +133,9 @@ def local_cores(master: str) -> int | None:
     if not found:
         return None
     if found[1] in (None, "*"):
-        return 1 if found[1] is None else (os.cpu_count() or 1)
+        # The CPUs this process may use (a container's limit, a taskset), as the JVM counts them.
+        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return 1 if found[1] is None else (usable or 1)
     return max(1, int(found[1]))
 
 
@@ -206,9 +211,7 @@ def spark_session(master: str | None = None, app_name: str = "labformat", log_pa
     options = dict(DEFAULT_CONF)
     cores = local_cores(master)
     if cores:
-        # Without adaptive execution a shuffle of one's own queries takes spark.sql.shuffle.partitions
-        # tasks: Spark's 200 are a cluster's count, a laptop's few cores run them in a hundred waves.
-        options["spark.sql.shuffle.partitions"] = str(2 * cores)
+        options.update(LOCAL_CONF, **{"spark.sql.shuffle.partitions": str(2 * cores)})
     options.update({key: str(value) for key, value in conf.items()})
     if master.startswith(CONNECT_PREFIX):
         # The server owns the JVM and its settings; a client sets only SQL options per session.

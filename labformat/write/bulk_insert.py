@@ -91,7 +91,8 @@ def order_for_sort_mode(df: DataFrame, mode: SortMode, record_key: str, parallel
     file, holds its own slice of the key space: the clean key ranges that range pruning
     relies on later. The other modes leave ranges overlapping. On a partitioned table
     PARTITION_PATH_REPARTITION and PARTITION_SORT hash-partition rows by partition path, so a
-    task holds whole table partitions (Hudi's RepartitioningBulkInsertPartitionerBase); on a
+    task holds whole table partitions (Hudi's row writer since 0.13, RepartitioningBulkInsertPartitionerBase;
+    its RDD path and older releases coalesce on any table); on a
     table without partitions they coalesce like NONE (`_tasks_without_sort`). `partitions`: the
     input's partition count, when the caller counted it already.
     """

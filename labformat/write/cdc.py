@@ -37,6 +37,7 @@ from labformat.schema import COMMIT_TIME, PARTITION_PATH, RECORD_KEY
 from labformat.storage import Storage
 from labformat.timeline import CDC_DIR
 from labformat.spark.compat import default_parallelism
+from labformat.spark.partitioning import join_partitioned
 from labformat.write.arrow_writer import this_task
 
 _WRITTEN_DDL = "path string, rows long"
@@ -61,7 +62,9 @@ def changes(spark: SparkSession, storage: Storage, instant: str, before: list[Fi
     new = images(after, schema_after, "after")
     if before and schema_before is not None:
         old = images(before, schema_before, "before").drop("_before_written")
-        joined = old.join(new, on=["_k", "_p"], how="full_outer")
+        # Both images hash-partitioned by (key, partition) into a count of the write's own.
+        tasks = max(1, min(len(before) + len(after), 2 * default_parallelism(spark)))
+        joined = join_partitioned(old, new, ["_k", "_p"], how="full_outer", n=tasks)
     else:
         joined = new.withColumn("before", F.lit(None).cast("string"))
     op = (F.when(F.col("after").isNull(), F.lit("d"))

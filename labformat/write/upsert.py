@@ -240,14 +240,13 @@ def _with_partition(ctx: TableContext, df: DataFrame) -> DataFrame:
 def partition_counts_query(deduped: DataFrame, tasks: int) -> DataFrame:
     """Records, input rows, null precombine values and null or blank keys per partition path (PART,
     records, rows_in, null_ordering, bad_keys), counted in `tasks` tasks; not run here."""
-    counted = [c for c in (COUNT, NULL_ORDERING, BAD_KEYS) if c in deduped.columns]
-
-    def total(column):
-        return F.sum(column) if column in counted else F.lit(0).cast("long")
-
-    return grouped_counts(deduped, [PART], [F.count(F.lit(1)).alias("records"), F.sum(COUNT).alias("rows_in"),
-                                            total(NULL_ORDERING).alias("null_ordering"),
-                                            total(BAD_KEYS).alias("bad_keys")], tasks, counted)
+    sums = {"records": None, "rows_in": COUNT, "null_ordering": NULL_ORDERING, "bad_keys": BAD_KEYS}
+    counted = grouped_counts(deduped, [PART], {k: c for k, c in sums.items() if c is None or c in deduped.columns},
+                             tasks)
+    for name in ("null_ordering", "bad_keys"):  # columns a delete's or a bucket load's records lack
+        if sums[name] not in deduped.columns:
+            counted = counted.withColumn(name, F.lit(0).cast("long"))
+    return counted
 
 
 def partition_counts(deduped: DataFrame, tasks: int) -> dict[str, PartitionCount]:
@@ -358,7 +357,7 @@ def workload_profile(tag: TagResult, counts: dict[str, PartitionCount], index_ty
         return Profile(rows, rows_in, records)
     by_bucket = index_type is IndexType.BUCKET
     columns = [PART, FILE_ID] + ([BUCKET] if by_bucket else [])
-    grouped = grouped_counts(tag.tagged, columns, [F.count(F.lit(1)).alias("records")], tasks).collect()
+    grouped = grouped_counts(tag.tagged, columns, {"records": None}, tasks).collect()
     rows = [ProfileRow(r[PART], r[FILE_ID], r[BUCKET] if by_bucket else None, r.records) for r in grouped]
     if tag.keys_observed is not None:  # the count above computed the (persisted) tagged records: the join ran
         tag.funnel = replace(tag.funnel, **{name: int(n) for name, n in tag.keys_observed.get.items()})
