@@ -308,7 +308,7 @@ def summary_markdown(out: Path, preset: str, done: list[Executed]) -> str:
         recorded = out / "summary" / f"{executed.name}.json"
         lines += [f"## {executed.name} ({executed.seconds:.0f} s)", ""]
         if executed.slowest:
-            lines += [f"Slowest cells: {_cells(executed.slowest)}.", ""]
+            lines += [f"Slowest cells (counted from 1 at the top; nbval counts from 0): {_cells(executed.slowest)}.", ""]
         if recorded.exists():
             values = json.loads(recorded.read_text())["values"]
             lines += ["| what | value |", "| --- | --- |"]
