@@ -91,13 +91,12 @@ def grouped_counts(df: DataFrame, by: Sequence[str], sums: dict[str, str | None]
     from pyspark.sql import functions as F
 
     by = list(by)
-    inputs = {name: column for name, column in sums.items()}
     schema = ", ".join([f"`{c}` {df.schema[c].dataType.simpleString()}" for c in by]
-                       + [f"`{name}` bigint" for name in inputs])
-    narrow = df.select(*by, *[c for c in dict.fromkeys(c for c in inputs.values() if c) if c not in by])
-    partial = narrow.mapInArrow(lambda batches: _partial_sums(batches, by, inputs), schema)
+                       + [f"`{name}` bigint" for name in sums])
+    narrow = df.select(*by, *[c for c in dict.fromkeys(c for c in sums.values() if c) if c not in by])
+    partial = narrow.mapInArrow(lambda batches: _partial_sums(batches, by, sums), schema)
     return _repartition(partial, by, max(1, n)).groupBy(*by).agg(
-        *[F.sum(F.col(name)).alias(name) for name in inputs])
+        *[F.sum(F.col(name)).alias(name) for name in sums])
 
 
 def _partial_sums(batches, by: list[str], sums: dict[str, str | None]):
@@ -107,7 +106,8 @@ def _partial_sums(batches, by: list[str], sums: dict[str, str | None]):
     tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
     if not tables:
         return
-    table = pa.concat_tables(tables).append_column("_lf_one", pa.array([1] * sum(t.num_rows for t in tables), pa.int64()))
+    table = pa.concat_tables(tables)
+    table = table.append_column("_lf_one", pa.repeat(pa.scalar(1, pa.int64()), table.num_rows))
     columns = {name: (column or "_lf_one") for name, column in sums.items()}
     grouped = table.group_by(by, use_threads=False).aggregate([(c, "sum") for c in dict.fromkeys(columns.values())])
     out = [grouped.column(c) for c in by] + [grouped.column(f"{columns[name]}_sum").cast(pa.int64())
