@@ -109,11 +109,15 @@ def test_the_sweep_runs_beside_them_and_each_setting_piles_up_its_logs_by_the_ru
     totals = mor.sweep_totals(sweep)
     assert totals.compactions.tolist() == [mor.expected_compactions(spec.batch_days, e) for e in mor.SWEEP_SETTINGS]
     assert totals.mb_written.idxmin() == "never" and totals.logs_read.idxmax() == "never"
-    # Three days: every 3 and every 4 compact once each and stay within 2 log files a slice: both right.
+    # Three days: every 3 and every 4 compact once each, and both compacted most often: either wrote
+    # the most bytes by the rule.
     for answer, right in (("every 3", True), ("every 4", True), ("never", False)):
-        assert ex.rarest_compaction_within("4.4", answer, sweep, mor.LOG_BUDGET).right is right
-        # ... and both compacted most often: either wrote the most bytes by the rule.
         assert ex.most_bytes_written("4.3", answer, totals).right is right
+    # Never compacting, three days pile up 3 log files, within a budget of 3: the rarest; within 2, every
+    # 3 and every 4 tie.
+    for budget, rights in ((3, ("never",)), (2, ("every 3", "every 4"))):
+        for answer in ("every 3", "every 4", "never"):
+            assert ex.rarest_compaction_within("4.4", answer, sweep, budget).right is (answer in rights)
 
 
 @pytest.mark.spark

@@ -303,7 +303,7 @@ def shuffle_partitions_choice(exercise: str, answer, startup_s: float, work_s: f
                      (_type_hint(answer, "a whole number") if number is None else "") + hint)
     n = int(number)
     mine = shuffle_seconds(n, cores, startup_s, work)
-    verdict = (f"{n} partitions: {waves(n, cores)} waves of {startup_s * 1000:.0f} ms + {work / n:.2f} s, "
+    verdict = (f"{n} partitions: {_many(waves(n, cores), 'wave')} of {startup_s * 1000:.0f} ms + {work / n:.2f} s, "
                f"{mine:.2f} s projected ({mine / best:.2f}x the fastest). ")
     return Check(exercise, answer, allowed, n in allowed, verdict + explanation_base, verdict + hint)
 

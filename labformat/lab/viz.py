@@ -1045,6 +1045,7 @@ def plot_index_reads_and_rewrites(runs: pd.DataFrame, axes=None):
     workloads = list(dict.fromkeys(runs.workload))
     indexes = list(dict.fromkeys(runs["index"]))
     width = 0.8 / len(indexes)
+    tallest = [0.0, 0.0]
     for i, (index, color) in enumerate(zip(indexes, _colors(len(indexes)))):
         x = np.arange(len(workloads)) + (i - (len(indexes) - 1) / 2) * width
         entries = [first.loc[(w, index)].index_entries_read for w in workloads]
@@ -1053,21 +1054,24 @@ def plot_index_reads_and_rewrites(runs: pd.DataFrame, axes=None):
                 for w, e, has in zip(workloads, entries, by_entries)]
         rewritten = [float(first.loc[(w, index)].rows_rewritten) for w in workloads]
         label = f"{index} (index entries)" if any(by_entries) else index
-        for ax, values, hatch in ((axes[0], read, "//" if any(by_entries) else None), (axes[1], rewritten, None)):
+        for k, (ax, values, hatch) in enumerate(((axes[0], read, "//" if any(by_entries) else None),
+                                                 (axes[1], rewritten, None))):
+            tallest[k] = max(tallest[k], *values)
             bars = ax.bar(x, values, width, color=color, label=label, hatch=hatch)
             for bar, n in zip(bars, values):
                 ax.annotate(f"{int(n):,}", (bar.get_x() + bar.get_width() / 2, n), ha="center", va="bottom",
                             fontsize="x-small", rotation=90)
-    for ax, ylabel, title in ((axes[0], "record keys (or index entries) read", "what each index's tag step read"),
-                              (axes[1], "rows rewritten (copy-on-write)", "what each upsert rewrote")):
+    for ax, top, ylabel, title in ((axes[0], tallest[0], "record keys (or index entries) read",
+                                    "what each index's tag step read"),
+                                   (axes[1], tallest[1], "rows rewritten (copy-on-write)", "what each upsert rewrote")):
         ax.set_xticks(range(len(workloads)))
         ax.set_xticklabels(workloads)
         ax.set_xlabel("workload")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-        ax.set_ylim(bottom=0)
-        ax.margins(y=0.2)
+        # Headroom for the tallest bar's count, written upright above it (about a third of the axis).
+        ax.set_ylim(0, top * 1.5 if top > 0 else 1)
     handles, labels = axes[0].get_legend_handles_labels()
     axes[0].figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small")
     return axes
@@ -1134,7 +1138,10 @@ def plot_bucket_split(split, days: int = 5, axes=None):
     axes[0].set_ylabel("largest base file (KB)")
     axes[0].set_ylim(bottom=0)
     axes[0].margins(y=0.2)
-    axes[0].set_title("a bucket count fixed at creation, and the ring's resize")
+    days_in_table = frame.partition.nunique()
+    axes[0].set_title("a bucket count fixed at creation, and the ring's resize"
+                      + (f"\n(the last {len(partitions)} of the table's {days_in_table} day partitions)"
+                         if len(partitions) < days_in_table else ""))
     axes[0].legend(loc="upper left", fontsize="small")
 
     ax, palette, space = axes[1], _colors(10), HASH_MASK + 1
