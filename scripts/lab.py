@@ -13,9 +13,11 @@ Every sub-command first makes sure `.venv/` (at the repository root) matches
 pyproject.toml: when it is missing, or its stamp file does not hold the sha256
 of pyproject.toml, the Python version and the extras the command needs, it runs
 `python -m venv .venv` and `.venv/bin/pip install -e .` (pip's output goes to
-.venv/pip.log). `run`, `lab` and `check` need the runtime dependencies only (with
-delta-rs and pyiceberg, which notebook 08 and the benchmark write with); `test` adds
-the test extra, `bench` the bench extra (psutil); extras installed once stay.
+.venv/pip.log). `check` needs what a table needs (pyproject.toml's dependencies);
+`run` and `lab` add the lab extra (JupyterLab, matplotlib, widgets) and the formats
+extra (delta-rs and pyiceberg, which notebook 08 writes with), and the connect extra
+for an `sc://` master; `test` adds the test extra (every package), `bench` the bench
+extra; extras installed once stay.
 When it is up to date this costs a file read and a hash, and prints nothing.
 Then the script runs itself again with .venv's interpreter, checks Java, and
 does the job.
@@ -92,19 +94,37 @@ def venv_python(venv=VENV):
     return os.path.join(bin_dir(venv), "python.exe" if os.name == "nt" else "python")
 
 
-# The optional dependencies (pyproject.toml's extras) each command needs on top of the runtime ones:
-# the lab itself runs without the test and benchmark packages.
-EXTRAS = {"run": (), "lab": (), "check": (), "test": ("test",), "bench": ("bench",), "pack": ("pack",)}
+# The optional dependencies (pyproject.toml's extras) each command needs on top of what a table
+# needs: the lab runs without the test and benchmark packages.
+EXTRAS = {"run": ("lab", "formats"), "lab": ("lab", "formats"), "check": (), "test": ("test",),
+          "bench": ("bench",), "pack": ("pack",)}
+MASTER_ENV = "LABFORMAT_SPARK_MASTER"
 
 
-def extras_for(name, args):
-    """EXTRAS[name], and the `s3` extra (the local S3 server) when the job or benchmark asks for S3."""
-    on_s3 = False
-    if name == "run":
-        on_s3 = "--storage=s3" in args or any(a == "--storage" and b == "s3" for a, b in zip(args, args[1:]))
-    elif name == "bench":
-        on_s3 = any(a.endswith("-s3") for a in args)  # labformat-bloom-s3, delta-rs-s3
-    return EXTRAS[name] + (("s3",) if on_s3 else ())
+def _option(args, name):
+    """The value of `--name VALUE` or `--name=VALUE` in args, else None."""
+    for i, arg in enumerate(args):
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1:]
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+    return None
+
+
+def extras_for(name, args, environ=None):
+    """EXTRAS[name]; the `s3` extra (the local S3 server) when the job or benchmark asks for S3; the
+    `connect` extra (a Spark Connect client) when the job's or the lab's master is `sc://...`."""
+    environ = os.environ if environ is None else environ
+    extras = EXTRAS[name]
+    if name == "run" and _option(args, "--storage") == "s3":
+        extras += ("s3",)
+    elif name == "bench" and any(a.endswith("-s3") for a in args):  # labformat-bloom-s3, delta-rs-s3
+        extras += ("s3",)
+    if name in ("run", "lab"):
+        master = (_option(args, "--master") if name == "run" else None) or environ.get(MASTER_ENV, "")
+        if master.startswith("sc://"):
+            extras += ("connect",)
+    return extras
 
 
 def expected_stamp(pyproject=PYPROJECT, extras=()):
@@ -421,8 +441,9 @@ def check_java():
 def prepare_jvm_archive():
     """Spark's class-data sharing archive, made once per Java and Spark (labformat/spark/cds.py): every
     later Spark JVM, a test's writer process or a notebook's, then starts on about half the CPU. `test`
-    and `run` make it (73 s once; the main job's nine sessions alone repay it: 00 ran in 40 s instead of
-    53, 05 in 88 instead of 104); `lab` uses it when it is there (a learner would wait for it at the start)."""
+    makes it first (73 s once); `run` makes it beside its first notebook (labformat.lab.main: the main
+    job's nine sessions alone repay it, 00 ran in 40 s instead of 53, 05 in 88 instead of 104); `lab`
+    uses it when it is there (a learner would wait for it at the start)."""
     from labformat.spark import cds
 
     cds.prepare()
@@ -470,7 +491,6 @@ def cmd_check(args):
 
 def cmd_run(args):
     check_java()
-    prepare_jvm_archive()
     return replace_process([sys.executable, "-m", "labformat.lab.main"] + args)
 
 

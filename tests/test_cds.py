@@ -118,3 +118,17 @@ def test_the_session_jvm_runs_with_labformat_java_options(spark):
     assert extra, "the tests set LABFORMAT_JAVA_OPTIONS (conftest.py)"
     running = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert [o for o in extra if o not in running] == []
+
+
+def test_the_background_dump_starts_only_when_the_archive_is_missing(monkeypatch, tmp_path):
+    monkeypatch.setenv("LABFORMAT_CACHE", str(tmp_path))
+    monkeypatch.delenv(cds.ENV, raising=False)
+    started = []
+    monkeypatch.setattr(cds.subprocess, "Popen", lambda command, **kwargs: started.append(command) or "child")
+    assert cds.prepare_in_background() == "child" and started[0][-2:] == ["-m", "labformat.spark.cds"]
+    assert cds.archive_path().with_name(cds.archive_path().name + ".log").exists()  # where its output goes
+    _ready_archive(cds.archive_path())
+    assert cds.prepare_in_background() is None and len(started) == 1  # ready: nothing to do
+    monkeypatch.setenv(cds.ENV, "0")
+    cds.archive_path().unlink()
+    assert cds.prepare_in_background() is None  # turned off

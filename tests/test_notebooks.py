@@ -278,3 +278,25 @@ def test_jupyterlab_has_the_widget_extension_matching_ipywidgets():
     assert "enabled" in line and "OK" in line, text
     # ipywidgets 8 talks to the jupyterlab_widgets 3 front end (its manager v5).
     assert version("ipywidgets").startswith("8.") and version("jupyterlab_widgets").startswith("3.")
+
+
+def test_the_main_job_waits_for_the_jvm_archive_before_any_notebook_but_00(monkeypatch, tmp_path):
+    """00 generates the data and times nothing: it alone runs beside the class-data sharing dump."""
+    from labformat.spark import cds
+
+    folder = tmp_path / "nbs"
+    folder.mkdir()
+    for name in ("00-setup", "01-bulk", "02-upserts"):
+        nbformat.write(nbformat.v4.new_notebook(), folder / f"{name}.ipynb")
+    events = []
+    monkeypatch.setattr(runner, "execute", lambda source, preset, out=None: events.append(source.stem)
+                        or nbformat.v4.new_notebook())
+    monkeypatch.setattr(cds, "wait_for", lambda process: events.append("archive") if process else None)
+    runner.run_workshop(tmp_path / "out", "tiny", folder, jvm_archive="a dump")
+    assert events == ["00-setup", "archive", "01-bulk", "02-upserts"]
+    events.clear()
+    runner.run_workshop(tmp_path / "out", "tiny", folder, only=("02",), jvm_archive="a dump")
+    assert events == ["archive", "02-upserts"]  # a timed notebook first: it waits at once
+    events.clear()
+    runner.run_workshop(tmp_path / "out", "tiny", folder, only=("00",), jvm_archive="a dump")
+    assert events == ["00-setup", "archive"]  # 00 alone: the job still ends with the archive made

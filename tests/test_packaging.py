@@ -272,14 +272,18 @@ def test_stamp_tracks_pyproject_and_python_version(tmp_path, monkeypatch):
 
 def test_the_lab_runs_without_the_test_extras_and_extras_installed_once_stay(tmp_path):
     lab = load_lab_module()
-    assert lab.EXTRAS["run"] == lab.EXTRAS["lab"] == () and lab.EXTRAS["test"] == ("test",)
+    assert lab.EXTRAS["run"] == lab.EXTRAS["lab"] == ("lab", "formats") and lab.EXTRAS["test"] == ("test",)
+    assert lab.EXTRAS["check"] == ()
     venv, pyproject = tmp_path / ".venv", tmp_path / "pyproject.toml"
     pyproject.write_text('[project]\nname = "x"\n')
     python = Path(lab.venv_python(str(venv)))
     python.parent.mkdir(parents=True)
     python.write_text("")
     stamp = venv / ".labformat-stamp"
-    stamp.write_text(lab.expected_stamp(str(pyproject)))  # the runtime dependencies only
+    stamp.write_text(lab.expected_stamp(str(pyproject)))  # what a table needs only
+    assert lab.venv_is_current(str(venv), str(pyproject), extras=lab.EXTRAS["check"])
+    assert not lab.venv_is_current(str(venv), str(pyproject), extras=lab.EXTRAS["run"])
+    stamp.write_text(lab.expected_stamp(str(pyproject), extras=lab.EXTRAS["run"]))
     assert lab.venv_is_current(str(venv), str(pyproject), extras=lab.EXTRAS["run"])
     assert not lab.venv_is_current(str(venv), str(pyproject), extras=lab.EXTRAS["test"])
     stamp.write_text(lab.expected_stamp(str(pyproject), extras=("test", "bench")))
@@ -288,13 +292,18 @@ def test_the_lab_runs_without_the_test_extras_and_extras_installed_once_stay(tmp
     assert lab.venv_is_current(str(venv), str(pyproject), extras=())
     stamp.write_text(stamp.read_text().splitlines()[0] + "\n")  # an old or broken stamp: set up again
     assert lab.installed_extras(str(venv), str(pyproject)) is None
-    # The runtime dependencies hold nothing only the tests or the benchmark need; notebook 08 writes with the peers.
+    # What a table needs holds nothing only the lab, the other formats, Connect, the tests or the
+    # benchmark need: a cluster's executors install it; notebook 08 writes with the formats extra.
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    runtime = " ".join(project["dependencies"]).lower()
-    assert not any(name in runtime for name in ("pytest", "hypothesis", "nbval", "hudi", "psutil"))
-    assert "deltalake" in runtime and "pyiceberg" in runtime
+    names = lambda entries: {split_requirement(e)[0] for e in entries}  # noqa: E731
+    core, extras = names(project["dependencies"]), project["optional-dependencies"]
+    assert core == {"pyspark", "pyarrow", "numpy", "pandas", "fastavro", "xxhash", "hilbertcurve", "obstore"}
+    assert {"jupyterlab", "matplotlib", "ipywidgets", "nbclient", "nbformat", "tqdm"} == names(extras["lab"])
+    assert {"deltalake", "pyiceberg"} == names(extras["formats"]) and "sqlglot" in names(extras["connect"])
+    every = set().union(*(names(e) for name, e in extras.items() if name != "test"))
+    assert every - {"pack", "s3"} <= names(extras["test"]), "the test extra lists every other extra's packages"
 
 
 def _no_java_env(tmp_path) -> dict:
@@ -453,10 +462,21 @@ def test_bootstrap_installs_once_quietly_then_is_a_silent_no_op(tmp_path):
 
 def test_s3_runs_add_the_s3_extra_and_nothing_else_does():
     lab = load_lab_module()
-    assert lab.extras_for("run", ["--storage", "s3"]) == lab.extras_for("run", ["--storage=s3"]) == ("s3",)
-    assert lab.extras_for("run", ["--preset", "tiny"]) == () and lab.extras_for("run", ["--storage", "local"]) == ()
+    lab_only = ("lab", "formats")
+    assert lab.extras_for("run", ["--storage", "s3"]) == lab.extras_for("run", ["--storage=s3"]) == lab_only + ("s3",)
+    assert lab.extras_for("run", ["--preset", "tiny"]) == lab.extras_for("run", ["--storage", "local"]) == lab_only
     assert lab.extras_for("bench", ["--engines", "labformat-bloom", "delta-rs-s3"]) == ("bench", "s3")
     assert lab.extras_for("test", []) == ("test",)
+
+
+def test_a_spark_connect_master_adds_the_connect_extra(monkeypatch):
+    lab = load_lab_module()
+    assert lab.extras_for("run", [], environ={}) == ("lab", "formats")
+    assert lab.extras_for("run", ["--master", "sc://host:15002"], environ={}) == ("lab", "formats", "connect")
+    assert lab.extras_for("run", ["--master=sc://host:15002"], environ={})[-1] == "connect"
+    assert lab.extras_for("lab", [], environ={lab.MASTER_ENV: "sc://localhost"})[-1] == "connect"
+    assert lab.extras_for("run", ["--master", "local-standalone"], environ={lab.MASTER_ENV: "sc://x"}) == ("lab", "formats")
+    assert lab.extras_for("check", [], environ={lab.MASTER_ENV: "sc://x"}) == ()
 
 
 def test_pack_writes_a_relocatable_environment_without_pyspark_or_labformat(tmp_path):

@@ -111,3 +111,15 @@ def test_labformats_session_builder_sizes_local_shuffles_and_turns_adaptive_exec
     assert local_cores("local[3]") == 3 and local_cores("local") == 1 and local_cores("local[2, 4]") == 2
     assert local_cores("local[*]") == len(os.sched_getaffinity(0))
     assert local_cores("local-cluster[2,1,1024]") is None and local_cores("spark://host:7077") is None
+
+
+def test_a_connect_master_without_the_connect_extra_names_the_install(monkeypatch):
+    import importlib.util
+
+    import labformat.spark.session as session
+    from labformat.errors import ConfigError
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "grpc" else object())
+    monkeypatch.setattr("pyspark.sql.SparkSession.getActiveSession", staticmethod(lambda: None))
+    with pytest.raises(ConfigError, match=r"needs grpc: pip install 'labformat\[connect\]'"):
+        session.spark_session("sc://localhost:15002")

@@ -17,6 +17,7 @@ its rollback, and one still running has a ring nobody reads yet. `<instant>.comm
 from __future__ import annotations
 
 import hashlib
+import functools
 import json
 import struct
 import uuid
@@ -24,7 +25,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
-import xxhash
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -44,11 +44,18 @@ META_SUFFIX = ".hashing_meta"
 COMMIT_SUFFIX = ".commit"
 
 
+@functools.cache
+def _xxh32():
+    import xxhash  # imported once a consistent-hashing table hashes a key: no other table needs it
+
+    return xxhash.xxh32_intdigest
+
+
 def key_hash(key: str, fields: tuple[str, ...]) -> int:
     """XXH32 (seed 0) of the hash fields' values joined with no separator, & Integer.MAX_VALUE
     (ConsistentBucketIdentifier); a null value is joined as Java joins it, "null"."""
     joined = "".join("null" if v is None else v for v in hash_values(key, fields))
-    return xxhash.xxh32_intdigest(joined.encode("utf-8")) & HASH_MASK
+    return _xxh32()(joined.encode("utf-8")) & HASH_MASK
 
 
 def key_hashes(keys: pa.Array, fields: tuple[str, ...]) -> np.ndarray:

@@ -112,6 +112,37 @@ def prepare(quiet: bool = False) -> Path | None:
         return None
 
 
+def prepare_in_background() -> subprocess.Popen | None:
+    """Start `prepare` in a child process when the archive is missing (None when it is ready, off, or
+    this machine cannot have one). The main job runs its first notebook, which only generates data and
+    times nothing, beside the dump, and waits for it (`wait_for`) before any other: the dump's JVM
+    keeps about one core busy and the notebook's Spark the other, where one after the other took both
+    in turn. Its output goes to `<archive>.log`."""
+    path = archive_path()
+    if path is None or not enabled() or java_option():
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(path.with_name(path.name + ".log"), "w")
+    except OSError:
+        return None
+    with log:
+        return subprocess.Popen([sys.executable, "-m", "labformat.spark.cds"], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+
+
+def wait_for(process: subprocess.Popen | None) -> None:
+    """Wait for `prepare_in_background`'s child and say how it went (its last line)."""
+    if process is None:
+        return
+    if process.poll() is None:
+        print("  waiting for the class-data sharing archive, prepared beside the first notebook ...", flush=True)
+    process.wait()
+    path = archive_path()
+    lines = path.with_name(path.name + ".log").read_text().strip().splitlines() if path else []
+    print(f"  {'archive ready: ' + str(path) if java_option() else (lines[-1:] or ['no archive'])[0]}", flush=True)
+
+
 @contextlib.contextmanager
 def _one_at_a_time(lock: Path):
     with open(lock, "a") as held:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import socket
@@ -11,7 +12,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from labformat.errors import JavaNotFoundError
+from labformat.errors import ConfigError, JavaNotFoundError
 from labformat.spark.java import java_executable
 
 MIN_JAVA = 17
@@ -122,6 +123,8 @@ def _jvm_output_to(log_path: Path):
 
 MASTER_ENV = "LABFORMAT_SPARK_MASTER"  # the Spark master when no `master` is passed
 CONNECT_PREFIX = "sc://"  # a Spark Connect endpoint, e.g. sc://localhost:15002
+# What a Spark Connect client imports beyond pyspark (the connect extra's packages).
+CONNECT_MODULES = ("grpc", "grpc_status", "google.rpc", "zstandard", "sqlglot")
 
 _shipped_zip: Path | None = None
 
@@ -188,6 +191,13 @@ def jvm_options(user_options: str = "") -> str:
     return " ".join(o for o in (cds.java_option(f"{user_options} {extra}"), extra) if o)
 
 
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
+
+
 def spark_session(master: str | None = None, app_name: str = "labformat", log_path: str | os.PathLike | None = None, **conf):
     """Return the process's SparkSession, creating it if needed.
 
@@ -214,6 +224,10 @@ def spark_session(master: str | None = None, app_name: str = "labformat", log_pa
         options.update(LOCAL_CONF, **{"spark.sql.shuffle.partitions": str(2 * cores)})
     options.update({key: str(value) for key, value in conf.items()})
     if master.startswith(CONNECT_PREFIX):
+        missing = [m for m in CONNECT_MODULES if not _importable(m)]
+        if missing:
+            raise ConfigError(f"master {master!r} is a Spark Connect endpoint, and its client needs "
+                              f"{', '.join(missing)}: pip install 'labformat[connect]'")
         # The server owns the JVM and its settings; a client sets only SQL options per session.
         builder = SparkSession.builder.remote(master)
         for key, value in options.items():
