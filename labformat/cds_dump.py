@@ -1,4 +1,4 @@
-"""The class-data sharing archive's workload (`cds.prepare` runs it in a child): a session that bulk inserts, upserts and queries, then exits.
+"""The class-data sharing archive's workload (run by `cds.prepare`): a session that bulk inserts, upserts and queries, then exits.
 
     python -m labformat.cds_dump <archive path>
 """

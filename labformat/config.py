@@ -163,7 +163,8 @@ OPTIONS: tuple[Option, ...] = (
            "of the key picks the file group), the global GLOBAL_SIMPLE and GLOBAL_BLOOM (the same "
            "lookups over every partition: a key is unique in the table, and a record whose partition "
            "value changes moves, see `*_update_partition_path`), or the global RECORD_INDEX (each key "
-           "looked up in the metadata table's key-to-file-group map, see `record_index_enable`). The non-global ones look a key up "
+           "looked up in the metadata table's key-to-file-group map, see `record_index_enable`). "
+           "The non-global ones look a key up "
            "in the partition its record names only, so a record whose partition value changes is "
            "stored twice. Stored with the table; a write may switch among all but BUCKET, never to "
            "or from BUCKET.", Scope.TABLE, one_of(IndexType), per_write=True),

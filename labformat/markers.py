@@ -1,4 +1,4 @@
-"""Write markers: each log file a write task creates is first recorded under `.hoodie/.temp/<instant>/`, so that a rollback finds it.
+"""Write markers: each log file a write task creates is first recorded under `.hoodie/.temp/<instant>/`, so a rollback finds it.
 
 A base file's name carries the instant that wrote it; a log file's name carries its file
 slice's base instant instead (version 6), so nothing in a log file's name says which delta

@@ -6,7 +6,8 @@ spec: `n`, `start`, `prefix` (the rows, as `tests.helpers.telemetry` makes them)
 rows whose id has it: 0 is day 2024-01-15, 1 is 2024-01-16), `battery` (an update: every row gets
 this battery_pct and a newer updated_at), `options` (the write's options), `begin_file` (once its
 Spark session is up, the writer waits for this file before it opens the table: the test prepares
-the table meanwhile). Pause and crash points: the test's environment names them, and the writer arms them (`tests.helpers.arm_writer_points`, `labformat/hooks.py`).
+the table meanwhile). Pause and crash points: the test's environment names them, and the writer arms them
+(`tests.helpers.arm_writer_points`, `labformat/hooks.py`).
 """
 
 import json

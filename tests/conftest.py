@@ -49,7 +49,8 @@ def connect_session(log_path: str):
     warnings.filterwarnings("ignore", message="Failed to set spark", category=UserWarning)
     builder = SparkSession.builder.remote("local[2]").config("spark.connect.grpc.binding.port", str(CONNECT_PORT))
     jvm = jvm_options()  # the server's JVM, like every session's: the class archive and $LABFORMAT_JAVA_OPTIONS
-    for key, value in {**DEFAULT_CONF, **LOCAL_CONF, **SESSION_CONF, **({"spark.driver.defaultJavaOptions": jvm} if jvm else {})}.items():
+    for key, value in {**DEFAULT_CONF, **LOCAL_CONF, **SESSION_CONF,
+                       **({"spark.driver.defaultJavaOptions": jvm} if jvm else {})}.items():
         builder = builder.config(key, value)
     with _jvm_output_to(Path(log_path)):
         session = builder.getOrCreate()

@@ -1,4 +1,4 @@
-"""A writer process for the crash tests: bulk-inserts into a table (or upserts, compacts or clusters: CRASH_WRITER_OPERATION=upsert|compact|cluster), dying where LABFORMAT_CRASH_AT says.
+"""Crash-test writer process: bulk-inserts (or CRASH_WRITER_OPERATION=upsert|compact|cluster), dies where LABFORMAT_CRASH_AT says.
 
 Its heartbeat and lock are short-lived (`SHORT_LIVED`, or the options JSON in argv[2]): a killed
 writer's instant then counts as dead, and its lock as expired, within a second, so the next

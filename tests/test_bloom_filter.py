@@ -1,4 +1,4 @@
-"""Unit tests of Hudi's record-key bloom filters: Hadoop's hash and bytes pinned, round trips, false-positive rates, DYNAMIC_V0's rows."""
+"""Unit tests of Hudi's bloom filters: Hadoop's hash and bytes pinned, round trips, false-positive rates, DYNAMIC_V0's rows."""
 
 import base64
 

@@ -364,7 +364,7 @@ def test_writers_that_only_add_file_groups_never_conflict(bare):
     table, path = bare
     snapshot = table.context()
     txs = [WriteTransaction(snapshot, Operation.BULK_INSERT, options=options(**OCC)) for _ in range(3)]
-    for n, tx in enumerate(txs):
+    for tx in txs:
         tx.start()
     for n, tx in enumerate(reversed(txs)):  # completed latest instant first
         tx.commit([stand_in_file(path, tx, "p", f"new{n}-0")], SCHEMA)

@@ -68,7 +68,8 @@ def test_keys_encode_minute_and_drone_and_sort_in_time_order(tiny_history):
 
 def test_same_seed_same_data_for_any_partition_count(spark):
     tiny = datasets.spec("tiny", **BUSY)
-    for make in (lambda n: datasets.history(spark, tiny, num_partitions=n), lambda n: datasets.batch(spark, tiny, 2, num_partitions=n)):
+    for make in (lambda n: datasets.history(spark, tiny, num_partitions=n),
+                 lambda n: datasets.batch(spark, tiny, 2, num_partitions=n)):
         one, three = datasets.fingerprint(make(1)), datasets.fingerprint(make(3))
         assert one == three
     other_seed = datasets.history(spark, datasets.spec("tiny", seed=7), num_partitions=3)
@@ -255,7 +256,8 @@ def test_committed_sample_is_what_the_generator_writes(spark, tmp_path):
     written = datasets.write_sample(spark, tmp_path)
     assert [p.name for p in written] == ["history.csv", "batch_001.csv"]
     for path in written:
-        assert path.read_bytes() == (committed / path.name).read_bytes(), f"{path.name}: run `python -m labformat.datasets sample`"
+        assert path.read_bytes() == (committed / path.name).read_bytes(), \
+            f"{path.name}: run `python -m labformat.datasets sample`"
     assert 200 <= sum(len(p.read_text().splitlines()) - 1 for p in written) <= 1000
 
 

@@ -1,4 +1,4 @@
-"""Issue 19: tables written by Apache Hudi (built to its v6 layout by tests/hudi_layout.py) read, upsert and delete, checked against hudi-rs."""
+"""Issue 19: Hudi v6 tables (built by tests/hudi_layout.py) read, upserted into and deleted from, checked against hudi-rs."""
 
 from __future__ import annotations
 
@@ -172,7 +172,8 @@ def test_an_avro_union_of_two_types_is_refused_with_its_field():
 
 def test_key_generators_are_read_from_hudis_properties():
     gen = K.KeyGenerator.from_properties({K.KEYGEN_CLASS: K.COMPLEX}, "id,name", "byteField,shortField", True)
-    assert (gen.record_key_fields, gen.partition_fields, gen.single_field_key) == (("id", "name"), ("byteField", "shortField"), False)
+    assert (gen.record_key_fields, gen.partition_fields, gen.single_field_key) == \
+        (("id", "name"), ("byteField", "shortField"), False)
     # No class stored: inferred as Hudi infers it.
     assert K.KeyGenerator.from_properties({}, "id", "p", False).class_name == K.SIMPLE
     assert K.KeyGenerator.from_properties({}, "id,name", "p", False).class_name == K.COMPLEX

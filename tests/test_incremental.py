@@ -80,7 +80,7 @@ def test_every_range_holds_the_latest_version_of_what_its_commits_wrote(spark, t
             if instant is not None:
                 history.append((instant, dict(model)))
         times = ["000"] + [t for t, _ in history]
-        for b, begin in enumerate(times):
+        for begin in times:
             for end, snapshot in history:
                 if end <= begin:
                     continue

@@ -1,4 +1,4 @@
-"""scripts/inspect_table.py and labformat.lab.inspect: a table's timeline, file groups, footers and range pruning, read without changing a byte."""
+"""scripts/inspect_table.py and labformat.lab.inspect: a table's timeline, file groups, footers and range pruning, read-only."""
 
 from __future__ import annotations
 

@@ -163,7 +163,8 @@ def test_blank_check_binds_every_answer_to_none_in_the_last_statement_only():
     assert expression.startswith("(lambda ANSWER_1=None, ANSWER_2=None: repr((ex.count(") and checks == 2
     assert runner.blank_check("ANSWER_1 = 3") is None and runner.blank_check("print(ANSWER_1)\nx = 1") is None
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("ANSWER_1 = 3"), nbformat.v4.new_code_cell("y = ANSWER_1 + 1\nex.count('1', ANSWER_1, 4, '', '')"),
+    nb.cells = [nbformat.v4.new_code_cell("ANSWER_1 = 3"),
+                nbformat.v4.new_code_cell("y = ANSWER_1 + 1\nex.count('1', ANSWER_1, 4, '', '')"),
                 nbformat.v4.new_code_cell("ex.count('1', ANSWER_1, 4, '', '')")]
     nb.cells[0].metadata["tags"] = [ANSWER_TAG]
     assert runner.answers_read_elsewhere(nb) == ["cell 2: ANSWER_1"]
@@ -243,7 +244,8 @@ def test_run_workshop_writes_executed_notebooks_charts_and_the_summary(tmp_path)
         nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2], [3, 4]);"),
         nbformat.v4.new_code_cell("from labformat.lab import workshop as ws\n"
                                   "ws.record_summary('00-demo', {'rows': 5760, 'preset seen': ws.preset()})\n"
-                                  "table = ws.scratch('demo-table')\ntable.mkdir()\n(table / 'f.parquet').write_bytes(b'x' * 10)"),
+                                  "table = ws.scratch('demo-table')\ntable.mkdir()\n"
+                                  "(table / 'f.parquet').write_bytes(b'x' * 10)"),
     ]
     nb.cells[0].metadata["chart"] = "demo-line"
     nbformat.write(nb, folder / "00-demo.ipynb")
@@ -274,7 +276,7 @@ def test_jupyterlab_has_the_widget_extension_matching_ipywidgets():
     listing = subprocess.run([str(jupyter), "labextension", "list"], capture_output=True, text=True, timeout=120,
                              env={**__import__("os").environ, "NO_COLOR": "1"})
     text = re.sub(r"\x1b\[[0-9;]*m", "", listing.stdout + listing.stderr)
-    line = next((l for l in text.splitlines() if "@jupyter-widgets/jupyterlab-manager" in l), "")
+    line = next((each for each in text.splitlines() if "@jupyter-widgets/jupyterlab-manager" in each), "")
     assert "enabled" in line and "OK" in line, text
     # ipywidgets 8 talks to the jupyterlab_widgets 3 front end (its manager v5).
     assert version("ipywidgets").startswith("8.") and version("jupyterlab_widgets").startswith("3.")

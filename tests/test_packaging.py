@@ -320,7 +320,8 @@ def _lab_py(args, env, cwd=ROOT):
     if not load_lab_module().venv_is_current():
         env["LABFORMAT_NO_VENV"] = "1"
     return subprocess.run(
-        [sys.executable, str(LAB_PY), *args], env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
+        [sys.executable, str(LAB_PY), *args],
+        env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
     )
 
 
@@ -375,13 +376,15 @@ def test_the_whole_suite_runs_on_two_to_four_workers_a_file_each(monkeypatch):
 def test_lab_test_turns_no_tests_collected_into_a_failure():
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java on this machine")
-    result = _lab_py(["test", "-q", "-p", "no:cacheprovider", str(Path(__file__)), "-k", "no_test_has_this_name"], dict(os.environ))
+    result = _lab_py(["test", "-q", "-p", "no:cacheprovider", str(Path(__file__)), "-k", "no_test_has_this_name"],
+                     dict(os.environ))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "collected no tests" in result.stderr
 
 
 def test_lab_rejects_unknown_command():
-    result = subprocess.run([sys.executable, str(LAB_PY), "frobnicate"], capture_output=True, text=True, env=dict(os.environ, LABFORMAT_NO_VENV="1"))
+    result = subprocess.run([sys.executable, str(LAB_PY), "frobnicate"], capture_output=True, text=True,
+                            env=dict(os.environ, LABFORMAT_NO_VENV="1"))
     assert result.returncode == 2
     assert "unknown command" in result.stderr
 
@@ -431,7 +434,8 @@ def test_bootstrap_installs_once_quietly_then_is_a_silent_no_op(tmp_path):
 
     def run():
         return subprocess.run(
-            [sys.executable, "scripts/lab.py", "check"], cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600
+            [sys.executable, "scripts/lab.py", "check"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600
         )
 
     first = run()

@@ -252,7 +252,8 @@ def test_each_stage_reports_what_it_kept_and_from_which_source(drone_table):
     assert plan.file_slices == bloom.kept
     assert {s.base_file.name for s in bloom.kept} == files_holding(drone_table, F.col("record_key") == key)
     assert plan.funnel.as_dict() == {"files_in_snapshot": len(plan.snapshot), "after_partition_pruning": len(partition.kept),
-                           "after_bucket_pruning": len(partition.kept), "after_column_stats": len(column_stats.kept), "after_bloom": 1, "files_read": 1}
+                           "after_bucket_pruning": len(partition.kept), "after_column_stats": len(column_stats.kept),
+                           "after_bloom": 1, "files_read": 1}
     _, queried = drone_table.query(F.col("record_key") == key)
     for r in (plan.measure(), plan.measure(), queried):  # a plan can be measured again
         assert (r.funnel, r.stats_source, r.bloom_source) == (plan.funnel, column_stats.source, bloom.source)

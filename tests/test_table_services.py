@@ -123,7 +123,10 @@ def test_keep_latest_commits_spares_the_last_slice_before_the_retained_commits_a
     a_star = {s.file_id for s in t.file_slices() if s.partition_path == "2024-01-15"}
     b_star = {s.file_id for s in t.file_slices() if s.partition_path == "2024-01-16"}
     assert len(a_star) == len(b_star) == 8
-    one_day = lambda day: {**CLUSTER_ALL, "clustering_partitions": day}
+
+    def one_day(day):
+        return {**CLUSTER_ALL, "clustering_partitions": day}
+
     r1 = t.cluster(one_day("2024-01-15")).instant
     w2 = t.upsert(corrections(spark, [key_of_day(t, "2024-01-15", 1)], 20.0)).instant
     r2 = t.cluster(one_day("2024-01-16")).instant

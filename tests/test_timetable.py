@@ -98,7 +98,8 @@ def test_runs_of_some_notebooks_each_make_one_table():
 def test_a_notebook_run_twice_counts_its_claims_once_from_the_later_run():
     def run(rows):
         table = "\n".join(f"| {lab} | {claim} | evidence | {verdict} |" for lab, claim, verdict in rows)
-        return timetable.read_summary(f"# Workshop run at preset `small`\n\n## Lessons\n\n| lab | claim | evidence from this run | verdict |\n| --- | --- | --- | --- |\n{table}\n")
+        return timetable.read_summary("# Workshop run at preset `small`\n\n## Lessons\n\n"
+                                      f"| lab | claim | evidence from this run | verdict |\n| --- | --- | --- | --- |\n{table}\n")
     first = run([("01", "sorted files", "held"), ("02", "pruning", "**BROKEN**"), ("02", "faster (timing)", "held")])
     again = run([("02", "pruning", "held"), ("02", "faster (timing)", "not timed")])
     assert first["claims"] == {"01": [1, 1, 0, 0], "02": [0, 1, 1, 1]}

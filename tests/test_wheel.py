@@ -1,4 +1,4 @@
-"""The lean install: a wheel built from this checkout, installed in a fresh environment with what a table needs only, writes and reads tables.
+"""The lean install: a wheel of this checkout, in a fresh environment with only what a table needs, writes and reads tables.
 
 A cluster's executors install `labformat` as a package, not the lab: its dependencies must be the
 core (pyspark, pyarrow, numpy, pandas, fastavro, xxhash, hilbertcurve, obstore), and no module a

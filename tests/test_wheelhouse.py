@@ -70,7 +70,7 @@ ERROR: No matching distribution found for fastavro>=1.9
 PIP_EXTRA = """\
 ERROR: Could not find a version that satisfies the requirement psutil>=5.9; extra == "test" (from fakelab[test]) (from versions: none)
 ERROR: No matching distribution found for psutil>=5.9; extra == "test"
-"""
+"""  # noqa: E501 - pip's own line, verbatim
 
 PIP_TOO_OLD = """\
 ERROR: Could not find a version that satisfies the requirement pandas<3,>=2.2 (from labformat) (from versions: 1.5.3)
@@ -229,7 +229,8 @@ def test_setting_up_from_the_wheelhouse_needs_no_network(small_wheelhouse, tmp_p
     lacking = _lab(project, ["test", "--version"], wheelhouse=partial, offline=True)
     assert lacking.returncode == 1, lacking.stdout + lacking.stderr
     error = lacking.stderr.strip().splitlines()[-1]
-    assert error.startswith(f"error: the wheelhouse {partial} (LABFORMAT_WHEELHOUSE) has no wheel for psutil>=5.9 on this machine"), error
+    assert error.startswith(f"error: the wheelhouse {partial} (LABFORMAT_WHEELHOUSE) "
+                            "has no wheel for psutil>=5.9 on this machine"), error
     assert f"python3 scripts/lab.py wheelhouse {partial}" in error
     assert not (project / ".venv" / ".labformat-stamp").exists(), "a failed set-up must not be stamped"
 

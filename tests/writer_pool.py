@@ -4,7 +4,8 @@ A writer process (`tests.concurrent_writer`, `tests.crash_writer`) spends most o
 a JVM (8-10 s with the class-data archive on 2 busy cores) before a write of a few dozen rows.
 `spawn` hands the test a process started earlier for it, which has its `local[1]` session and its
 first job behind it, then starts a replacement in the background. Two wait ready (most of these
-tests race two writers), so a test waits for a JVM only when it asks for a third. Each process runs one writer and exits, exactly as a fresh
+tests race two writers), so a test waits for a JVM only when it asks for a third. Each process runs one writer
+and exits, exactly as a fresh
 `python -m <module>` would: the writer modules call `lf.spark_session`, which returns the session
 already there, and arm the crash and pause points their test put in the environment
 (`tests.helpers.arm_writer_points`), which `spawn` sets before the module runs.

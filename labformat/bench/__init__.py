@@ -9,4 +9,5 @@ into markdown, charts and docs/benchmarks.md. See docs/benchmarks.md for what is
 from labformat.bench.engines import DEFAULT_ENGINES, ENGINES, PEERS, REFERENCE, S3_ENGINES, deduplicate_arrow
 from labformat.bench.runner import BenchmarkError, run_benchmark
 
-__all__ = ["DEFAULT_ENGINES", "ENGINES", "S3_ENGINES", "PEERS", "REFERENCE", "BenchmarkError", "deduplicate_arrow", "run_benchmark"]
+__all__ = ["DEFAULT_ENGINES", "ENGINES", "S3_ENGINES", "PEERS", "REFERENCE", "BenchmarkError", "deduplicate_arrow",
+           "run_benchmark"]

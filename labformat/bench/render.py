@@ -648,7 +648,8 @@ def s3_markdown(folder: Path, results_link: str) -> str:
     return "\n".join([
         "", "## On S3: the same workload against a local S3 server", "",
         f"`python3 scripts/lab.py bench --engines {' '.join(r['engines'])} --preset {r['preset']} "
-        f"--repeat {r['repeat']} --days {r['options']['days']}` ([JSON]({results_link}/{S3_DIR}/{runs[-1].name})): the `-s3` engines keep "
+        f"--repeat {r['repeat']} --days {r['options']['days']}` "
+        f"([JSON]({results_link}/{S3_DIR}/{runs[-1].name})): the `-s3` engines keep "
         "their tables on a SeaweedFS server (`weed mini`) the run starts on 127.0.0.1, every byte over HTTP; "
         "labformat commits there with conditional PUTs, and Spark's tasks read base files through pyarrow's "
         "S3 file system. A local server measures the protocol's round trips, not a cloud's latency.", "",
@@ -755,7 +756,8 @@ def bulk_load_markdown(folder: Path, results_link: str) -> str:
              "`python -m labformat.bench.bulk_load --preset medium --repeat 3 --driver-memory 4g`: each of "
              "labformat's sort modes beside Spark's own write of the same cached history, alternating in one "
              "session after an untimed warm-up on `tiny`: `NONE` beside `df.write.parquet` (one task per input "
-             "partition on both sides; labformat's task rolls to a new file at `max_file_size`, Hudi's 120 MB), `GLOBAL_SORT` beside `df.orderBy(key).write.parquet` into as many files. "
+             "partition on both sides; labformat's task rolls to a new file at `max_file_size`, Hudi's 120 MB), "
+             "`GLOBAL_SORT` beside `df.orderBy(key).write.parquet` into as many files. "
              "The ratio is the median of the per-repetition ratios.", ""]
     for preset in _presets(latest):
         path, r = latest[preset]

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from labformat import datasets
-from labformat.bench.engines import (COW_BESIDE, DEFAULT_ENGINES, ENGINES, S3_ENGINES, HISTORY_FILES, MOR, MOR_AFTER, MOR_BEFORE, PEERS, REFERENCE,
-                                     WORKLOADS, Engine, Workload, make_engine)
+from labformat.bench.engines import (COW_BESIDE, DEFAULT_ENGINES, ENGINES, S3_ENGINES, HISTORY_FILES, MOR, MOR_AFTER, MOR_BEFORE,
+                                     PEERS, REFERENCE, WORKLOADS, Engine, Workload, make_engine)
 from labformat.bench.memory import PeakRss
 from labformat.bench.queries import parse_condition
 from labformat.errors import LabformatError

@@ -133,7 +133,8 @@ def _parquet_rows(path: str) -> int:
     return sum(pq.read_metadata(str(p)).num_rows for p in sorted(Path(path).glob("*.parquet")))
 
 
-def generate(spark: SparkSession, spec: DatasetSpec | str, cache_dir: str | os.PathLike | None = None, *, force: bool = False) -> CachedDataset:
+def generate(spark: SparkSession, spec: DatasetSpec | str, cache_dir: str | os.PathLike | None = None, *,
+             force: bool = False) -> CachedDataset:
     """Write history and every batch of `spec` as parquet under `cache_dir`, unless already complete.
 
     Returns a `CachedDataset` (paths, spec, row counts). A second call with the same spec

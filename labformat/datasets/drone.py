@@ -142,7 +142,8 @@ def _u(seed: int, keys: str, purpose: str, day: int | None = None) -> str:
     """SQL twin of `uniform`: a [0, 1) double from the hash of (keys..., salt of seed and purpose[ and batch day])."""
     if day is not None:
         purpose = f"{purpose}@{int(day)}"
-    return f"(CAST(shiftrightunsigned(xxhash64({keys}, CAST({salt(seed, purpose)} AS BIGINT)), 11) AS DOUBLE) * {_TWO_POW_MINUS_53!r})"
+    return (f"(CAST(shiftrightunsigned(xxhash64({keys}, CAST({salt(seed, purpose)} AS BIGINT)), 11) AS DOUBLE)"
+            f" * {_TWO_POW_MINUS_53!r})")
 
 
 # Spark SQL reads `1.5` as DECIMAL(2,1), and decimal arithmetic is an order of magnitude slower
@@ -310,7 +311,8 @@ def _corrected(df: DataFrame, seed: int, day: int, batch_end_us: int, where: str
     delay = f"{_CORRECTION_DELAY_US[0]} + CAST(FLOOR({u('fix_time')} * {_CORRECTION_DELAY_US[1]}) AS BIGINT)"
     fixed = {
         "temperature_c": _round(f"temperature_c + {_signed_step(u('fix_temp_sign'), u('fix_temp'), 0.2, 1.3)}", 1),
-        "battery_pct": _round(f"LEAST(100.0, GREATEST(0.0, battery_pct + {_signed_step(u('fix_bat_sign'), u('fix_bat'), 0.5, 1.5)}))", 1),
+        "battery_pct": _round("LEAST(100.0, GREATEST(0.0, battery_pct + "
+                              f"{_signed_step(u('fix_bat_sign'), u('fix_bat'), 0.5, 1.5)}))", 1),
         "updated_at": f"TIMESTAMP_MICROS({batch_end_us} + {delay})",
     }
     return _select(df, *(f"IF({where}, {fixed[c]}, {c}) AS {c}" if c in fixed else c for c in df.columns))
@@ -417,7 +419,8 @@ def _batch_rows(spark: SparkSession, spec: DatasetSpec, day: int, num_partitions
     grid = _select(
         grid,
         "_drone",
-        f"CASE WHEN _recent_minute >= {MINUTES_PER_DAY} THEN {_INSERT} WHEN _recent_minute >= 0 THEN {_UPDATE} ELSE {_LATE} END AS _kind",
+        f"CASE WHEN _recent_minute >= {MINUTES_PER_DAY} THEN {_INSERT} WHEN _recent_minute >= 0 THEN {_UPDATE}"
+        f" ELSE {_LATE} END AS _kind",
         f"CASE WHEN _recent_minute >= 0 THEN {start + prev_day * MINUTES_PER_DAY} + _recent_minute"
         f" ELSE {start + first_old * MINUTES_PER_DAY} + (_run div {max(segments, 1)}) * {MINUTES_PER_DAY} + {run_start}"
         f" + CAST(FLOOR({_u(seed, '_drone, _run', 'late_minute', day)} * ({run_length})) AS BIGINT) END AS _minute",

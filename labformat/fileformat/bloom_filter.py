@@ -1,4 +1,4 @@
-"""Hudi's record-key bloom filters, byte for byte: SIMPLE (a serialized Hadoop BloomFilter) and DYNAMIC_V0 (Hudi's bounded dynamic filter).
+"""Hudi's record-key bloom filters, byte for byte: SIMPLE (a Hadoop BloomFilter) and DYNAMIC_V0 (Hudi's bounded dynamic filter).
 
 What Apache Hudi writes into a base file's footer (`org.apache.hudi.bloomfilter`, base64 with
 padding, as java.util.Base64 encodes) is a Hadoop Writable, big-endian:

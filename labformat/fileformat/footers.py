@@ -1,4 +1,4 @@
-"""Base-file footers: the key-value entries Hudi writes (key range, bloom filter), read on the driver (key ranges) or in tasks (bloom filters).
+"""Base-file footers: the key-value entries Hudi writes, key ranges (read on the driver) and bloom filters (read in tasks).
 
 Base files never change once written, so a footer read once is good for the life of the
 process; after the first upsert only the new file slices cost a read.

@@ -1,4 +1,4 @@
-"""Java's `String.hashCode()`, vectorised over Arrow strings: what Apache Hudi hashes record keys with (bucket ids, record-index shards)."""
+"""Java's `String.hashCode()`, vectorised over Arrow strings: Hudi's hash of record keys (bucket ids, record-index shards)."""
 
 from __future__ import annotations
 

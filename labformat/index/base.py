@@ -1,4 +1,4 @@
-"""What every index shares: the helper column names, the lookup an index is given (table, typed options, schema), and the tag result."""
+"""What every index shares: helper column names, the lookup an index is given (table, typed options, schema), the tag result."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The consistent-hashing bucket engine (Hudi 0.13, RFC-42): a hash ring per partition, whose buckets a clustering splits as they grow.
+"""The consistent-hashing bucket engine (Hudi 0.13, RFC-42): a hash ring per partition; clustering splits buckets as they grow.
 
 A SIMPLE bucket table keeps `hoodie.bucket.index.num.buckets` buckets for ever, so as a partition
 grows its buckets' files grow past `max_file_size` (seed 003: "the bucket count is fixed at
@@ -11,7 +11,8 @@ The ring lives where Hudi keeps it, `.hoodie/.bucket_index/consistent_hashing_me
 `00000000000000.hashing_meta` (the initial ring, written by the first write into the partition) and
 `<instant>.hashing_meta` for each resize, written before its replacecommit completes. A ring counts
 once its instant completed (or it is the initial one); a resize that failed has its ring deleted by
-its rollback, and one still running has a ring nobody reads yet. `<instant>.commit` markers are written after the commit, as Hudi's writers expect them.
+its rollback, and one still running has a ring nobody reads yet. `<instant>.commit` markers are written after
+the commit, as Hudi's writers expect them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Global indexes (GLOBAL_SIMPLE, GLOBAL_BLOOM): SIMPLE's or BLOOM's lookup over every partition, and Hudi's rule for a record that changed partition.
+"""Global indexes (GLOBAL_SIMPLE, GLOBAL_BLOOM): SIMPLE or BLOOM over all partitions; Hudi's rule for records that move partition.
 
 A non-global index looks a key up only in the partition its incoming record names, so a record
 whose partition value changed is stored a second time. A global index finds the key wherever it

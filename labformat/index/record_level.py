@@ -1,4 +1,4 @@
-"""RECORD_INDEX: each incoming key looked up in the metadata table's record-level index (key to partition and file group), a global index that opens no data file.
+"""RECORD_INDEX: a global index that looks incoming keys up in the metadata table's record-level index, opening no data file.
 
 Hudi 0.14's answer to SIMPLE's cost (every key read) and BLOOM's (false positives on random keys):
 the lookup reads the index entries near the incoming keys, one shard per task, so its cost

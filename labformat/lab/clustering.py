@@ -194,7 +194,7 @@ class Layouts:
         lines = [f"{label} ({int(row['files'])} files): " + ", ".join(f"{q} {int(row[q])}" for q in self.queries)
                  for label, row in frame.iterrows()]
         clustered = frame.drop(index="before clustering", errors="ignore")[list(self.queries)]
-        for counts, same in clustered.groupby(list(self.queries), sort=False):
+        for _, same in clustered.groupby(list(self.queries), sort=False):
             if len(same) > 1:
                 lines.append(f"{' and '.join(same.index)} read as many files on every query")
         return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Two writers on one table in one kernel: the race the concurrent-writers notebook runs, ordered exactly, and what each writer saw."""
+"""Two writers on one table in one kernel: the concurrent-writers notebook's race, ordered exactly, and what each writer saw."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 002 in the lab (notebook 08): the same days written by labformat, delta-rs and pyiceberg, and what each keeps beside its data.
+"""Seed 002 in the lab (notebook 08): the same days written by labformat, delta-rs and pyiceberg; what each keeps beside its data.
 
 Each format writes the same history and daily batches (the benchmark's engines, `labformat.bench.engines`)
 at its merge-on-read setting where the library has one: labformat a MERGE_ON_READ table compacted

@@ -1,4 +1,4 @@
-"""Short frames of what happened, for the notebooks: a table's files, footers and timeline as they are on disk (metadata only), and a write's tasks and plan from its report."""
+"""Short frames for the notebooks: a table's files, footers and timeline on disk, a write's tasks and plan from its report."""
 
 from __future__ import annotations
 
@@ -280,8 +280,8 @@ def bloom_filters_frame(specs: dict[str, Any], keys: int) -> pd.DataFrame:
     rows = []
     for name, spec in specs.items():
         sizes = spec.row_sizes(keys)
-        encoded = len(spec.build([f"{i}" for i in range(keys)]).to_base64()) if spec.type_code != BloomFilterTypeCode.SIMPLE else \
-            len(spec.build([]).to_base64())
+        encoded = len(spec.build([f"{i}" for i in range(keys)]).to_base64()) if spec.type_code != BloomFilterTypeCode.SIMPLE \
+            else len(spec.build([]).to_base64())
         rows.append({"filter": name, "type": spec.type_code, "num_entries": spec.num_entries, "fpp": spec.fpp,
                      "keys held": keys, "rows": len(sizes), "predicted_fpp": f"{spec.predicted_fpp(keys):.2g}",
                      "footer_kb": round(encoded / 1024, 1)})

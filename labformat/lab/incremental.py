@@ -1,4 +1,4 @@
-"""Notebook 07's experiments: a month of daily upserts read back incrementally, a downstream table fed only each day's changes, and the change records of a CDC table.
+"""Notebook 07's experiments: a month of upserts read incrementally, a downstream table fed only each day's changes, CDC records.
 
 The source table keeps change data capture on (`cdc_enabled`), so one month gives both readings:
 the latest state of what each day wrote (`Table.changes`) and every insert, update and delete

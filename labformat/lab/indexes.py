@@ -1,4 +1,4 @@
-"""Notebook 06's experiments: a drone table partitioned by week, three workloads, every index run on each and measured by the indexes themselves; a bucket count fixed at creation against a ring that splits the buckets of a surging day.
+"""Notebook 06's experiments: every index on three workloads of a week-partitioned table; fixed buckets against a splitting ring.
 
 The index table holds two whole weeks of history, bulk inserted (GLOBAL_SORT) into about
 `FILES_PER_DAY` base files per day, so a week's partition holds fourteen files of
@@ -351,7 +351,8 @@ class BucketSplit:
         """Per table and moment: buckets, buckets past the split threshold, the largest base file, rows."""
         limit = self.split_threshold * self.max_file_size / 1024
         grouped = self.buckets.groupby(["table", "moment"], sort=False)
-        return pd.DataFrame({"buckets": grouped.size(), "past the threshold": grouped["KB"].agg(lambda kb: int((kb > limit).sum())),
+        return pd.DataFrame({"buckets": grouped.size(),
+                             "past the threshold": grouped["KB"].agg(lambda kb: int((kb > limit).sum())),
                              "largest base file KB": grouped["KB"].max().round(0), "rows": grouped["rows"].sum()})
 
     def hot(self) -> pd.DataFrame:

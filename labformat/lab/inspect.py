@@ -1,4 +1,4 @@
-"""Read-only inspection of any Hudi or labformat table: its timeline, file groups, base files' footers, row groups and what range pruning keeps.
+"""Read-only inspection of any Hudi or labformat table: timeline, file groups, footers, row groups and what range pruning keeps.
 
 Everything comes from the timeline's files, the file listing of the completed commits and the
 parquet footers, so it needs no Spark, no schema and nothing labformat wrote: it works on tables

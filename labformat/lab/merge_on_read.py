@@ -1,4 +1,4 @@
-"""The merge-on-read lesson (notebook 04): days of late corrections into a copy-on-write and a merge-on-read table, what each write cost and what a query then read, and how often to compact.
+"""The merge-on-read lesson (notebook 04): late corrections into both table types, write costs, query reads, how often to compact.
 
 `side_by_side` upserts the same days into a copy-on-write table and merge-on-read tables compacting
 inline every 3 and 4 delta commits and never (`hoodie.compact.inline.max.delta.commits`), after a

@@ -1,4 +1,4 @@
-"""The upsert's deduplicate shuffle at several task counts: timed here, counted in tasks and waves, and projected onto the seed's 16 cores.
+"""The upsert's deduplicate shuffle by task count: timed here, counted in tasks and waves, and projected onto the seed's 16 cores.
 
 Step 1 runs alone, as the upsert runs it (`write.upsert.combine_records`, then its count per
 partition path), on a day's batch read in `n` partitions: Hudi 0.13+ then shuffles it in `n` tasks.

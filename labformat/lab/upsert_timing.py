@@ -1,4 +1,4 @@
-"""Where an upsert's time goes: steps 1 to 6 timed alone (no write), indexes compared on that, and what the tag and write steps move.
+"""Where an upsert's time goes: steps 1 to 6 timed alone (no write), indexes compared on them, what the tag and write steps move.
 
 `plan_only` runs an upsert's planning (deduplicate, latest file slices, tag, small files, record
 size, assign inserts) exactly as `Table.upsert` does, then ends it as an empty write ends: no

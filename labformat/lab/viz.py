@@ -687,7 +687,8 @@ def plot_index_comparison(frame: pd.DataFrame, upserts: pd.DataFrame | None = No
     per_index = upserts.sort_index()
     labels = [f"{i}\n{int(row.bucket_num)} buckets" if "bucket_num" in per_index and not _missing(row.bucket_num) else i
               for i, row in per_index.iterrows()]
-    for ax, column, label in ((axes[1], "rows_rewritten", "rows rewritten"), (axes[2], "files_rewritten", "base files rewritten")):
+    for ax, column, label in ((axes[1], "rows_rewritten", "rows rewritten"),
+                              (axes[2], "files_rewritten", "base files rewritten")):
         values = per_index[column] if column in per_index else pd.Series(np.nan, index=per_index.index)
         ax.bar(range(len(per_index)), values, color="tab:orange", alpha=0.7)
         for x, n in enumerate(values):

@@ -1,4 +1,4 @@
-"""The workshop notebooks' session and dataset: the preset and Spark session a notebook runs with, its scratch tables and where it writes."""
+"""The workshop notebooks' session and dataset: a notebook's preset and Spark session, its scratch tables and where it writes."""
 
 from __future__ import annotations
 

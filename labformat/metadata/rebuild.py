@@ -1,4 +1,4 @@
-"""Rebuilding the metadata table from the base files: the task that recomputes a file's column stats and reads its bloom filter (the operation is `write/metadata_rebuild.py`)."""
+"""The metadata rebuild's task: a base file's column stats recomputed, its bloom filter read (see `write/metadata_rebuild.py`)."""
 
 from __future__ import annotations
 

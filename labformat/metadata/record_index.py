@@ -1,4 +1,4 @@
-"""The record-level index: each record key's partition path and file group, kept in the metadata table under `.hoodie/metadata/record_index/` (Hudi 0.14's RECORD_INDEX, in labformat's own layout).
+"""RECORD_INDEX (Hudi 0.14) in labformat's layout: each key's partition path and file group, in `.hoodie/metadata/record_index/`.
 
 Keys are sharded as Hudi shards them (Java's `String.hashCode` of the key, `abs(abs(h) % shards)`),
 so a lookup reads each shard in one Spark task. A shard is a *base* (every live key as of one

@@ -109,7 +109,7 @@ def bucket_join(left: TableContext, right: TableContext, how: str = "inner",
     out = _output_schema(*schemas, on, how)
     spark = left.spark
     base_uris = (left.storage.base_uri, right.storage.base_uri)
-    buckets = sorted(b for b, (l, r) in files.items() if l or r)
+    buckets = sorted(b for b, (mine, theirs) in files.items() if mine or theirs)
     # One Spark partition per bucket (distributed, not repartitioned: no exchange even for the list).
     listed = distribute(spark, [(b,) for b in buckets], "bucket int")
     return listed.mapInArrow(lambda batches: _join_buckets(batches, base_uris, files, schemas, on, how, out), out)

@@ -84,7 +84,7 @@ def to_predicate(spark: SparkSession, condition: Column | str, schema: T.StructT
     if is_connect(spark):
         try:
             with _quiet_query_context_logs():
-                relation.filter(condition).schema  # the server analyzes the filter: unknown columns, types
+                _ = relation.filter(condition).schema  # the server analyzes the filter: unknown columns, types
         except PySparkException as e:
             raise InvalidInputError(f"Spark rejects the filter {condition!r}: {e}") from e
         return connect_predicate(spark, condition, schema)

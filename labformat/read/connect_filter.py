@@ -288,7 +288,7 @@ class _SqlWalker:
         except Exception:  # noqa: BLE001 - a constant sqlglot rewrote into SQL Spark rejects: claim nothing
             return
         selects, kinds = [], []
-        for i, ((node, column), text) in enumerate(zip(pairs, texts)):
+        for i, ((_, column), text) in enumerate(zip(pairs, texts)):
             data_type = types.fields[i].dataType
             target = self._temporal_target(column, data_type)
             if target is not None:  # Spark casts a string compared with a date or timestamp column

@@ -1,4 +1,4 @@
-"""Incremental queries (Hudi's `hoodie.datasource.query.type=incremental`): the latest version of every record that a commit in a range of instants wrote, reading only the file groups those commits wrote.
+"""Incremental queries (`hoodie.datasource.query.type=incremental`): the latest version of each record a range of instants wrote.
 
 The range is `(begin, end]` in instant times (Hudi's `hoodie.datasource.read.begin.instanttime`,
 exclusive, and `...end.instanttime`, inclusive, the latest completed write by default). A record's

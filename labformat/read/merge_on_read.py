@@ -1,4 +1,4 @@
-"""Reading file slices: base files alone, or (merge-on-read) base file + log files merged by record key in a Spark task per file slice.
+"""Reading file slices: base files alone, or (merge-on-read) base file + log files merged by record key, one Spark task per slice.
 
 A file slice without log files is its base file, read as on a copy-on-write table (by Spark
 tasks through `Storage`: `io.files`). A file slice with log files is merged in one Spark task: its base file's

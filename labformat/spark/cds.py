@@ -3,7 +3,8 @@
 A Spark JVM loads thousands of classes before its first job; parsing and verifying them is about half of
 the 15 s of CPU a `local[1]` writer process spends starting (Java 17, 2 cores). With a dynamic
 CDS archive of those classes (`-XX:ArchiveClassesAtExit`, then `-XX:SharedArchiveFile`) the same
-start took 8 s of CPU and 10 s instead of 18 s of wall time (00 and 05 at `small`, one run each, ran 13 and 16 s faster than the last run without it). The
+start took 8 s of CPU and 10 s instead of 18 s of wall time (00 and 05 at `small`, one run each, ran 13 and
+16 s faster than the last run without it). The
 tests start a JVM per writer process (dozens of them) and the main job one per notebook, so
 `python3 scripts/lab.py test` and `run` prepare the archive once (73 s on a quiet machine, 1 to 3 minutes:
 `python -m labformat.spark.cds`; the workload it archives is `labformat/cds_dump.py`), and from then on every

@@ -1,4 +1,4 @@
-"""Shuffles whose task counts are in the plan, never taken from the session: labformat leaves a caller's SparkSession as it found it.
+"""Shuffles whose task counts the plan names, never the session's: labformat leaves a caller's SparkSession as it found it.
 
 Spark gives a shuffle without a count of its own `spark.sql.shuffle.partitions` tasks (200 unless
 the caller set it), and a join of a side already hash-partitioned with one that is not shuffles

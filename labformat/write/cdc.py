@@ -1,4 +1,4 @@
-"""Change data capture (`hoodie.table.cdc.enabled`): what one commit inserted, updated and deleted, computed in Spark from the file slices it changed, kept under `.hoodie/cdc/` and read back by an incremental query with `incremental_format=cdc`.
+"""Change data capture (`hoodie.table.cdc.enabled`): a commit's inserts, updates and deletes, read with `incremental_format=cdc`.
 
 A commit's changes come from the file groups it wrote: their file slices before (as of the
 write's plan) and after (its new base files, or the slices with its new log files), read as a

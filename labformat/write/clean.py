@@ -168,7 +168,7 @@ def plan_body(doomed: list[FileSlice], storage: Storage, policy: CleanerPolicy, 
 
 def _completed_body(plan: dict, instant: str, results: list[tuple[str, int, bool]], started: float) -> str:
     by_partition: dict[str, dict] = {}
-    for path, _, deleted in results:
+    for path, _, _ in results:
         partition = path.rsplit("/", 1)[0] if "/" in path else ""
         entry = by_partition.setdefault(partition, {
             "partitionPath": partition, "policy": plan["policy"], "deletePathPatterns": [],

@@ -1,4 +1,4 @@
-"""Clustering: Hudi's `replacecommit` rewrites small base files into fewer, bigger ones sorted by chosen columns, in one Spark job.
+"""Clustering: Hudi's `replacecommit` rewrites small base files as fewer, bigger ones sorted by chosen columns, in one Spark job.
 
 `run` plans on the driver (`plan_clustering`): the latest file slices below
 `hoodie.clustering.plan.strategy.small.file.limit`, in the partitions the filters leave

@@ -1,4 +1,4 @@
-"""Compaction (merge-on-read): each file slice with log files merged into a new base file, one Spark task per slice; a `compaction` instant that completes as a `commit`.
+"""Compaction (merge-on-read): a file slice's base file and logs merged into a new base file, one Spark task per slice.
 
 `run` plans (which file slices: the strategy below), requests `<instant>.compaction.requested`
 holding the plan, marks it inflight, merges each planned slice's base file and logs in a Spark

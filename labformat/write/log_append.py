@@ -1,4 +1,4 @@
-"""The merge-on-read append, run in a Spark task per file group: its updates or deletes -> one new log file of the latest file slice.
+"""The merge-on-read append, a Spark task per file group: its updates or deletes -> one new log file of the latest file slice.
 
 Where copy-on-write reads the old base file and writes all of it again, the append writes only
 the incoming records: an Avro data block (upsert) or a delete block (delete) in a log file of

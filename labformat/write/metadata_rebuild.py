@@ -1,4 +1,4 @@
-"""Rebuilding the metadata table (Hudi's INDEX operation): the latest commit's entries recomputed from the base files, when they are missing, stale or corrupt.
+"""Metadata rebuild (Hudi's INDEX operation): the latest commit's missing, stale or corrupt entries, recomputed from base files.
 
 The files are read by Spark tasks (`metadata.rebuild.stats_of_files`; the driver only lists them);
 the transaction then replaces the latest completed instant's entries under the table lock, unless

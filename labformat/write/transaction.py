@@ -1,4 +1,4 @@
-"""The write transaction: one operation's instant through Hudi's commit protocol; the only code that takes the table lock or completes an instant."""
+"""The write transaction: an operation's instant through Hudi's commit protocol; only it locks the table or completes instants."""
 
 from __future__ import annotations
 

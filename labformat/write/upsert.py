@@ -557,7 +557,7 @@ def route_records(tag: TagResult, plan: WritePlan, keys: tuple[int, ...]) -> Dat
             # A uniform share in [0, 1) from the key's hash: inserts spread over the buckets by weight.
             share = F.xxhash64(F.col(KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2**63))
             insert_target = None
-            for p, lo, hi, t in plan.insert_routes:  # in order of share within each partition
+            for p, _, hi, t in plan.insert_routes:  # in order of share within each partition
                 hit = (F.col(PART) == F.lit(p)) & (share < F.lit(hi))
                 insert_target = F.when(hit, F.lit(t)) if insert_target is None else insert_target.when(hit, F.lit(t))
             target = F.when(F.col(FILE_ID).isNotNull(), target).otherwise(insert_target)

@@ -1,4 +1,4 @@
-"""The rules that decide 06-choosing-an-index's claims: what each index's tag step read, what its upsert rewrote and left twice, and what a bucket resize rewrote."""
+"""Notebook 06's rules: what each index's tag step read, what its upsert rewrote and left twice, what a bucket resize rewrote."""
 
 from __future__ import annotations
 

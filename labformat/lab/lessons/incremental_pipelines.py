@@ -1,4 +1,4 @@
-"""The rules of notebook 07 (incremental pipelines): what an incremental read opens and returns, the downstream table it feeds, and the change records of a CDC table.
+"""The rules of notebook 07 (incremental pipelines): what an incremental read opens and returns, the table it feeds, CDC records.
 
 Every number is a count from the run: file slices a read planned, records it returned, what each
 write reported, rows that differ between two tables.

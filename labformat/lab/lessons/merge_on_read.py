@@ -1,4 +1,4 @@
-"""The rules of notebook 04 (merge-on-read): bytes written per day and over the run, the files a query reads, when compaction runs and what it leaves, and two timings.
+"""The rules of notebook 04 (merge-on-read): bytes written, files read, when compaction runs and what it leaves, and two timings.
 
 Exact rules take bytes (as MB), files and log files from the write and scan reports; the timing
 rules take the seconds of repeated, interleaved runs after a warm-up and decide with

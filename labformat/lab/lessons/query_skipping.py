@@ -1,4 +1,4 @@
-"""The lessons of 03-query-skipping as rules: each decides one claim from the run's counts, with numbers where its effect is absent and present."""
+"""The lessons of 03-query-skipping as rules: each decides one claim from the run's counts with its effect absent and present."""
 
 from __future__ import annotations
 

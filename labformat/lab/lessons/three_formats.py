@@ -1,4 +1,4 @@
-"""The rules behind notebook 08's claims: what labformat, delta-rs and pyiceberg keep and read per commit, their merge-on-read writes, skipping."""
+"""Notebook 08's rules: what labformat, delta-rs and pyiceberg keep and read per commit, their merge-on-read writes, skipping."""
 
 from __future__ import annotations
 
