@@ -118,6 +118,9 @@ def test_the_sweep_runs_beside_them_and_each_setting_piles_up_its_logs_by_the_ru
     for budget, rights in ((3, ("never",)), (2, ("every 3", "every 4"))):
         for answer in ("every 3", "every 4", "never"):
             assert ex.rarest_compaction_within("4.4", answer, sweep, budget).right is (answer in rights)
+    # A label as a learner may type it.
+    assert ex.rarest_compaction_within("4.4", " Never", sweep, 3).right and ex.most_bytes_written("4.3", "Every  3", totals).right
+    assert not ex.rarest_compaction_within("4.4", "sometimes", sweep, 3).right
 
 
 @pytest.mark.spark

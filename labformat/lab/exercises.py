@@ -292,9 +292,9 @@ def shuffle_partitions_choice(exercise: str, answer, startup_s: float, work_s: f
     explanation_base = (f"On {cores} cores with a start-up of {startup_s * 1000:.0f} ms a task (measured here) and "
                         f"{work:,.1f} s of work: the fastest projection is {best:.2f} s; within {tolerance:.0%} of it: "
                         f"{listed} partitions.")
-    hint = (f"answer with a whole number of partitions from 1 to 200. A stage of n tasks takes ceil(n / {cores}) "
-            f"waves, each as long as one task: start-up + work / n. Which n leaves no core idle in the last wave, "
-            "and what do more waves add?")
+    rule = (f"A stage of n tasks takes ceil(n / {cores}) waves, each as long as one task: start-up + work / n. "
+            "Which n leaves no core idle in the last wave, and what do more waves add?")
+    hint = "answer with a whole number of partitions from 1 to 200. " + rule
     number = _number(answer)
     if answer is None:
         return Check(exercise, None, allowed, None, explanation_base, hint)
@@ -305,7 +305,7 @@ def shuffle_partitions_choice(exercise: str, answer, startup_s: float, work_s: f
     mine = shuffle_seconds(n, cores, startup_s, work)
     verdict = (f"{n} partitions: {_many(waves(n, cores), 'wave')} of {startup_s * 1000:.0f} ms + {work / n:.2f} s, "
                f"{mine:.2f} s projected ({mine / best:.2f}x the fastest). ")
-    return Check(exercise, answer, allowed, n in allowed, verdict + explanation_base, verdict + hint)
+    return Check(exercise, answer, allowed, n in allowed, verdict + explanation_base, verdict + rule)
 
 
 def _ranges(numbers: list[int]) -> str:
@@ -570,10 +570,10 @@ def most_bytes_written(exercise: str, answer, totals: pd.DataFrame) -> Check:
     rule = "Each compaction writes a new base file for every file slice with logs, whole: far more than an upsert's logs."
     if answer is None:
         return Check(exercise, None, expected, None, explanation, rule)
-    if not isinstance(given, str) or given.strip() not in totals.index:
+    name = _setting_label(given, totals.index)
+    if name is None:
         return Check(exercise, answer, expected, False, explanation,
                      "answer with one of " + ", ".join(repr(n) for n in totals.index) + ". " + rule)
-    name = given.strip()
     if name in right:
         return Check(exercise, answer, expected, True, explanation, rule)
     return Check(exercise, answer, expected, False, explanation,
@@ -762,6 +762,14 @@ def delta_planner_files(exercise: str, answer, run) -> Check:
                  "the history's load as commit 0 (so after commits interval - 1, 2 x interval - 1, ...).")
 
 
+def _setting_label(given, labels) -> str | None:
+    """The compaction setting `given` names, of `labels` ("every 3", "never"), read as a learner may
+    type it ("Every 3", "every  3"); None when it names none."""
+    if not isinstance(given, str):
+        return None
+    return {label.lower(): label for label in labels}.get(" ".join(given.split()).lower())
+
+
 def _many(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
@@ -787,10 +795,10 @@ def rarest_compaction_within(exercise: str, answer, sweep: pd.DataFrame, budget:
                    f"the fewest compactions among them: {expected}.")
     if answer is None:
         return Check(exercise, None, expected, None, explanation, rule)
-    if not isinstance(given, str) or given.strip() not in per.index:
+    name = _setting_label(given, per.index)
+    if name is None:
         return Check(exercise, answer, expected, False, explanation,
                      "answer with one of " + ", ".join(repr(n) for n in per.index) + ". " + rule)
-    name = given.strip()
     if per.loc[name, "rarest"]:
         return Check(exercise, answer, expected, True, explanation, rule)
     row = per.loc[name]

@@ -1131,7 +1131,9 @@ def plot_bucket_split(split, days: int = 5, axes=None):
     for limit, text in ((split.max_file_size, "max_file_size"),
                         (split.split_threshold * split.max_file_size, f"split threshold ({split.split_threshold:g}x)")):
         axes[0].axhline(limit / 1024, color="black", linestyle="--", linewidth=0.8)
-        axes[0].annotate(text, (x[0] - 0.45, limit / 1024), xytext=(0, 3), textcoords="offset points", fontsize="small")
+        # Beyond the right edge, where no bar hides it.
+        axes[0].annotate(text, (1.0, limit / 1024), xycoords=("axes fraction", "data"), xytext=(4, 0),
+                         textcoords="offset points", ha="left", va="center", fontsize="small", annotation_clip=False)
     axes[0].set_xticks(x)
     axes[0].set_xticklabels([p.rsplit("=", 1)[-1] + ("\n(fleet doubled)" if p == split.hot_partition else "")
                              for p in partitions])
