@@ -9,8 +9,9 @@
    in a temporary folder.
 3. There, with the network cut (a network namespace of its own, `unshare --net`, where this user may
    make one; else an unreachable index and no pip configuration), and LABFORMAT_WHEELHOUSE=DIR:
-   `python3 scripts/lab.py check` (the runtime packages, as `run` and `lab` install them); .venv's
-   Python imports labformat, pyspark, deltalake and pyiceberg and runs a Spark job on local[2];
+   `python3 scripts/lab.py check` (what a table needs and the lab and formats extras, as `run` and
+   `lab` install them); .venv's Python imports labformat, pyspark, deltalake, pyiceberg,
+   JupyterLab and matplotlib and runs a Spark job on local[2];
    `python3 scripts/lab.py test -q tests/test_model.py` (adds the test extra, then runs tests).
 
 Each step's time is printed; the exit code is 1 when a step failed, naming it. This is the check to
@@ -34,7 +35,7 @@ LAB_PY = os.path.join(ROOT, "scripts", "lab.py")
 # Port 9 (discard) on loopback: nothing listens, so any attempt to reach the index fails at once.
 UNREACHABLE_INDEX = "http://127.0.0.1:9/simple"
 SMOKE = """\
-import os, deltalake, pyiceberg, pyspark, labformat as lf
+import os, deltalake, jupyterlab, matplotlib, nbclient, pyiceberg, pyspark, labformat as lf
 spark = lf.spark_session(master="local[2]")
 rows = spark.range(100000).selectExpr("id % 7 AS k").groupBy("k").count().count()
 spark.stop()
@@ -127,7 +128,7 @@ def main(argv=None):
         python = os.path.join(clone, ".venv", "bin", "python")
         ok = (step("set up .venv offline", [sys.executable, "scripts/lab.py", "check"], clone, offline, results, True)
               and step("import and run Spark", [python, "-c", SMOKE], clone, offline, results, True,
-                       shown=".venv/bin/python -c <import labformat, pyspark, deltalake, pyiceberg; a Spark job>")
+                       shown=".venv/bin/python -c <import labformat, pyspark, deltalake, pyiceberg, jupyterlab; a Spark job>")
               and step("add the test extra offline, run tests/test_model.py",
                        [sys.executable, "scripts/lab.py", "test", "-q", "-p", "no:cacheprovider", "tests/test_model.py"],
                        clone, offline, results, True))

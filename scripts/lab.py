@@ -13,11 +13,11 @@ Every sub-command first makes sure `.venv/` (at the repository root) matches
 pyproject.toml: when it is missing, or its stamp file does not hold the sha256
 of pyproject.toml, the Python version and the extras the command needs, it runs
 `python -m venv .venv` and `.venv/bin/pip install -e .` (pip's output goes to
-.venv/pip.log). `check` needs what a table needs (pyproject.toml's dependencies);
-`run` and `lab` add the lab extra (JupyterLab, matplotlib, widgets) and the formats
-extra (delta-rs and pyiceberg, which notebook 08 writes with), and the connect extra
-for an `sc://` master; `test` adds the test extra (every package), `bench` the bench
-extra; extras installed once stay.
+.venv/pip.log). `run`, `lab` and `check` install what a table needs (pyproject.toml's
+dependencies), the lab extra (JupyterLab, matplotlib, widgets) and the formats extra
+(delta-rs and pyiceberg, which notebook 08 writes with), and the connect extra for an
+`sc://` master; `test` adds the test extra (every package), `bench` the bench extra;
+extras installed once stay.
 When it is up to date this costs a file read and a hash, and prints nothing.
 Then the script runs itself again with .venv's interpreter, checks Java, and
 does the job.
@@ -56,8 +56,8 @@ NO_VENV_ENV = "LABFORMAT_NO_VENV"
 WHEELHOUSE_ENV = "LABFORMAT_WHEELHOUSE"
 # Written into a wheelhouse: what it was built for, so that a laptop of another kind is told so.
 WHEELHOUSE_MANIFEST = "labformat-wheelhouse.txt"
-# Imported by the benchmark's engines: the peers are runtime packages, psutil the bench extra's.
-BENCH_MODULES = ("deltalake", "pyiceberg", "psutil")
+# Imported by the benchmark: its peers, its memory sampler and its charts (all the bench extra's).
+BENCH_MODULES = ("deltalake", "pyiceberg", "psutil", "matplotlib")
 
 USAGE = """usage: python3 scripts/lab.py {run,test,lab,bench,pack,check} [ARGS...]
 
@@ -96,7 +96,7 @@ def venv_python(venv=VENV):
 
 # The optional dependencies (pyproject.toml's extras) each command needs on top of what a table
 # needs: the lab runs without the test and benchmark packages.
-EXTRAS = {"run": ("lab", "formats"), "lab": ("lab", "formats"), "check": (), "test": ("test",),
+EXTRAS = {"run": ("lab", "formats"), "lab": ("lab", "formats"), "check": ("lab", "formats"), "test": ("test",),
           "bench": ("bench",), "pack": ("pack",)}
 MASTER_ENV = "LABFORMAT_SPARK_MASTER"
 
@@ -120,7 +120,7 @@ def extras_for(name, args, environ=None):
         extras += ("s3",)
     elif name == "bench" and any(a.endswith("-s3") for a in args):  # labformat-bloom-s3, delta-rs-s3
         extras += ("s3",)
-    if name in ("run", "lab"):
+    if name in ("run", "lab", "check"):
         master = (_option(args, "--master") if name == "run" else None) or environ.get(MASTER_ENV, "")
         if master.startswith("sc://"):
             extras += ("connect",)

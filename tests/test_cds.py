@@ -126,9 +126,31 @@ def test_the_background_dump_starts_only_when_the_archive_is_missing(monkeypatch
     started = []
     monkeypatch.setattr(cds.subprocess, "Popen", lambda command, **kwargs: started.append(command) or "child")
     assert cds.prepare_in_background() == "child" and started[0][-2:] == ["-m", "labformat.spark.cds"]
-    assert cds.archive_path().with_name(cds.archive_path().name + ".log").exists()  # where its output goes
+    assert cds.log_path().exists()  # where its output goes
     _ready_archive(cds.archive_path())
     assert cds.prepare_in_background() is None and len(started) == 1  # ready: nothing to do
     monkeypatch.setenv(cds.ENV, "0")
     cds.archive_path().unlink()
     assert cds.prepare_in_background() is None  # turned off
+
+
+def test_a_failed_background_dump_says_why_and_an_interrupted_job_stops_it(monkeypatch, tmp_path, capsys):
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.setenv("LABFORMAT_CACHE", str(tmp_path))
+    monkeypatch.delenv(cds.ENV, raising=False)
+    cds.archive_path().parent.mkdir(parents=True)
+    cds.log_path().write_text("Preparing ...\n"
+                              "  no archive (a JVM could not map it (exit 134)); Spark starts without it\nno archive\n")
+    cds.wait_for(subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"]))
+    said = capsys.readouterr().out
+    assert "exit 1: no archive (a JVM could not map it (exit 134)); Spark starts without it / no archive" in said
+    assert str(cds.log_path()) in said
+    # A job that fails or is interrupted stops its dump rather than leave it running.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    started = time.monotonic()
+    cds.stop(child)
+    assert child.poll() is not None and time.monotonic() - started < 40
+    cds.stop(None)  # nothing started: nothing to do

@@ -283,7 +283,7 @@ def test_jupyterlab_has_the_widget_extension_matching_ipywidgets():
 
 
 def test_the_main_job_waits_for_the_jvm_archive_before_any_notebook_but_00(monkeypatch, tmp_path):
-    """00 generates the data and times nothing: it alone runs beside the class-data sharing dump."""
+    """00 counts but times nothing: it alone runs beside the class-data sharing dump."""
     from labformat.spark import cds
 
     folder = tmp_path / "nbs"
@@ -291,14 +291,30 @@ def test_the_main_job_waits_for_the_jvm_archive_before_any_notebook_but_00(monke
     for name in ("00-setup", "01-bulk", "02-upserts"):
         nbformat.write(nbformat.v4.new_notebook(), folder / f"{name}.ipynb")
     events = []
-    monkeypatch.setattr(runner, "execute", lambda source, preset, out=None: events.append(source.stem)
-                        or nbformat.v4.new_notebook())
-    monkeypatch.setattr(cds, "wait_for", lambda process: events.append("archive") if process else None)
-    runner.run_workshop(tmp_path / "out", "tiny", folder, jvm_archive="a dump")
-    assert events == ["00-setup", "archive", "01-bulk", "02-upserts"]
+
+    def execute(source, preset, out=None):
+        if source.stem == "01-bulk" and "fail" in events:
+            raise RuntimeError("a cell failed")
+        events.append(source.stem)
+        return nbformat.v4.new_notebook()
+
+    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(cds, "prepare_in_background", lambda: events.append("dump started") or "a dump")
+    monkeypatch.setattr(cds, "prepare", lambda: events.append("dump in the foreground"))
+    monkeypatch.setattr(cds, "wait_for", lambda process: events.append("waited") if process else None)
+    monkeypatch.setattr(cds, "stop", lambda process: events.append("stopped") if process else None)
+    runner.run_workshop(tmp_path / "out", "tiny", folder, prepare_archive=True)
+    assert events == ["dump started", "00-setup", "waited", "01-bulk", "02-upserts"]
     events.clear()
-    runner.run_workshop(tmp_path / "out", "tiny", folder, only=("02",), jvm_archive="a dump")
-    assert events == ["archive", "02-upserts"]  # a timed notebook first: it waits at once
+    runner.run_workshop(tmp_path / "out", "tiny", folder, only=("02",), prepare_archive=True)
+    assert events == ["dump in the foreground", "02-upserts"]  # a timed notebook first: nothing beside it
     events.clear()
-    runner.run_workshop(tmp_path / "out", "tiny", folder, only=("00",), jvm_archive="a dump")
-    assert events == ["00-setup", "archive"]  # 00 alone: the job still ends with the archive made
+    runner.run_workshop(tmp_path / "out", "tiny", folder, only=("00",), prepare_archive=True)
+    assert events == ["dump started", "00-setup", "waited"]  # 00 alone: the job still ends with the archive made
+    events[:] = ["fail"]
+    with pytest.raises(RuntimeError):
+        runner.run_workshop(tmp_path / "out", "tiny", folder, only=("00", "01"), prepare_archive=True)
+    assert events == ["fail", "dump started", "00-setup", "waited", "stopped"]  # nothing left running
+    events.clear()
+    runner.run_workshop(tmp_path / "out", "tiny", folder)
+    assert events == ["00-setup", "01-bulk", "02-upserts"]  # the tests' runs: no archive business

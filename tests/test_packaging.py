@@ -273,7 +273,7 @@ def test_stamp_tracks_pyproject_and_python_version(tmp_path, monkeypatch):
 def test_the_lab_runs_without_the_test_extras_and_extras_installed_once_stay(tmp_path):
     lab = load_lab_module()
     assert lab.EXTRAS["run"] == lab.EXTRAS["lab"] == ("lab", "formats") and lab.EXTRAS["test"] == ("test",)
-    assert lab.EXTRAS["check"] == ()
+    assert lab.EXTRAS["check"] == lab.EXTRAS["run"]  # a learner's laptop set up the day before
     venv, pyproject = tmp_path / ".venv", tmp_path / "pyproject.toml"
     pyproject.write_text('[project]\nname = "x"\n')
     python = Path(lab.venv_python(str(venv)))
@@ -281,7 +281,7 @@ def test_the_lab_runs_without_the_test_extras_and_extras_installed_once_stay(tmp
     python.write_text("")
     stamp = venv / ".labformat-stamp"
     stamp.write_text(lab.expected_stamp(str(pyproject)))  # what a table needs only
-    assert lab.venv_is_current(str(venv), str(pyproject), extras=lab.EXTRAS["check"])
+    assert lab.venv_is_current(str(venv), str(pyproject), extras=())
     assert not lab.venv_is_current(str(venv), str(pyproject), extras=lab.EXTRAS["run"])
     stamp.write_text(lab.expected_stamp(str(pyproject), extras=lab.EXTRAS["run"]))
     assert lab.venv_is_current(str(venv), str(pyproject), extras=lab.EXTRAS["run"])
@@ -303,7 +303,8 @@ def test_the_lab_runs_without_the_test_extras_and_extras_installed_once_stay(tmp
     assert {"jupyterlab", "matplotlib", "ipywidgets", "nbclient", "nbformat", "tqdm"} == names(extras["lab"])
     assert {"deltalake", "pyiceberg"} == names(extras["formats"]) and "sqlglot" in names(extras["connect"])
     every = set().union(*(names(e) for name, e in extras.items() if name != "test"))
-    assert every - {"pack", "s3"} <= names(extras["test"]), "the test extra lists every other extra's packages"
+    assert every <= names(extras["test"]), "the test extra lists every other extra's packages"
+    assert "matplotlib" in names(extras["bench"]), "the benchmark draws its charts"
 
 
 def _no_java_env(tmp_path) -> dict:
@@ -480,7 +481,8 @@ def test_a_spark_connect_master_adds_the_connect_extra(monkeypatch):
     assert lab.extras_for("run", ["--master=sc://host:15002"], environ={})[-1] == "connect"
     assert lab.extras_for("lab", [], environ={lab.MASTER_ENV: "sc://localhost"})[-1] == "connect"
     assert lab.extras_for("run", ["--master", "local-standalone"], environ={lab.MASTER_ENV: "sc://x"}) == ("lab", "formats")
-    assert lab.extras_for("check", [], environ={lab.MASTER_ENV: "sc://x"}) == ()
+    assert lab.extras_for("check", [], environ={lab.MASTER_ENV: "sc://x"})[-1] == "connect"
+    assert lab.extras_for("test", [], environ={lab.MASTER_ENV: "sc://x"}) == ("test",)  # the test extra has it
 
 
 def test_pack_writes_a_relocatable_environment_without_pyspark_or_labformat(tmp_path):

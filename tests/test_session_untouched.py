@@ -121,5 +121,5 @@ def test_a_connect_master_without_the_connect_extra_names_the_install(monkeypatc
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "grpc" else object())
     monkeypatch.setattr("pyspark.sql.SparkSession.getActiveSession", staticmethod(lambda: None))
-    with pytest.raises(ConfigError, match=r"needs grpc: pip install 'labformat\[connect\]'"):
+    with pytest.raises(ConfigError, match=r"needs grpc: the connect extra \(in the checkout, `pip install -e '\.\[connect\]'`"):
         session.spark_session("sc://localhost:15002")

@@ -49,6 +49,9 @@ for name, options in (("cow", {}), ("mor", {"table_type": "MERGE_ON_READ", "inde
 optional = ("xxhash", "matplotlib", "ipywidgets", "nbclient", "tqdm", "deltalake", "pyiceberg", "sqlglot", "grpc")
 found["modules"] = sorted(m for m in optional if m in sys.modules)
 found["labformat"] = lf.__file__
+# What the executors run: their interpreter and the labformat their tasks import.
+found["task"] = spark.sparkContext.parallelize([0], 1).map(
+    lambda _: (sys.executable, __import__("labformat").__file__)).first()
 print(json.dumps(found))
 spark.stop()
 '''
@@ -92,14 +95,17 @@ def test_a_wheel_installs_with_what_a_table_needs_only_and_writes_and_reads_tabl
 
     script = tmp_path / "use_labformat.py"
     script.write_text(SCRIPT)
-    # No PYTHONPATH: the installed labformat, not this checkout's; the checkout's class-data archive.
-    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # No PYTHONPATH, and no interpreter an earlier Spark test set for the executors: the installed
+    # labformat, not this checkout's, on the driver and in the tasks; the checkout's class-data archive.
+    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     environ.setdefault("LABFORMAT_CACHE", str(ROOT / ".cache"))
     done = subprocess.run([str(python), str(script), str(tmp_path / "tables")], cwd=tmp_path, env=environ,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert Path(found["labformat"]).is_relative_to(env_dir)
+    task_python, task_labformat = found["task"]
+    assert Path(task_python).parent.parent == env_dir and Path(task_labformat).is_relative_to(env_dir), found["task"]
     for name in ("cow", "mor"):
         # 300 rows, then 150 upserted: 50 of them stored (250-299), 100 new (300-399).
         assert found[name] == {"rows": 400, "updated": 50, "inserted": 100, "changed": 150}, (name, found[name])

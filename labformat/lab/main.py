@@ -75,16 +75,11 @@ def run_bulk_insert(args, out: Path) -> int:
 def run_workshop(args, out: Path) -> int:
     """Every workshop notebook, headless, at the preset: executed notebooks, charts and summary.md in `out`."""
     from labformat.lab import runner
-    from labformat.spark import cds
 
     folder = runner.SOLUTIONS_DIR if args.notebooks == "solutions" else runner.NOTEBOOKS_DIR
     started = time.perf_counter()
-    dump = cds.prepare_in_background()
-    if dump is not None:
-        print("Preparing the Spark JVM's class-data sharing archive (once per Java and Spark; every later Spark "
-              "start then takes about half the CPU) beside the first notebook ...", flush=True)
     print(f"Running the workshop ({args.notebooks} notebooks) at preset {args.preset} into {out} ...", flush=True)
-    done = runner.run_workshop(out, args.preset, folder, tuple(args.only or ()), jvm_archive=dump)
+    done = runner.run_workshop(out, args.preset, folder, tuple(args.only or ()), prepare_archive=True)
     seconds = time.perf_counter() - started
     print(f"\nDone in {seconds:.0f} s: {len(done)} notebooks in {out / 'notebooks'}, "
           f"{sum(len(e.charts) for e in done)} charts in {out / 'charts'}, summary in {out / 'summary.md'}")

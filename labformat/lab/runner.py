@@ -216,12 +216,13 @@ def charts(nb: nbformat.NotebookNode) -> list[tuple[str, bytes]]:
 
 
 def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
-                 only: tuple[str, ...] = (), jvm_archive=None) -> list[Executed]:
+                 only: tuple[str, ...] = (), prepare_archive: bool = False) -> list[Executed]:
     """Execute every notebook of `folder` (or those whose name starts with one of `only`, e.g. "04") into
     out/notebooks, its charts into out/charts, then out/summary.md (of the notebooks run).
 
-    `jvm_archive`: a class-data sharing dump running in the background (`cds.prepare_in_background`),
-    waited for before any notebook but 00, which times nothing."""
+    `prepare_archive`: make the JVM's class-data sharing archive first when it is missing; when the run
+    starts with 00, which counts but times nothing a lesson uses, in a background process beside it
+    (`cds.prepare_in_background`), waited for before the next notebook."""
     from labformat.spark import cds
 
     out = Path(out)
@@ -233,7 +234,28 @@ def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
     for stale in list((out / "summary").glob("*.json")) + list((out / "charts").glob("*.png")):  # incl. claims
         if stale.name.startswith(prefixes):
             stale.unlink()
-    done = []
+    done, jvm_archive = [], None
+    if prepare_archive and chosen and chosen[0].name.startswith(UNTIMED_FIRST):
+        jvm_archive = cds.prepare_in_background()
+        if jvm_archive is not None:
+            print(f"  preparing the Spark JVM's class-data sharing archive (once per Java and Spark) beside "
+                  f"{chosen[0].name}; log: {cds.log_path()}", flush=True)
+    elif prepare_archive:
+        cds.prepare()
+    try:
+        left = _run_each(chosen, preset, out, done, jvm_archive)
+    except BaseException:
+        cds.stop(jvm_archive)  # a failed or interrupted job leaves no dump running behind it
+        raise
+    cds.wait_for(left)  # a run of 00 alone
+    (out / "summary.md").write_text(summary_markdown(out, preset, done))
+    return done
+
+
+def _run_each(chosen: list[Path], preset: str, out: Path, done: list, jvm_archive):
+    """Execute `chosen` in turn into `out`, appending to `done`; the dump still not waited for, if any."""
+    from labformat.spark import cds
+
     for source in chosen:
         if jvm_archive is not None and not source.name.startswith(UNTIMED_FIRST):
             cds.wait_for(jvm_archive)
@@ -258,12 +280,11 @@ def run_workshop(out: Path, preset: str = "small", folder: Path = SOLUTIONS_DIR,
         scratch_bytes = _remove_scratch(out, preset)
         print(f"  {source.name}: {seconds:.0f} s ({_cells(slowest)}), {len(written)} charts, "
               f"{scratch_bytes / 1024**2:,.0f} MB of scratch tables (removed)", flush=True)
-    cds.wait_for(jvm_archive)  # a run of 00 alone
-    (out / "summary.md").write_text(summary_markdown(out, preset, done))
-    return done
+    return jvm_archive
 
 
-# The notebook that may run beside the class-data sharing dump: it generates the data and states no timing.
+# The notebook that may run beside the class-data sharing dump: it generates the data, writes a table
+# and counts its files, and times nothing a lesson or its summary uses.
 UNTIMED_FIRST = "00-"
 
 

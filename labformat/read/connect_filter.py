@@ -22,6 +22,7 @@ from typing import Any
 
 from pyspark.sql import types as T
 
+from labformat.errors import ConfigError
 from labformat.expressions.predicates import (
     ALWAYS_NULL,
     Comparison,
@@ -244,8 +245,12 @@ class _SqlWalker:
         self.constants: dict[int, _Literal | None] = {}
 
     def predicate_of(self, condition: str) -> Predicate:
-        import sqlglot
-        from sqlglot import exp
+        try:
+            import sqlglot
+            from sqlglot import exp
+        except ImportError:
+            raise ConfigError("a SQL filter on a Spark Connect session is parsed here by sqlglot, which is not installed: "
+                              "the connect extra (in the checkout, `pip install -e '.[connect]'`)") from None
 
         self.exp = exp
         try:

@@ -227,7 +227,8 @@ def spark_session(master: str | None = None, app_name: str = "labformat", log_pa
         missing = [m for m in CONNECT_MODULES if not _importable(m)]
         if missing:
             raise ConfigError(f"master {master!r} is a Spark Connect endpoint, and its client needs "
-                              f"{', '.join(missing)}: pip install 'labformat[connect]'")
+                              f"{', '.join(missing)}: the connect extra (in the checkout, `pip install -e "
+                              "'.[connect]'`; `scripts/lab.py run` and `lab` install it for an sc:// master)")
         # The server owns the JVM and its settings; a client sets only SQL options per session.
         builder = SparkSession.builder.remote(master)
         for key, value in options.items():
