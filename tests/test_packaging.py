@@ -288,6 +288,8 @@ def test_the_lab_runs_without_the_test_extras_and_extras_installed_once_stay(tmp
     assert not lab.venv_is_current(str(venv), str(pyproject), extras=lab.EXTRAS["test"])
     stamp.write_text(lab.expected_stamp(str(pyproject), extras=("test", "bench")))
     assert lab.installed_extras(str(venv), str(pyproject)) == {"test", "bench"}
+    # The test extra holds every other extra's packages: `run` and `check` after `test` install nothing.
+    assert lab.venv_is_current(str(venv), str(pyproject), extras=lab.EXTRAS["run"] + ("connect", "s3"))
     assert lab.venv_is_current(str(venv), str(pyproject), extras=("test",))
     assert lab.venv_is_current(str(venv), str(pyproject), extras=())
     stamp.write_text(stamp.read_text().splitlines()[0] + "\n")  # an old or broken stamp: set up again

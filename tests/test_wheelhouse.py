@@ -124,9 +124,11 @@ def test_the_offline_environment_reaches_no_index():
 
 # --- the commands, end to end, on a throwaway project ------------------------------------------------
 
-# A few small packages of the real list: pure Python (tqdm) and compiled (xxhash, fastavro) at runtime,
-# and an extra (the test extra's pytest and psutil) that only `test` installs.
-SMALL = ("tqdm", "xxhash", "fastavro")
+# A few small packages of the real list: compiled (xxhash, fastavro) among what a table needs, pure Python
+# (tqdm) in the lab extra that `run`, `lab` and `check` add, and the test extra's pytest and psutil, which
+# only `test` installs.
+SMALL_CORE, SMALL_LAB = ("xxhash", "fastavro"), ("tqdm",)
+SMALL = SMALL_CORE + SMALL_LAB
 SMALL_TEST = ("pytest", "psutil")
 
 
@@ -139,13 +141,15 @@ def _real(names, requirements):
 def _small_pyproject() -> str:
     """The real pyproject.toml's build system, with a few of its real requirements."""
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    runtime = _real(SMALL, data["project"]["dependencies"])
+    runtime = _real(SMALL_CORE, data["project"]["dependencies"])
+    lab_extra = _real(SMALL_LAB, data["project"]["optional-dependencies"]["lab"])
     test = _real(SMALL_TEST, data["project"]["optional-dependencies"]["test"])
     quote = lambda items: ", ".join(f'"{item}"' for item in items)  # noqa: E731
     return (f"[build-system]\nrequires = [{quote(data['build-system']['requires'])}]\n"
             f"build-backend = \"{data['build-system']['build-backend']}\"\n\n"
             f"[project]\nname = \"fakelab\"\nversion = \"0.0.1\"\nrequires-python = \">=3.11\"\n"
-            f"dependencies = [{quote(runtime)}]\n\n[project.optional-dependencies]\ntest = [{quote(test)}]\n\n"
+            f"dependencies = [{quote(runtime)}]\n\n[project.optional-dependencies]\nlab = [{quote(lab_extra)}]\n"
+            f"test = [{quote(test + lab_extra)}]\n\n"
             "[tool.setuptools.packages.find]\ninclude = [\"labformat*\"]\n")
 
 
