@@ -249,8 +249,10 @@ class _SqlWalker:
             import sqlglot
             from sqlglot import exp
         except ImportError:
-            raise ConfigError("a SQL filter on a Spark Connect session is parsed here by sqlglot, which is not installed: "
-                              "the connect extra (in the checkout, `pip install -e '.[connect]'`)") from None
+            from labformat.spark.session import CONNECT_EXTRA
+
+            raise ConfigError("a SQL filter on a Spark Connect session is parsed here by sqlglot, which is not "
+                              f"installed: {CONNECT_EXTRA})") from None
 
         self.exp = exp
         try:

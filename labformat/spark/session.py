@@ -123,8 +123,9 @@ def _jvm_output_to(log_path: Path):
 
 MASTER_ENV = "LABFORMAT_SPARK_MASTER"  # the Spark master when no `master` is passed
 CONNECT_PREFIX = "sc://"  # a Spark Connect endpoint, e.g. sc://localhost:15002
-# What a Spark Connect client imports beyond pyspark (the connect extra's packages).
+# What a Spark Connect client imports beyond pyspark (the connect extra's packages), and how to get them.
 CONNECT_MODULES = ("grpc", "grpc_status", "google.rpc", "zstandard", "sqlglot")
+CONNECT_EXTRA = "the connect extra (in the checkout, `pip install -e '.[connect]'`"
 
 _shipped_zip: Path | None = None
 
@@ -227,8 +228,8 @@ def spark_session(master: str | None = None, app_name: str = "labformat", log_pa
         missing = [m for m in CONNECT_MODULES if not _importable(m)]
         if missing:
             raise ConfigError(f"master {master!r} is a Spark Connect endpoint, and its client needs "
-                              f"{', '.join(missing)}: the connect extra (in the checkout, `pip install -e "
-                              "'.[connect]'`; `scripts/lab.py run` and `lab` install it for an sc:// master)")
+                              f"{', '.join(missing)}: {CONNECT_EXTRA}; `scripts/lab.py run` and `lab` install it "
+                              "for an sc:// master)")
         # The server owns the JVM and its settings; a client sets only SQL options per session.
         builder = SparkSession.builder.remote(master)
         for key, value in options.items():
