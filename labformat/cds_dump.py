@@ -29,8 +29,10 @@ def dump(target: str) -> None:
         table.upsert(rows.where(F.col("id") >= 500))
         table.read().where(F.col("record_key") > "202401150500").count()
     # The class path the archive is tied to, for `cds._maps` to check it against.
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a classic session's driver
     with open(f"{target}.classpath", "w") as out:
-        out.write(spark.sparkContext._jvm.java.lang.System.getProperty("java.class.path"))
+        out.write(jvm.java.lang.System.getProperty("java.class.path"))
     from pyspark import SparkContext
 
     process = getattr(SparkContext._gateway, "proc", None)

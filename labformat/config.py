@@ -12,7 +12,7 @@ import difflib
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar, overload
 
 from labformat.errors import ConfigError
 from labformat.model.enums import (
@@ -475,7 +475,7 @@ class Config(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 
     def __len__(self) -> int:
@@ -576,6 +576,9 @@ class ReadOptions(Config):
     data_skipping: bool
 
 
+_Scoped = TypeVar("_Scoped", bound=Config)
+
+
 def table_options(options: Mapping[str, Any] | None = None) -> TableOptions:
     return resolve(options, [Scope.TABLE], kind=TableOptions)
 
@@ -591,6 +594,16 @@ def read_options(options: Mapping[str, Any] | None = None) -> ReadOptions:
 def default(name: str) -> Any:
     """An option's default value (what Hudi's is, unless the registry says otherwise)."""
     return option(name).default
+
+
+@overload
+def resolve(options: Mapping[str, Any] | None, scopes: Iterable[Scope],
+            base: Mapping[str, Any] | None = None) -> Config: ...
+
+
+@overload
+def resolve(options: Mapping[str, Any] | None, scopes: Iterable[Scope], base: Mapping[str, Any] | None = None, *,
+            kind: type[_Scoped]) -> _Scoped: ...
 
 
 def resolve(options: Mapping[str, Any] | None, scopes: Iterable[Scope], base: Mapping[str, Any] | None = None,

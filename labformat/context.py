@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 import json
 import re
 from dataclasses import dataclass, replace
@@ -235,13 +236,13 @@ class TableConfig:
         """Parse `hoodie.properties` (already checked by `properties.parse_properties`); a value the
         registry cannot parse is a CorruptTableError naming the key."""
 
-        def value(name: str):
+        def value(name: str) -> Any:
             opt = C.option(name)
             raw = props.get(_key(name))
             if raw is None:
                 return False if name in _STORED_FLAGS else opt.default
             try:
-                return opt.coerce(raw, opt.hudi_key)
+                return opt.coerce(raw, _key(name))
             except ConfigError as exc:
                 raise CorruptTableError(f"{P.PROPERTIES_PATH}: {exc}") from None
 
@@ -435,6 +436,7 @@ class TableContext:
         if not self.partitioned:  # a non-partitioned key generator ignores the fields
             return F.lit("")
         if keygen.value_partitions:
+            assert field is not None  # value partitions have one field
             value = F.coalesce(string_of(field, schema), F.lit(NULL_PARTITION))
             path = F.concat(F.lit(f"{field}="), value) if self.config.hive_style_partitioning else value
         else:  # several fields or a formatted time: the key generator's path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Iterable, Sequence
 from labformat.errors import CorruptTableError, InvalidInputError
 from labformat.model.commit import LOG_KEYS_IN_BASE_KEY
 from labformat.model.file_group import FileGroup, FileSlice
@@ -41,9 +42,8 @@ class FileSystemView:
         # Replaced file groups leave every view; cleaning still needs their slices to delete them.
         self.replaced: dict[tuple[str, str], tuple[FileGroup, str]] = {}
         for key, replaced_at in replaced.items():
-            group = self._groups.pop(key, None)
-            if group is not None:
-                self.replaced[key] = (group, replaced_at)
+            if key in self._groups:
+                self.replaced[key] = (self._groups.pop(key), replaced_at)
 
     def file_groups(self) -> list[FileGroup]:
         return sorted(self._groups.values(), key=lambda g: (g.partition_path, g.file_id))
@@ -57,7 +57,7 @@ class FileSystemView:
         return sorted((s for s in slices if s is not None), key=lambda s: s.path)
 
 
-def check_base_files(storage: Storage, slices: list[FileSlice]) -> None:
+def check_base_files(storage: Storage, slices: Sequence[FileSlice]) -> None:
     """CorruptTableError naming the first base file or log file of `slices` that is missing, or whose
     size differs from the one its commit recorded (a truncated, emptied or swapped file). One listing
     per partition, on the driver: no file is opened, so a reader fails here, with the file's name,
@@ -82,7 +82,7 @@ def check_base_files(storage: Storage, slices: list[FileSlice]) -> None:
                                     "the table cannot be read")
 
 
-def nested_partition_paths(paths) -> list[tuple[str, str]]:
+def nested_partition_paths(paths: Iterable[str]) -> list[tuple[str, str]]:
     """(outer, inner) pairs of partition paths where one's folder lies inside the other's (`a` and `a/b`,
     `p=a` and `p=a/b`): readers list a partition's folder for its files, and Hudi's readers take the
     inner partition's files for the outer's or lose the outer's rows (hudi-rs does), so a table must

@@ -50,7 +50,7 @@ def crash_point(name: str) -> None:
         gate.reached.set()
         if not gate.go.wait(_PAUSE_LIMIT_S):
             raise RuntimeError(f"held at {name} for {_PAUSE_LIMIT_S:g} s and never let go")
-    if _armed.pause_at == name:
+    if _armed.pause_at == name and _armed.pause_dir is not None:  # arm() requires the folder
         _pause(name, _armed.pause_dir)
     if _armed.crash_at == name:
         os._exit(86)

@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from labformat.errors import ConfigError, InvalidInputError
 from labformat.fileformat.invalid_input import INVALID_INPUT_MARKER
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import DataType, StructType
 
 KEYGEN_CLASS = "hoodie.table.keygenerator.class"
 SIMPLE = "org.apache.hudi.keygen.SimpleKeyGenerator"
@@ -181,7 +186,7 @@ class KeyGenerator:
         """The input columns keys and partition paths are computed from."""
         return self.record_key_fields + tuple(f for f in self.partition_fields if f not in self.record_key_fields)
 
-    def record_key_column(self, schema=None):
+    def record_key_column(self, schema: StructType | None = None) -> Column:
         """Each row's record key, as Hudi writes it into `_hoodie_record_key` (a Spark column).
         `schema`: the input's Spark schema; a timestamp field is rendered in UTC (`string_of`)."""
         from pyspark.sql import functions as F
@@ -197,15 +202,16 @@ class KeyGenerator:
             parts.append(F.concat(F.lit(f"{name}:"), shown))
         key = F.concat_ws(",", *parts)
         # Hudi refuses a key whose fields are all null or empty.
-        all_missing = None
+        all_missing: Column | None = None
         for name in self.record_key_fields:
             missing = F.coalesce(string_of(name, schema), F.lit("")) == ""
             all_missing = missing if all_missing is None else all_missing & missing
         refused = F.raise_error(F.lit(f"{INVALID_INPUT_MARKER} null or empty record keys: every one of the "
                                       f"record key fields {list(self.record_key_fields)} is null or empty\n"))
+        assert all_missing is not None  # a table has at least one record key field
         return F.when(all_missing, refused.cast("string")).otherwise(key)
 
-    def partition_path_column(self, null_value: str, schema=None):
+    def partition_path_column(self, null_value: str, schema: StructType | None = None) -> Column:
         """Each row's partition path before labformat's safety check ('' when not partitioned).
         `schema`: the input's Spark schema (the timestamp-based generator reads by type)."""
         from pyspark.sql import functions as F
@@ -216,6 +222,7 @@ class KeyGenerator:
         if self.class_name == TIMESTAMP_BASED:
             field = self.partition_fields[0]
             dtype = schema[field].dataType if schema is not None and field in schema.names else None
+            assert self.timestamp is not None  # check() requires the timestamp options of this generator
             value = _formatted_time(F.col(field), dtype, self.timestamp)
             return F.concat(F.lit(f"{field}="), value) if self.hive_style else value
         folders = []
@@ -227,7 +234,7 @@ class KeyGenerator:
             folders.append(F.concat(F.lit(f"{name}="), value) if self.hive_style else value)
         return folders[0] if len(folders) == 1 else F.concat_ws("/", *folders)
 
-    def check_key_types(self, schema) -> None:
+    def check_key_types(self, schema: StructType) -> None:
         """InvalidInputError unless each record-key field of `schema` (Spark) is a type whose string form
         pyarrow and Spark agree on: what a table without meta fields needs, since its stored keys are
         computed by the write tasks in pyarrow and the incoming ones in Spark."""
@@ -280,7 +287,7 @@ def _has_zone(pattern: str) -> bool:
     return any(letter in unquoted for letter in "ZXxOVz")
 
 
-def string_of(name: str, schema=None):
+def string_of(name: str, schema: StructType | None = None) -> Column:
     """Column `name` as the string a record key or partition path holds, the same in every Spark
     session: Spark's cast to string, except that a timestamp (an instant) is rendered in UTC. The
     cast would render it in the session's time zone (`spark.sql.session.timeZone`), and the same
@@ -297,13 +304,13 @@ def string_of(name: str, schema=None):
     return column.cast("string")
 
 
-def _epoch_ntz():
+def _epoch_ntz() -> Column:
     from pyspark.sql import functions as F
 
     return F.lit("1970-01-01 00:00:00").cast("timestamp_ntz")
 
 
-def _millis_of_value(column, dtype, options: TimestampOptions):
+def _millis_of_value(column: Column, dtype: DataType | None, options: TimestampOptions) -> Column:
     """Epoch milliseconds of the partition field's value, as Hudi's generator converts it: numbers in
     the type's unit (a fraction dropped first), dates as days in that unit (Hudi's own rule),
     timestamps as their instant, strings by the input date formats."""
@@ -341,6 +348,7 @@ def _millis_of_value(column, dtype, options: TimestampOptions):
     else:
         raise ConfigError(f"the timestamp-based key generator cannot read a partition field of type "
                           f"{dtype.simpleString() if dtype is not None else 'unknown'}")
+    assert options.unit is not None  # set for every timestamp type but DATE_STRING
     per_unit = _MICROS_PER_UNIT[options.unit]
     if per_unit >= 1000:
         return number * F.lit(int(per_unit // 1000))
@@ -348,7 +356,7 @@ def _millis_of_value(column, dtype, options: TimestampOptions):
     return ((number - number % F.lit(divisor)) / F.lit(divisor)).cast("long")
 
 
-def _formatted_time(column, dtype, options: TimestampOptions):
+def _formatted_time(column: Column, dtype: DataType | None, options: TimestampOptions) -> Column:
     """The partition folder of each row: its time, in the output zone, by the output date format; a
     value the input formats cannot parse fails the write as bad input."""
     from pyspark.sql import functions as F
@@ -374,5 +382,6 @@ def _formatted_time(column, dtype, options: TimestampOptions):
 def _default_millis(options: TimestampOptions) -> int:
     if options.timestamp_type == "DATE_STRING":
         return 1
+    assert options.unit is not None  # set for every timestamp type but DATE_STRING
     per_unit = _MICROS_PER_UNIT[options.unit]
     return int(per_unit // 1000) if per_unit >= 1000 else 0

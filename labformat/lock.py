@@ -10,6 +10,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
+from types import TracebackType
 
 from labformat.errors import ConcurrentWriteError, LockTimeoutError
 from labformat.storage import Storage
@@ -132,7 +133,8 @@ class TableLock:
     def __enter__(self) -> "TableLock":
         return self.acquire()
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         try:
             self.release()
         except Exception as cleanup:  # noqa: BLE001 - the error that left the block comes first
@@ -141,7 +143,6 @@ class TableLock:
             # Not released: it expires `expire_s` after its last refresh, and the next writer breaks it.
             exc.add_note(f"labformat: the table lock {LOCK_PATH} was not released ({type(cleanup).__name__}: "
                          f"{cleanup}); it expires {self.expire_s:g} s after its last refresh")
-        return False
 
     # ---- inside ------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Iterator
 import zlib
 
 from labformat.errors import CorruptTableError
@@ -99,7 +100,7 @@ def check_checksum(text: str, props: dict[str, str], where: str = PROPERTIES_PAT
             raise CorruptTableError(f"{where}: {TABLE_CHECKSUM} is not the last line; the file is damaged")
 
 
-def _logical_lines(text: str):
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
     """(line number, logical line) pairs as `Properties.load` sees them: comments and blank lines
     dropped, a line ending in an odd number of backslashes continued on the next one (whose
     leading whitespace is dropped)."""

@@ -67,14 +67,14 @@ class S3Server:
     """A running `weed mini`; `stop()` (or leaving the `with` block) ends it."""
 
     endpoint: str
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     data_dir: Path
     log_path: Path
     bucket: str = BUCKET
     storage_options: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, data_dir: str | os.PathLike, timeout_s: float = 60) -> "S3Server":
+    def start(cls, data_dir: str | os.PathLike[str], timeout_s: float = 60) -> "S3Server":
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         base = _free_base()
@@ -126,7 +126,8 @@ class S3Server:
     def request_counts(self) -> dict[str, int]:
         """The S3 requests this server has answered on its bucket so far, by type (GET, PUT, HEAD,
         LIST, DELETE...), from its Prometheus metrics: a ranged GET and a whole one both count as GET."""
-        port = next(a.split("=", 1)[1] for a in self.process.args if a.startswith("-metricsPort="))
+        args = [str(a) for a in self.process.args] if isinstance(self.process.args, list) else []
+        port = next(a.split("=", 1)[1] for a in args if a.startswith("-metricsPort="))
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
         counts: dict[str, int] = {}
         for m in _REQUESTS.finditer(text):
@@ -159,6 +160,5 @@ class S3Server:
     def __enter__(self) -> "S3Server":
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
-        return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any, Iterable
 
 from pyspark.sql import types as T
 
@@ -51,7 +52,7 @@ def column_name_problem(name: str) -> str | None:
     return None
 
 
-def duplicate_columns(names) -> list[str]:
+def duplicate_columns(names: Iterable[str]) -> list[str]:
     """The names that occur more than once when case is ignored, as Spark resolves columns by default
     (`v, v` and `v, V` both name one column twice)."""
     seen: dict[str, str] = {}
@@ -100,7 +101,7 @@ def check_writable(schema: T.StructType, table_schema: T.StructType | None = Non
         raise InvalidInputError("input cannot be written, table unchanged: " + "; ".join(problems))
 
 
-def _avro_type(dtype: T.DataType, name: str):
+def _avro_type(dtype: T.DataType, name: str) -> Any:
     simple = {
         T.StringType: "string", T.BooleanType: "boolean", T.IntegerType: "int", T.ShortType: "int",
         T.ByteType: "int", T.LongType: "long", T.FloatType: "float", T.DoubleType: "double",
@@ -127,11 +128,11 @@ def _avro_type(dtype: T.DataType, name: str):
     raise SchemaMismatchError(f"column {name!r}: type {dtype.simpleString()} is not supported")
 
 
-def _nullable(avro, nullable: bool):
+def _nullable(avro: Any, nullable: bool) -> Any:
     return ["null", avro] if nullable else avro
 
 
-def avro_record(schema: T.StructType, name: str) -> dict:
+def avro_record(schema: T.StructType, name: str) -> dict[str, Any]:
     fields = []
     for f in schema.fields:
         field = {"name": f.name, "type": _nullable(_avro_type(f.dataType, f.name), f.nullable)}
@@ -186,7 +187,7 @@ def promotes(narrow: T.DataType, wide: T.DataType) -> bool:
         return w in (T.FloatType, T.DoubleType)
     if n is T.FloatType:
         return w is T.DoubleType
-    if n is T.DecimalType and w is T.DecimalType:
+    if isinstance(narrow, T.DecimalType) and isinstance(wide, T.DecimalType):
         return wide.scale >= narrow.scale and wide.precision - wide.scale >= narrow.precision - narrow.scale
     return False
 
@@ -264,7 +265,7 @@ def spark_schema_from_avro(text: str) -> T.StructType:
     return data_schema_of(dtype)
 
 
-def _spark_type(avro, named: dict, where: str) -> tuple[T.DataType, bool]:
+def _spark_type(avro: Any, named: dict[str, T.DataType], where: str) -> tuple[T.DataType, bool]:
     """(Spark type, nullable) of one Avro type; `named` collects named types for later references."""
     if isinstance(avro, list):  # a union: Spark maps [null, X] (either order) to a nullable X
         branches = [b for b in avro if b != "null"]
@@ -283,6 +284,7 @@ def _spark_type(avro, named: dict, where: str) -> tuple[T.DataType, bool]:
     if not isinstance(avro, dict) or "type" not in avro:
         raise ValueError(f"{where}: unreadable Avro type {avro!r}")
     kind, logical = avro["type"], avro.get("logicalType")
+    dtype: T.DataType
     if logical == "decimal" and kind in ("bytes", "fixed"):
         dtype = T.DecimalType(int(avro["precision"]), int(avro.get("scale", 0)))
     elif logical in _AVRO_LOGICAL and kind in ("int", "long", "string"):

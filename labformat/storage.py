@@ -26,12 +26,17 @@ import posixpath
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
 from labformat.errors import ConfigError, InvalidInputError, LabformatError
+
+if TYPE_CHECKING:
+    from obstore import PutMode
+    from obstore.store import ClientConfig, S3Config, S3Store
+
 
 @dataclass(frozen=True)
 class FileInfo:
@@ -82,7 +87,7 @@ class TableUri(str):
         made.storage_options = dict(storage_options or {})
         return made
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[TableUri], tuple[str, dict[str, str]]]:
         return TableUri, (str(self), self.storage_options)
 
 
@@ -125,7 +130,7 @@ def _allow_http(options: Mapping[str, str]) -> bool:
 def _s3_file_system(options: tuple[tuple[str, str], ...]) -> pafs.S3FileSystem:
     """One pyarrow S3FileSystem per set of options and process (a task reuses its worker's)."""
     o = dict(options)
-    kwargs: dict = {"region": o.get("aws_region") or "us-east-1"}
+    kwargs: dict[str, Any] = {"region": o.get("aws_region") or "us-east-1"}
     if "aws_access_key_id" in o:
         kwargs.update(access_key=o["aws_access_key_id"], secret_key=o.get("aws_secret_access_key"),
                       session_token=o.get("aws_session_token"))
@@ -138,17 +143,21 @@ def _s3_file_system(options: tuple[tuple[str, str], ...]) -> pafs.S3FileSystem:
     return pafs.S3FileSystem(**kwargs)
 
 
-def _object_store(bucket: str, prefix: str, options: tuple[tuple[str, str], ...]):
+def _object_store(bucket: str, prefix: str, options: tuple[tuple[str, str], ...]) -> S3Store:
     """An obstore S3Store rooted at the table's prefix: the conditional writes pyarrow.fs lacks."""
     from obstore.store import S3Store  # only S3 tables need it
 
     o = dict(options)
-    config = {"region": o.get("aws_region") or "us-east-1", "virtual_hosted_style_request": False}
-    for ours, theirs in (("aws_access_key_id", "access_key_id"), ("aws_secret_access_key", "secret_access_key"),
-                         ("aws_session_token", "token"), ("aws_endpoint_url", "endpoint")):
-        if ours in o:
-            config[theirs] = o[ours]
-    client = {"allow_http": True} if _allow_http(o) else {}
+    config: S3Config = {"region": o.get("aws_region") or "us-east-1", "virtual_hosted_style_request": False}
+    if "aws_access_key_id" in o:
+        config["access_key_id"] = o["aws_access_key_id"]
+    if "aws_secret_access_key" in o:
+        config["secret_access_key"] = o["aws_secret_access_key"]
+    if "aws_session_token" in o:
+        config["session_token"] = o["aws_session_token"]
+    if "aws_endpoint_url" in o:
+        config["endpoint"] = o["aws_endpoint_url"]
+    client: ClientConfig = {"allow_http": True} if _allow_http(o) else {}
     return S3Store(bucket, prefix=prefix or None, config=config, client_options=client)
 
 
@@ -158,14 +167,15 @@ class Storage:
     Paths given to and returned by these methods are relative to the base path.
     """
 
-    def __init__(self, base_uri: str | os.PathLike, storage_options: Mapping[str, object] | None = None):
+    def __init__(self, base_uri: str | os.PathLike[str], storage_options: Mapping[str, object] | None = None):
         if not isinstance(base_uri, (str, os.PathLike)) or not os.fspath(base_uri):
             raise InvalidInputError(f"a table path must be a non-empty str or os.PathLike, got {base_uri!r}")
         uri = os.fspath(base_uri)
         if storage_options is None and isinstance(base_uri, TableUri):
             storage_options = base_uri.storage_options
         scheme = uri.partition("://")[0].lower() if "://" in uri else ""
-        self._store = None
+        self._store: S3Store | None = None
+        self.base_uri: str  # a TableUri on S3, carrying the options into tasks
         self._conditional: bool | None = None  # whether the store honours conditional writes, once probed
         if scheme in S3_SCHEMES:
             options = s3_options(storage_options)
@@ -194,13 +204,13 @@ class Storage:
         return isinstance(self.fs, pafs.S3FileSystem)
 
     @property
-    def store(self):
+    def store(self) -> S3Store:
         """The obstore client of an S3 table (made on first use)."""
         if self._store is None:
             self._store = _object_store(self.bucket, self.prefix, self._options)
         return self._store
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_store": None}  # the client is rebuilt where the Storage lands
 
     def storage_options(self) -> dict[str, str]:
@@ -216,10 +226,10 @@ class Storage:
         return f"{self.base_uri}/{within_table(rel)}" if rel else self.base_uri
 
     def exists(self, rel: str) -> bool:
-        return self.fs.get_file_info(self.full_path(rel)).type != pafs.FileType.NotFound
+        return bool(self.fs.get_file_info(self.full_path(rel)).type != pafs.FileType.NotFound)
 
     def is_file(self, rel: str) -> bool:
-        return self.fs.get_file_info(self.full_path(rel)).type == pafs.FileType.File
+        return bool(self.fs.get_file_info(self.full_path(rel)).type == pafs.FileType.File)
 
     def enclosing(self, marker: str) -> str | None:
         """The nearest folder above the base path that holds `marker` (a path relative to that folder,
@@ -235,7 +245,7 @@ class Storage:
 
     def read_bytes(self, rel: str) -> bytes:
         with self.fs.open_input_stream(self.full_path(rel)) as stream:
-            return stream.read()
+            return bytes(stream.read())
 
     def read_text(self, rel: str) -> str:
         return self.read_bytes(rel).decode("utf-8")
@@ -252,7 +262,7 @@ class Storage:
 
     # ---- S3: conditional PUTs ---------------------------------------------------------------
 
-    def _put(self, rel: str, data: bytes, mode=None) -> str | None:
+    def _put(self, rel: str, data: bytes, mode: PutMode | None = None) -> str | None:
         """PUT `rel` (mode: None overwrites, "create" is If-None-Match: *, {"e_tag": t} is If-Match: t);
         its new ETag. FileExistsError / InterruptedError when the condition fails, OSError otherwise."""
         import obstore
@@ -268,7 +278,7 @@ class Storage:
             raise OSError(f"{self.uri(rel)}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
         return result["e_tag"]
 
-    def _get(self, rel: str) -> tuple[bytes, str] | None:
+    def _get(self, rel: str) -> tuple[bytes, str | None] | None:
         """`rel`'s bytes and ETag, or None when it does not exist."""
         import obstore
         from obstore.exceptions import BaseError, NotFoundError
@@ -408,8 +418,8 @@ class Storage:
         if self.is_object_store:
             # S3's Last-Modified has whole seconds, cut down: the write happened in the second after
             # it. The later end, so that a live writer's heartbeat or lock never looks older than it is.
-            return info.mtime_ns / 1e9 + 1.0
-        return info.mtime_ns / 1e9
+            return float(info.mtime_ns / 1e9 + 1.0)
+        return float(info.mtime_ns / 1e9)
 
     def delete(self, rel: str) -> bool:
         try:

@@ -6,7 +6,7 @@ import os
 import re
 from typing import Any, Mapping
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from labformat import config as C
@@ -28,7 +28,7 @@ from labformat.model.report import WriteReport
 from labformat.read.bucket_join import bucket_join
 from labformat.read.incremental import IncrementalPlan, plan_incremental
 from labformat.read.merge_on_read import read_file_slices
-from labformat.read.query import ScanPlan, plan_scan
+from labformat.read.query import ScanPlan, ScanReport, plan_scan
 from labformat.storage import Storage
 from labformat.timeline import TIMELINE_DIR, Timeline
 from labformat.write.bulk_insert import BulkInsert
@@ -59,12 +59,12 @@ class Table:
         self.storage = storage
         self.properties = props  # as stored, including keys labformat does not interpret
         self.config = TableConfig.from_properties(props)
-        self._metadata_cache: dict = {}  # shared by every timeline this table loads
+        self._metadata_cache: dict[str, Any] = {}  # shared by every timeline this table loads
 
     # ---- create / open ------------------------------------------------------------------
 
     @classmethod
-    def create(cls, spark: SparkSession, path: str | os.PathLike, record_key: str = "record_key",
+    def create(cls, spark: SparkSession, path: str | os.PathLike[str], record_key: str = "record_key",
                precombine_field: str = "updated_at", partition_field: str | None = None,
                options: Mapping[str, Any] | None = None, table_type: TableType | str | None = None,
                storage_options: Mapping[str, str] | None = None) -> "Table":
@@ -116,7 +116,7 @@ class Table:
         return cls(spark, storage, P.parse_properties(text.decode("utf-8")))
 
     @classmethod
-    def open(cls, spark: SparkSession, path: str | os.PathLike,
+    def open(cls, spark: SparkSession, path: str | os.PathLike[str],
              storage_options: Mapping[str, str] | None = None) -> "Table":
         storage = Storage(path, storage_options)
         return cls(spark, storage, read_table_properties(storage))
@@ -230,7 +230,8 @@ class Table:
         return read_file_slices(self.spark, self.storage, slices, ctx.schema(at) or T.StructType([]),
                                 self.precombine_field, ctx.config.merge_mode)
 
-    def query(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None):
+    def query(self, condition: Column | str, as_of: str | None = None,
+              options: Mapping[str, Any] | None = None) -> tuple[DataFrame, ScanReport]:
         """Rows matching `condition` (a Spark Column or SQL string) and a ScanReport of how they were found.
 
         With data skipping on (`hoodie.enable.data.skipping`, default true) whole base files are
@@ -269,7 +270,7 @@ class Table:
         mine, theirs = self.context(), other.context()
         return bucket_join(mine, theirs, how, mine.at(as_of), theirs.at(other_as_of))
 
-    def scan(self, condition, as_of: str | None = None, options: Mapping[str, Any] | None = None) -> ScanPlan:
+    def scan(self, condition: Column | str, as_of: str | None = None, options: Mapping[str, Any] | None = None) -> ScanPlan:
         """The scan plan of `query(condition, as_of, options)`, without running it.
 
         `plan.to_dataframe()` gives the rows lazily, with no scan to measure first; `plan.funnel`

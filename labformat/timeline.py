@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from labformat import markers
 from labformat.errors import CleanedInstantError, ConcurrentWriteError, CorruptTableError, InstantNotFoundError
@@ -141,13 +141,13 @@ class Timeline:
 
     def cleaned_paths(self) -> set[str]:
         """The files completed cleans deleted (table-relative paths)."""
-        out = set()
+        out: set[str] = set()
         for _, body in self._clean_bodies():
             for partition, entry in (body.get("partitionMetadata") or {}).items():
                 out.update(f"{partition}/{name}" if partition else name for name in entry.get("successDeleteFiles") or ())
         return out
 
-    def _clean_bodies(self) -> list[tuple[Instant, dict]]:
+    def _clean_bodies(self) -> list[tuple[Instant, dict[str, Any]]]:
         """The completed cleans' JSON bodies. Apache Hudi writes its cleans in Avro: those are skipped,
         so time travel into what one deleted meets the missing file (CorruptTableError) instead."""
         out = []
@@ -171,7 +171,7 @@ class Timeline:
 
     # ---- transitions ----------------------------------------------------------------------
 
-    def request(self, action: Action, plan: dict | None = None, at: str | None = None) -> Instant:
+    def request(self, action: Action, plan: dict[str, Any] | None = None, at: str | None = None) -> Instant:
         """Start an instant: `<time>.<action>.requested`, holding the plan (may be empty), at time `at`
         (default: `new_instant_time()`). The file is created exclusively: two writers can never
         share an instant (they take times under the table lock; this is the second guard)."""
@@ -241,7 +241,7 @@ class Timeline:
             "expired (this writer stalled for longer than hoodie.client.heartbeat.interval_in_ms x (tolerable "
             "misses + 1)); nothing was committed")
 
-    def complete(self, instant: Instant, body: str, before_publish=None) -> Instant:
+    def complete(self, instant: Instant, body: str, before_publish: Callable[[], None] | None = None) -> Instant:
         """Publish the completed instant atomically; from here on readers see it.
 
         `before_publish` runs just before the rename (the crash tests hook in there).
@@ -287,7 +287,9 @@ class Timeline:
         """
         rel = f"{TIMELINE_DIR}/{rollback.to(State.REQUESTED).file_name}"
         try:
-            plan = json.loads(self.storage.read_text(rel)) if self.storage.exists(rel) else None
+            if not self.storage.exists(rel):
+                return None
+            plan = json.loads(self.storage.read_text(rel))
             target = (plan["instant"], plan["action"])
             Instant(target[0], Action(target[1]), State.REQUESTED)  # a time and an action we know
         except (ValueError, KeyError, TypeError):

@@ -42,7 +42,7 @@ class ScaledSizes:
     @property
     def scale(self) -> float:
         """How many times smaller than Hudi's 120 MB the workshop's max_file_size is."""
-        return HUDI_MAX_FILE_SIZE / self.max_file_size
+        return float(HUDI_MAX_FILE_SIZE / self.max_file_size)
 
     @property
     def options(self) -> dict[str, int]:
@@ -124,4 +124,4 @@ def lookup_key(files: pd.DataFrame) -> str:
     """Of the files' `min_key`s, the smallest of those held by the most files' [min_key, max_key]."""
     holding = {key: int(((files["min_key"] <= key) & (files["max_key"] >= key)).sum()) for key in files["min_key"]}
     most = max(holding.values())
-    return min(key for key, n in holding.items() if n == most)
+    return str(min(key for key, n in holding.items() if n == most))

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,8 @@ def _build_wheel(folder: Path) -> Path:
 @pytest.mark.slow
 def test_a_wheel_installs_with_what_a_table_needs_only_and_writes_and_reads_tables(tmp_path):
     wheel = _build_wheel(tmp_path)
+    with zipfile.ZipFile(wheel) as built:
+        assert "labformat/py.typed" in built.namelist(), "the wheel says its annotations are part of it (PEP 561)"
     env_dir = tmp_path / "env"
     venv.create(env_dir, with_pip=True)
     python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"

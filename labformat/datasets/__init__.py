@@ -13,10 +13,10 @@ gives the same rows on any machine and core count. See datasets/README.md for th
     up = datasets.load_batch(spark, cached, 1)
 """
 
+from labformat.cache_dir import cache_root
+from labformat.errors import DatasetNotCachedError
 from labformat.datasets.cache import (
     CachedDataset,
-    DatasetNotCachedError,
-    cache_root,
     default_cache_dir,
     generate,
     load_batch,

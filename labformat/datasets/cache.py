@@ -22,9 +22,9 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from labformat.spark.jobs import conf_override
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -32,6 +32,7 @@ from labformat.datasets.drone import GENERATOR_CONF, SCHEMA, batch, history, res
 from labformat.datasets.spec import GENERATOR_VERSION, DatasetSpec, check_day
 from labformat.cache_dir import cache_root
 from labformat.errors import DatasetNotCachedError
+from labformat.spark.jobs import conf_override
 
 MARKER = "_COMPLETE.json"
 
@@ -62,7 +63,7 @@ def default_cache_dir(spec: DatasetSpec | str) -> Path:
     return cache_root() / "datasets" / resolve_spec(spec).cache_name
 
 
-def parquet_bytes(folder: str | os.PathLike) -> int:
+def parquet_bytes(folder: str | os.PathLike[str]) -> int:
     """Bytes of the parquet files of a cached folder (history or one batch): a listing, no data read."""
     return sum(p.stat().st_size for p in Path(folder).glob("*.parquet"))
 
@@ -104,9 +105,9 @@ def _cached_history_of_same_rows(spec: DatasetSpec, root: Path) -> Path | None:
     return None
 
 
-def _read_marker(root: Path, spec: DatasetSpec) -> dict | None:
+def _read_marker(root: Path, spec: DatasetSpec) -> dict[str, Any] | None:
     try:
-        marker = json.loads((root / MARKER).read_text(encoding="utf-8"))
+        marker: dict[str, Any] = json.loads((root / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if marker.get("spec") != spec.params() or marker.get("generator_version") != GENERATOR_VERSION:
@@ -114,7 +115,7 @@ def _read_marker(root: Path, spec: DatasetSpec) -> dict | None:
     return marker
 
 
-def _with_marker(cached: CachedDataset, marker: dict) -> CachedDataset:
+def _with_marker(cached: CachedDataset, marker: dict[str, Any]) -> CachedDataset:
     return CachedDataset(
         spec=cached.spec,
         root=cached.root,
@@ -133,7 +134,7 @@ def _parquet_rows(path: str) -> int:
     return sum(pq.read_metadata(str(p)).num_rows for p in sorted(Path(path).glob("*.parquet")))
 
 
-def generate(spark: SparkSession, spec: DatasetSpec | str, cache_dir: str | os.PathLike | None = None, *,
+def generate(spark: SparkSession, spec: DatasetSpec | str, cache_dir: str | os.PathLike[str] | None = None, *,
              force: bool = False) -> CachedDataset:
     """Write history and every batch of `spec` as parquet under `cache_dir`, unless already complete.
 
@@ -155,7 +156,7 @@ def generate(spark: SparkSession, spec: DatasetSpec | str, cache_dir: str | os.P
 
 
 @contextmanager
-def _generation_lock(root: Path):
+def _generation_lock(root: Path) -> Iterator[None]:
     """An exclusive lock on `.generating.lock` inside the dataset's folder (generating never removes it),
     so that two processes generating the same dataset never delete each other's files (POSIX; elsewhere
     no lock)."""
@@ -189,7 +190,7 @@ def _generate(spark: SparkSession, spec: DatasetSpec, root: Path, cached: Cached
         shutil.copytree(same_history, cached.history_path)
         timings.append(round(time.perf_counter() - started, 3))
 
-    def write(frame, path: str) -> float:
+    def write(frame: Callable[[], DataFrame], path: str) -> float:
         one = time.perf_counter()
         frame().write.mode("overwrite").parquet(path)
         return round(time.perf_counter() - one, 3)

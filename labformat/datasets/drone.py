@@ -458,4 +458,5 @@ def batch(spark: SparkSession, spec: DatasetSpec | str, day: int, *, num_partiti
 def fingerprint(df: DataFrame) -> tuple[int, int]:
     """(row count, sum of row hashes): equal for equal multisets of rows, whatever their order or partitioning."""
     row = df.select(F.count(F.lit(1)).alias("n"), F.sum(F.xxhash64(*df.columns).cast("decimal(38,0)")).alias("h")).first()
+    assert row is not None  # an aggregate has one row
     return int(row["n"]), int(row["h"] or 0)

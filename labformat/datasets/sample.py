@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from labformat.datasets.drone import batch, history
@@ -24,7 +24,7 @@ HISTORY_MINUTES = 180
 BATCH_MINUTES = 60
 
 
-def _minute_of_day_below(limit: int):
+def _minute_of_day_below(limit: int) -> Column:
     hhmm = F.substring("record_key", 9, 4)  # monotonic keys: yyyyMMddHHmm_droneNNNN
     return hhmm < F.lit(f"{limit // 60:02d}{limit % 60:02d}")
 
@@ -67,4 +67,7 @@ def write_sample(spark: SparkSession, out_dir: str | Path = SAMPLE_DIR) -> list[
             paths.append(out_dir / name)
         return paths
     finally:
-        spark.conf.set("spark.sql.session.timeZone", zone)
+        if zone is None:
+            spark.conf.unset("spark.sql.session.timeZone")
+        else:
+            spark.conf.set("spark.sql.session.timeZone", zone)

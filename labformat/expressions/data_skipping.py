@@ -102,7 +102,7 @@ def _is_nan(v: Any) -> bool:
     return _is_floating(v) and v != v
 
 
-def _sort_key(v: Any) -> tuple:
+def _sort_key(v: Any) -> tuple[Any, ...]:
     """Spark's order as a Python key: NaN above every number; naive datetimes read as UTC."""
     if _is_floating(v):
         return _NAN_KEY if v != v else (0, float(v))
@@ -111,7 +111,7 @@ def _sort_key(v: Any) -> tuple:
     return (0, v)
 
 
-def _holds(a: tuple, op: Op, b: tuple) -> bool:
+def _holds(a: tuple[Any, ...], op: Op, b: tuple[Any, ...]) -> bool:
     if op is Op.EQ:
         return a == b
     if op is Op.NE:

@@ -73,7 +73,7 @@ class In:
     """
 
     column: str
-    values: tuple
+    values: tuple[Any, ...]
 
     def __str__(self) -> str:
         return f"{self.column} IN ({', '.join(_show(v) for v in self.values)})"
@@ -258,7 +258,7 @@ def columns_referenced(predicate: Predicate) -> set[str]:
     return {predicate.column}
 
 
-def key_equality_values(predicate: Predicate, column: str) -> set | None:
+def key_equality_values(predicate: Predicate, column: str) -> set[Any] | None:
     """The finite set of values `column` must equal wherever the predicate is TRUE, or None if there is none.
 
     From `column = v` and `column IN (...)`; through AND (the intersection of the sides that
@@ -268,7 +268,7 @@ def key_equality_values(predicate: Predicate, column: str) -> set | None:
     return _equality_values(negation_normal_form(predicate), column)
 
 
-def _equality_values(p: Predicate, column: str) -> set | None:
+def _equality_values(p: Predicate, column: str) -> set[Any] | None:
     if isinstance(p, Comparison):
         if p.value is None:
             return set()  # a comparison with NULL is never TRUE
@@ -278,14 +278,14 @@ def _equality_values(p: Predicate, column: str) -> set | None:
     if isinstance(p, Constant):
         return None if p.value is True else set()
     if isinstance(p, And):
-        result: set | None = None
+        result: set[Any] | None = None
         for child in p.children:
             values = _equality_values(child, column)
             if values is not None:
                 result = values if result is None else _intersect(result, values)
         return result
     if isinstance(p, Or):
-        union: set = set()
+        union: set[Any] = set()
         for child in p.children:
             values = _equality_values(child, column)
             if values is None:
@@ -295,7 +295,7 @@ def _equality_values(p: Predicate, column: str) -> set | None:
     return None
 
 
-def _intersect(a: set, b: set) -> set:
+def _intersect(a: set[Any], b: set[Any]) -> set[Any]:
     # NaN = NaN is TRUE in Spark but two NaN objects are not equal members of a Python set:
     # keep one side whole then (still sound, only less tight). `v != v` holds for NaN only.
     if any(v != v for v in a | b):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType, StructType
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -21,7 +25,7 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def conform_to_spark(table: pa.Table, spark_schema) -> pa.Table:
+def conform_to_spark(table: pa.Table, spark_schema: StructType) -> pa.Table:
     """`table` (a base file's rows) with exactly the columns of `spark_schema` (the table's schema now,
     meta columns first): a column the file predates as nulls, a type the schema has since widened
     (int to long, float to double, a wider decimal) cast up, and nested columns in the one layout
@@ -34,7 +38,7 @@ def conform_to_spark(table: pa.Table, spark_schema) -> pa.Table:
     return conform(table, pa.schema(fields))
 
 
-def spark_arrow_type(dtype, have: pa.DataType | None = None) -> pa.DataType:
+def spark_arrow_type(dtype: DataType, have: pa.DataType | None = None) -> pa.DataType:
     """The Arrow type a file's column of Arrow type `have` is handed on as, for the Spark type `dtype`.
 
     Writers lay nested columns out differently: parquet-avro (Apache Hudi's writer) names a list's

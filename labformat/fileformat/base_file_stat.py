@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import pyarrow as pa
 
 from labformat.model.commit import NULL_COMMIT, WriteStat
 from labformat.model.report import FileReport
 from labformat.model.enums import BloomFilterTypeCode
+
+if TYPE_CHECKING:
+    from pyspark.sql import Row
 
 _ARROW_TYPE = "arrow_type"
 # mapInArrow fails unless each batch's Arrow types are exactly the DDL's: Spark's int is
@@ -73,7 +76,7 @@ class BaseFileStat:
         return pa.RecordBatch.from_pylist([asdict(s) for s in stats], schema=cls.arrow_schema())
 
     @classmethod
-    def from_row(cls, row) -> "BaseFileStat":
+    def from_row(cls, row: Row) -> "BaseFileStat":
         """A row the write tasks returned, as collected by the driver (a Spark Row)."""
         return cls(**row.asDict())
 
@@ -88,8 +91,8 @@ class BaseFileStat:
 
     def to_write_stat(self) -> WriteStat:
         """The commit metadata's entry for this base file (or log file)."""
-        log = {"base_file": self.base_file, "log_files": (self.path.rsplit("/", 1)[-1],),
-               "log_version": self.log_version} if self.is_log_file else {}
+        log: dict[str, Any] = {"base_file": self.base_file, "log_files": (self.path.rsplit("/", 1)[-1],),
+                               "log_version": self.log_version} if self.is_log_file else {}
         return WriteStat(
             partition_path=self.partition_path, file_id=self.file_id, path=self.path, prev_commit=self.prev_commit,
             num_writes=self.num_writes, num_inserts=self.num_inserts, num_update_writes=self.num_update_writes,

@@ -26,7 +26,7 @@ from typing import ClassVar, Protocol
 import numpy as np
 
 from labformat.fileformat.legacy_bloom import LEGACY_TYPE, LegacyBloomFilter
-from labformat.fileformat.murmur import bit_positions, probe
+from labformat.fileformat.murmur import Keys, bit_positions, probe
 from labformat.model.enums import BloomFilterTypeCode
 
 SIMPLE = BloomFilterTypeCode.SIMPLE
@@ -72,7 +72,7 @@ class BloomSpec:
         """Keys per row once the filter holds `keys` keys: one row for SIMPLE."""
         if self.type_code == SIMPLE:
             return [keys]
-        return np.bincount(dynamic_rows(keys, self.num_entries, self.max_entries)[0], minlength=1).tolist()
+        return [int(n) for n in np.bincount(dynamic_rows(keys, self.num_entries, self.max_entries)[0], minlength=1)]
 
     def predicted_fpp(self, keys: int) -> float:
         """The false-positive rate once the filter holds `keys` keys: (1 - e^(-hashes x keys / bits))
@@ -84,7 +84,7 @@ class BloomSpec:
             miss *= 1.0 - _row_fpp(bits, hashes, n)
         return 1.0 - miss
 
-    def build(self, keys) -> "RecordKeyFilter":
+    def build(self, keys: Keys) -> "RecordKeyFilter":
         """A filter holding `keys` (in this order: DYNAMIC_V0's rows depend on it)."""
         bits, hashes = self.bits_and_hashes
         if self.type_code == SIMPLE:
@@ -147,9 +147,10 @@ def dynamic_rows(keys: int, per_row: int, max_entries: int) -> tuple[np.ndarray,
 class RecordKeyFilter(Protocol):
     """What every filter answers: a bool per key, False meaning certainly absent."""
 
-    type_code: str
+    @property
+    def type_code(self) -> str: ...
 
-    def might_contain(self, keys) -> np.ndarray: ...
+    def might_contain(self, keys: Keys) -> np.ndarray: ...
 
     def to_base64(self) -> str: ...
 
@@ -182,11 +183,11 @@ class SimpleBloomFilter:
     def empty(cls, num_bits: int, num_hashes: int) -> "SimpleBloomFilter":
         return cls(num_bits, num_hashes, np.zeros(num_bits, dtype=bool))
 
-    def add(self, keys) -> None:
+    def add(self, keys: Keys) -> None:
         for _, positions in bit_positions(keys, self.num_hashes, self.num_bits):
             self.bits[positions.ravel()] = True
 
-    def might_contain(self, keys) -> np.ndarray:
+    def might_contain(self, keys: Keys) -> np.ndarray:
         """One bool per key. An empty key answers True: Hadoop cannot hash one, so no filter
         can rule it out (and no table holds one)."""
         return probe(keys, self.num_hashes, self.num_bits, [self.bits])
@@ -227,7 +228,7 @@ class DynamicBloomFilter:
     type_code: ClassVar[str] = DYNAMIC_V0
 
     @classmethod
-    def build(cls, keys, bits: int, hashes: int, per_row: int, max_entries: int) -> "DynamicBloomFilter":
+    def build(cls, keys: Keys, bits: int, hashes: int, per_row: int, max_entries: int) -> "DynamicBloomFilter":
         row_of, rows, last = dynamic_rows(len(keys), per_row, max_entries)
         out = cls(per_row, last, [SimpleBloomFilter.empty(bits, hashes) for _ in range(rows)])
         for idx, positions in bit_positions(keys, hashes, bits):
@@ -239,7 +240,7 @@ class DynamicBloomFilter:
                 row.bits[positions[:, owner == r].ravel()] = True
         return out
 
-    def might_contain(self, keys) -> np.ndarray:
+    def might_contain(self, keys: Keys) -> np.ndarray:
         first = self.rows[0]
         return probe(keys, first.num_hashes, first.num_bits, [row.bits for row in self.rows])
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def _stat_value(scalar: pa.Scalar):
+def _stat_value(scalar: pa.Scalar) -> Any:
     """A min/max as JSON: temporal values as their integer encoding (decoded with the table schema)."""
     if scalar is None or not scalar.is_valid:
         return None
@@ -27,7 +28,7 @@ class ColumnStatsCollector:
 
     def __init__(self, columns: tuple[str, ...]):
         self.columns = columns
-        self.stats: dict[str, list] = {}
+        self.stats: dict[str, list[Any]] = {}  # [min, max, nulls, values, NaNs]
 
     def add(self, table: pa.Table) -> None:
         for name in self.columns:

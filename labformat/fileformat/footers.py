@@ -6,6 +6,7 @@ process; after the first upsert only the new file slices cost a read.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -17,6 +18,10 @@ from labformat.errors import CorruptTableError
 from labformat.fileformat.bloom_filter import DYNAMIC_V0, SIMPLE, RecordKeyFilter, decode
 from labformat.fileformat.legacy_bloom import LEGACY_FOOTER, LEGACY_TYPE, LEGACY_TYPE_FOOTER
 from labformat.storage import Storage
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+    from labformat.model.column_stats import ColumnStats
 
 # Footer keys, Hudi's names (HoodieBloomFilterWriteSupport): the key range and the bloom filter.
 MIN_KEY_FOOTER = "hoodie_min_record_key"
@@ -45,7 +50,7 @@ class KeyFooter:
             out[BLOOM_FOOTER] = self.bloom
             if self.bloom_type == DYNAMIC_V0:
                 out[BLOOM_TYPE_FOOTER] = self.bloom_type
-        if self.min_key is not None:
+        if self.min_key is not None and self.max_key is not None:
             out.update({MIN_KEY_FOOTER: self.min_key, MAX_KEY_FOOTER: self.max_key})
         return out
 
@@ -53,8 +58,11 @@ class KeyFooter:
     def parse(cls, kv: dict[bytes, bytes] | None) -> "KeyFooter":
         """From a parquet file's key-value metadata, as pyarrow returns it: Hudi's filter (also
         under its old key), else labformat's first layout; a filter of a kind unknown is None."""
-        kv = kv or {}
-        text = lambda key: kv.get(key.encode(), b"").decode() or None  # noqa: E731
+        found = kv or {}
+
+        def text(key: str) -> str | None:
+            return found.get(key.encode(), b"").decode() or None
+
         low, high = text(MIN_KEY_FOOTER), text(MAX_KEY_FOOTER)
         hudi = text(BLOOM_FOOTER) or text(OLD_BLOOM_FOOTER)
         if hudi is not None:
@@ -107,7 +115,7 @@ def bloom_filter(base_uri: str, path: str) -> RecordKeyFilter | None:
         raise CorruptTableError(f"cannot read the bloom filter of base file {path}: {exc}") from None
 
 
-def base_file_schema(base_uri: str, path: str):
+def base_file_schema(base_uri: str, path: str) -> StructType:
     """A base file's Spark schema, from its parquet footer alone (no row is read)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -115,10 +123,10 @@ def base_file_schema(base_uri: str, path: str):
 
 
 @lru_cache(maxsize=65536)
-def _footer_column_stats(base_uri: str, path: str) -> tuple:
+def _footer_column_stats(base_uri: str, path: str) -> tuple[tuple[Any, ...], ...]:
     """Row-group statistics of one base file, folded per column: (name, min, max, nulls, rows)."""
     meta = read_footer(base_uri, path)
-    out = {}
+    out: dict[str, list[Any]] = {}  # name: [min, max, nulls, rows, bounded]
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
         for c in range(group.num_columns):
@@ -139,7 +147,7 @@ def _footer_column_stats(base_uri: str, path: str) -> tuple:
     return tuple((name, *values) for name, values in out.items())
 
 
-def row_group_column_stats(meta: pq.FileMetaData, g: int) -> dict[str, object]:
+def row_group_column_stats(meta: pq.FileMetaData, g: int) -> dict[str, ColumnStats]:
     """Per column, ColumnStats of row group `g` alone (what a reader skips a row group by)."""
     from labformat.model.column_stats import ColumnStats
 
@@ -161,12 +169,12 @@ def row_group_column_stats(meta: pq.FileMetaData, g: int) -> dict[str, object]:
     return out
 
 
-def footer_column_stats(base_uri: str, paths: list[str]) -> dict[str, dict[str, object]]:
+def footer_column_stats(base_uri: str, paths: list[str]) -> dict[str, dict[str, ColumnStats]]:
     """Per base file, per column: ColumnStats from the parquet footer (the fallback when the
     metadata table has none). Floating columns get no NaN count: parquet does not keep one."""
     from labformat.model.column_stats import ColumnStats
 
-    def one(path: str) -> dict:
+    def one(path: str) -> dict[str, ColumnStats]:
         stats = {}
         for name, low, high, nulls, rows, bounded in _footer_column_stats(base_uri, path):
             if isinstance(low, datetime) and low.tzinfo is None:

@@ -45,7 +45,8 @@ def java_string_hashes(values: pa.Array) -> np.ndarray:
     with np.errstate(over="ignore"):
         terms = units * _powers_of_31(int(lengths.max(initial=0)))[units_after]
         sums = np.concatenate([np.zeros(1, np.uint32), np.cumsum(terms, dtype=np.uint32)])
-        return sums[ends] - sums[starts]
+        hashes: np.ndarray = sums[ends] - sums[starts]
+        return hashes
 
 
 def record_index_shards(keys: pa.Array, shards: int) -> np.ndarray:

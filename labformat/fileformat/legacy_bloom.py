@@ -12,10 +12,14 @@ from __future__ import annotations
 import base64
 import struct
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from labformat.fileformat.murmur import Keys
 
 LEGACY_FOOTER = "labformat_bloom_filter"
 LEGACY_TYPE_FOOTER = "labformat_bloom_filter_type"
@@ -38,9 +42,9 @@ class LegacyBloomFilter:
 
     type_code: ClassVar[str] = LEGACY_TYPE
 
-    def might_contain(self, keys) -> np.ndarray:
-        values = keys.to_numpy(zero_copy_only=False) if hasattr(keys, "type") else keys
-        values = np.asarray(values, dtype=object)
+    def might_contain(self, keys: Keys) -> np.ndarray:
+        values = np.asarray(keys.to_numpy(zero_copy_only=False) if isinstance(keys, (pa.Array, pa.ChunkedArray)) else keys,
+                            dtype=object)
         if not len(values):
             return np.zeros(0, dtype=bool)
         h = pd.util.hash_array(values, hash_key=_HASH_KEY, categorize=False)
@@ -48,7 +52,7 @@ class LegacyBloomFilter:
         h2 = ((h >> np.uint64(32)) | np.uint64(1)).astype(np.uint32)
         g = h1[:, None] + np.arange(self.num_hashes, dtype=np.uint32)[None, :] * h2[:, None]
         positions = (g.astype(np.uint64) * np.uint64(self.num_bits)) >> np.uint64(32)
-        return self.bits[positions.view(np.int64)].all(axis=1)
+        return np.asarray(self.bits[positions.view(np.int64)].all(axis=1))
 
     def to_base64(self) -> str:
         header = _HEADER.pack(_MAGIC, _VERSION, self.num_bits, self.num_hashes)

@@ -138,7 +138,7 @@ def _read_exact(buf: io.BytesIO, n: int) -> bytes:
 def read_blocks(data: bytes) -> list[LogBlock]:
     """Every block of a log file's bytes, in order; LogFormatError on bytes that are not one."""
     buf = io.BytesIO(data)
-    blocks = []
+    blocks: list[LogBlock] = []
     while True:
         magic = buf.read(len(MAGIC))
         if not magic:
@@ -206,7 +206,9 @@ def data_block_keys(block: LogBlock) -> list[str]:
     keys = []
     for _ in range(count):
         (length,) = struct.unpack(">i", _read_exact(buf, 4))
-        keys.append(fastavro.schemaless_reader(io.BytesIO(_read_exact(buf, length)), parsed, reader)[_RECORD_KEY])
+        record = fastavro.schemaless_reader(io.BytesIO(_read_exact(buf, length)), parsed, reader)
+        assert isinstance(record, dict)  # the reader schema is a record
+        keys.append(record[_RECORD_KEY])
     return keys
 
 
@@ -295,9 +297,9 @@ def delete_block(keys: Iterable[str], partition_path: str, ordering_values: Iter
     return LogBlock(BlockType.DELETE, {HeaderKey.INSTANT_TIME: instant_time}, content)
 
 
-def deleted_records(block: LogBlock) -> list[tuple[str, str, Any]]:
-    """A delete block's (record key, partition path, ordering value) entries; timestamps as
-    microseconds since the epoch, dates as days."""
+def deleted_records(block: LogBlock) -> list[tuple[str | None, str | None, Any]]:
+    """A delete block's (record key, partition path, ordering value) entries (Hudi's Avro allows a null
+    key or path); timestamps as microseconds since the epoch, dates as days."""
     if block.block_type != BlockType.DELETE:
         raise LogFormatError(f"not a delete block: {block.block_type.name}")
     buf = io.BytesIO(block.content)
@@ -305,7 +307,7 @@ def deleted_records(block: LogBlock) -> list[tuple[str, str, Any]]:
     if version != BLOCK_VERSION:
         raise LogFormatError(f"delete block version {version}; only {BLOCK_VERSION} is read")
     datum = io.BytesIO(_read_exact(buf, length))
-    out = []
+    out: list[tuple[str | None, str | None, Any]] = []
     while True:
         count = _read_long(datum)
         if count == 0:

@@ -13,7 +13,7 @@ and each is a signed Java byte, so bytes >= 0x80 are sign-extended before the sh
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Sequence, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -22,9 +22,11 @@ import pyarrow.compute as pc
 M = np.uint32(0x5BD1E995)
 # Keys hashed per step: the arrays of one step (a few of 4 bytes per key) stay in the CPU's cache.
 CHUNK = 1 << 15
+# Record keys as the filters take them: an Arrow string array (chunked or not), or a sequence of str.
+Keys: TypeAlias = "pa.Array | pa.ChunkedArray | np.ndarray | Sequence[str]"
 
 
-def utf8_buffers(keys) -> tuple[np.ndarray, np.ndarray]:
+def utf8_buffers(keys: Keys) -> tuple[np.ndarray, np.ndarray]:
     """The keys' UTF-8 bytes, concatenated, and their offsets (n + 1 of them): Arrow's string layout."""
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
@@ -97,7 +99,7 @@ def _chained(rows: np.ndarray, length: int, num_hashes: int, modulus: int) -> np
     return out
 
 
-def _by_length(keys) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
+def _by_length(keys: Keys) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
     """The keys in chunks of one byte length: (their indices, the length, their bytes as rows).
 
     Empty keys are left out: Hadoop refuses them ("key length must be > 0"), and Hudi never
@@ -118,14 +120,14 @@ def _by_length(keys) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
             yield idx, length, data[offsets[idx][:, None] + np.arange(length)]
 
 
-def bit_positions(keys, num_hashes: int, num_bits: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def bit_positions(keys: Keys, num_hashes: int, num_bits: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Hadoop's k bit positions of each key, in chunks: (indices of the keys, their positions,
     shaped (k, keys)). Empty keys are left out."""
     for idx, length, rows in _by_length(keys):
         yield idx, _chained(rows, length, num_hashes, num_bits)
 
 
-def probe(keys, num_hashes: int, num_bits: int, rows_of_bits: list[np.ndarray]) -> np.ndarray:
+def probe(keys: Keys, num_hashes: int, num_bits: int, rows_of_bits: list[np.ndarray]) -> np.ndarray:
     """Per key, whether some bit array of `rows_of_bits` (a filter's rows, bool) has all of its k
     bits set: a bloom filter's might-contain.
 
@@ -153,7 +155,7 @@ def probe(keys, num_hashes: int, num_bits: int, rows_of_bits: list[np.ndarray]) 
             # Keep hashing only the keys still in question, once copying them pays: in an
             # overfull filter nearly every key survives every hash, and copying after each one
             # made probing 3x slower than hashing them all.
-            if alive.sum() < 0.75 * len(alive):
+            if alive.sum() < 0.75 * alive.size:
                 idx, h, ok, blocks = idx[alive], h[alive], ok[:, alive], blocks[:, alive]
                 tail = tail[alive] if tail is not None else None
                 if not len(idx):

@@ -37,29 +37,29 @@ class CountedFile:
     needs; what it asks for is the same on any storage, so a count on a local disk is the count of
     GETs the same read makes on S3 (tests/test_storage_requests.py checks it on a local S3 server)."""
 
-    def __init__(self, source):
+    def __init__(self, source: pa.NativeFile):
         self.source = source
         self.requests = 0
         self.bytes = 0
 
     def read(self, nbytes: int = -1) -> bytes:
-        data = self.source.read(nbytes)
+        data = bytes(self.source.read(nbytes))
         self.requests += 1
         self.bytes += len(data)
         return data
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        return self.source.seek(offset, whence)
+        return int(self.source.seek(offset, whence))
 
     def tell(self) -> int:
-        return self.source.tell()
+        return int(self.source.tell())
 
     def size(self) -> int:
-        return self.source.size()
+        return int(self.source.size())
 
     @property
     def closed(self) -> bool:
-        return self.source.closed
+        return bool(self.source.closed)
 
     def readable(self) -> bool:
         return True
@@ -90,7 +90,8 @@ def read_base_file(storage: Storage, path: str, columns: Sequence[str] | None = 
         raise unreadable(path, exc) from None
 
 
-def _read(source, columns: Sequence[str] | None, keep) -> pa.Table:
+def _read(source: pa.NativeFile | CountedFile, columns: Sequence[str] | None,
+          keep: Callable[[pq.FileMetaData, int], bool] | None) -> pa.Table:
     parquet = pq.ParquetFile(source, page_checksum_verification=True)
     if columns is not None:
         present = set(parquet.schema_arrow.names)

@@ -84,7 +84,7 @@ class TagResult:
     tagged: DataFrame
     funnel: TagFunnel
     lookup_source: Source
-    cleanup: list = field(default_factory=list)  # persisted DataFrames to release after the write
+    cleanup: list[DataFrame] = field(default_factory=list)  # persisted DataFrames to release after the write
     # (partition, file group, records) the index itself counted, when it did: the workload profile
     # then needs no pass over the tagged records, and `tagged` is left lazy for the write to consume.
     updates: list[tuple[str, str, int]] | None = None

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
+from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from labformat.fileformat.arrow_columns import constant
@@ -38,7 +39,8 @@ _CHECKED_SCHEMA = pa.schema([(PART, pa.string()), (KEY, pa.string()), (FILE_ID, 
                              ("keys_read", pa.int64()), ("logs_read", pa.int64())])
 
 
-def prune_by_ranges(batches, files: dict[str, tuple], prune: bool):
+def prune_by_ranges(batches: Iterable[pa.RecordBatch], files: dict[str, tuple[np.ndarray, ...]], prune: bool
+                    ) -> Iterator[pa.RecordBatch]:
     """Task (a): pair each incoming key with the files of its partition whose key range holds it.
 
     `files` maps a partition path to (min keys, max keys, file ids, whether the slice has log files
@@ -106,6 +108,7 @@ def check_file(table: pa.Table, base_uri: str, path: str, blooms: dict[str, tupl
     log_keys = pa.array([], pa.string())
     logs_read = len(logs[path]) if logs and path in logs else 0
     if logs_read:
+        assert logs is not None  # `logs_read` counts its entry
         blocks = []
         for log in logs[path]:
             try:
@@ -143,12 +146,13 @@ def check_file(table: pa.Table, base_uri: str, path: str, blooms: dict[str, tupl
     )
 
 
-def _ranges_from_metadata(ctx: Lookup, slices: list[FileSlice]):
+def _ranges_from_metadata(ctx: Lookup, slices: list[FileSlice]) -> tuple[dict[str, FooterInfo] | None, str | None]:
     """Key ranges from the metadata table's column stats of the record key; None and why when it has none."""
+    assert ctx.metadata is not None  # `use_metadata`: the lookup has the metadata table's reader
     stats, source = ctx.metadata.column_stats(slices, ctx.schema)
     if stats is None:
         return None, source
-    out = {}
+    out: dict[str, FooterInfo] = {}
     for s in slices:
         key_stats = stats.get(s.path, {}).get(ctx.record_key)
         if key_stats is None:
@@ -164,7 +168,7 @@ _COUNTS = ("records", "rows_in", "null_ordering", "bad_keys")
 def _with_counts(stats: DataFrame, counted: DataFrame) -> DataFrame:
     """The per-file stats rows and step 1's per-partition counts as one query (counts: FILE_ID null)."""
     # SQL text rather than Columns: a few Py4J calls per column saved on every upsert.
-    def nulls(names):
+    def nulls(names: Iterable[str]) -> list[str]:
         return [f"CAST(NULL AS BIGINT) AS {n}" for n in names]
 
     files = stats.selectExpr(PART, FILE_ID, *_STATS, *nulls(_COUNTS))
@@ -172,7 +176,7 @@ def _with_counts(stats: DataFrame, counted: DataFrame) -> DataFrame:
     return files.unionByName(parts)
 
 
-def _split_counts(rows) -> tuple[list, list[tuple[str, int, int, int, int]]]:
+def _split_counts(rows: list[Row]) -> tuple[list[Row], list[tuple[str, int, int, int, int]]]:
     stats = [r for r in rows if r[FILE_ID] is not None]
     counts = [(r[PART], r.records, r.rows_in or 0, r.null_ordering or 0, r.bad_keys or 0)
               for r in rows if r[FILE_ID] is None]
@@ -199,16 +203,17 @@ def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snap
     if ctx.options.use_metadata:
         ranges, why = _ranges_from_metadata(ctx, slices)
         if ranges is not None:
+            assert ctx.metadata is not None  # as in `_ranges_from_metadata`
             blooms, why = ctx.metadata.bloom_filters([s.path for s in slices])
         if ranges is None or blooms is None:
             ranges, blooms, source = None, None, Source(StatsSource.FOOTERS, f"metadata table: {why}")
         else:
             source = Source(StatsSource.METADATA_TABLE)
     footer_ranges = ranges is None
-    if footer_ranges:
+    if ranges is None:
         ranges = key_ranges(ctx.base_uri, [s.path for s in slices])
     metadata_files = ctx.metadata.files_read if ctx.options.use_metadata and ctx.metadata is not None else 0
-    by_partition: dict[str, list[tuple]] = {}
+    by_partition: dict[str, list[tuple[str, str | None, str, bool]]] = {}
     for s in slices:
         info = ranges[s.path]
         if info.num_rows == 0 or info.min_key is None:

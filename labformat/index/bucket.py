@@ -7,7 +7,7 @@ from typing import Iterable
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from labformat.errors import CorruptTableError
@@ -64,18 +64,19 @@ def bucket_of_key(key: str, options: IndexOptions) -> int:
     return int(hudi_bucket_ids(pa.array([key]), options.bucket_num, options.bucket_hash_fields)[0])
 
 
-def bucket_column(key_column, options: IndexOptions):
+def bucket_column(key_column: Column, options: IndexOptions) -> Column:
     """The bucket of each key (a Spark column), by the table's hash: Hudi's, computed in Arrow batches,
     or, for a table labformat wrote before it hashed as Hudi does, Spark's murmur3 `hash` pmod the count."""
     if options.bucket_hash is BucketHash.SPARK_MURMUR3:
         return F.pmod(F.hash(key_column), F.lit(options.bucket_num)).cast("int")
     num_buckets, fields = options.bucket_num, options.bucket_hash_fields
 
-    @F.arrow_udf("int")
+    @F.arrow_udf("int")  # type: ignore[attr-defined, untyped-decorator]  # pyspark stubs lack F.arrow_udf(returnType)
     def hudi_bucket(keys: pa.Array) -> pa.Array:
         return pa.array(hudi_bucket_ids(keys, num_buckets, fields), pa.int32())
 
-    return hudi_bucket(key_column)
+    bucket: Column = hudi_bucket(key_column)
+    return bucket
 
 
 def bucket_prefix(bucket: int) -> str:

@@ -23,10 +23,11 @@ import json
 import struct
 import uuid
 from dataclasses import dataclass, replace
+from typing import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from labformat.helper_columns import BUCKET, FILE_ID, KEY, PART
@@ -46,7 +47,7 @@ COMMIT_SUFFIX = ".commit"
 
 
 @functools.cache
-def _xxh32():
+def _xxh32() -> Callable[[bytes], int]:
     import xxhash  # imported once a consistent-hashing table hashes a key: no other table needs it
 
     return xxhash.xxh32_intdigest
@@ -170,7 +171,7 @@ def ring_of(rings: dict[str, Ring], partition_path: str, num_buckets: int) -> Ri
     return rings.get(partition_path) or Ring.initial(partition_path, num_buckets)
 
 
-def save_initial_rings(storage: Storage, partitions, num_buckets: int) -> None:
+def save_initial_rings(storage: Storage, partitions: Iterable[str], num_buckets: int) -> None:
     """The initial ring of each partition that has none yet. Every writer makes the same one, so a
     file already there (another writer's, or a retried write's) is the same ring."""
     for partition in partitions:
@@ -189,13 +190,13 @@ def mark_committed(storage: Storage, ring: Ring) -> None:
     storage.create_exclusive(f"{_dir(ring.partition_path)}/{ring.instant}{COMMIT_SUFFIX}", b"")
 
 
-def bucket_columns(part_column, key_column, rings: dict[str, Ring], num_buckets: int,
-                   fields: tuple[str, ...]) -> tuple:
+def bucket_columns(part_column: Column, key_column: Column, rings: dict[str, Ring], num_buckets: int,
+                   fields: tuple[str, ...]) -> tuple[Column, Column]:
     """(bucket index, file id) of each record, as Spark columns computed in Arrow batches."""
     tables = {p: (r.values, [n.file_id for n in r.nodes]) for p, r in rings.items()}
     initial = Ring.initial("", num_buckets).values  # the same values in every partition
 
-    def ring_for(partition: str):
+    def ring_for(partition: str) -> tuple[np.ndarray, list[str]]:
         if partition not in tables:
             tables[partition] = (initial, [n.file_id for n in Ring.initial(partition, num_buckets).nodes])
         return tables[partition]
@@ -210,16 +211,17 @@ def bucket_columns(part_column, key_column, rings: dict[str, Ring], num_buckets:
             index[rows] = np.searchsorted(values, hashes[rows], side="left") % len(values)
         return parts, index
 
-    @F.arrow_udf("int")
+    @F.arrow_udf("int")  # type: ignore[attr-defined, untyped-decorator]  # pyspark stubs lack F.arrow_udf(returnType)
     def ring_bucket(parts: pa.Array, keys: pa.Array) -> pa.Array:
         return pa.array(locate(parts, keys)[1], pa.int32())
 
-    @F.arrow_udf("string")
+    @F.arrow_udf("string")  # type: ignore[attr-defined, untyped-decorator]  # pyspark stubs lack F.arrow_udf(returnType)
     def ring_file_id(parts: pa.Array, keys: pa.Array) -> pa.Array:
         parts, index = locate(parts, keys)
         return pa.array([ring_for(p)[1][i] for p, i in zip(parts, index)], pa.string())
 
-    return ring_bucket(part_column, key_column), ring_file_id(part_column, key_column)
+    columns: tuple[Column, Column] = (ring_bucket(part_column, key_column), ring_file_id(part_column, key_column))
+    return columns
 
 
 def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int) -> TagResult:

@@ -53,13 +53,14 @@ def pack(paths: Sequence[str], sizes: Sequence[int] | None, tasks: int) -> list[
     return [[paths[i] for i in sorted(g)] for g in groups if g]
 
 
-def counting(keep: Callable[[Any, int], bool] | None, counter: Accumulator | None):
+def counting(keep: Callable[[Any, int], bool] | None,
+             counter: Accumulator[int] | None) -> Callable[[Any, int], bool] | None:
     """`keep` (a row-group filter; None keeps every group) that also adds each group it keeps to
     `counter`: what a task tells the driver of the row groups it read."""
     if counter is None:
         return keep
 
-    def counted(footer, g: int) -> bool:
+    def counted(footer: Any, g: int) -> bool:
         kept = keep is None or keep(footer, g)
         if kept:
             counter.add(1)
@@ -68,28 +69,28 @@ def counting(keep: Callable[[Any, int], bool] | None, counter: Accumulator | Non
     return counted
 
 
-class ReadCounts(AccumulatorParam):
+class ReadCounts(AccumulatorParam[tuple[int, ...]]):
     """What the tasks of a scan did, added up on the driver (a Spark accumulator of this param):
     (tasks, files opened, read requests, bytes read). A file opened is one footer read (and a HEAD
     on S3); a read request is one ranged GET on S3 (`parquet_io.CountedFile`)."""
 
     FIELDS = ("tasks", "files_opened", "read_requests", "bytes_read")
 
-    def zero(self, value):
+    def zero(self, value: tuple[int, ...]) -> tuple[int, ...]:
         return (0,) * len(self.FIELDS)
 
-    def addInPlace(self, a, b):
+    def addInPlace(self, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(x + y for x, y in zip(a, b))
 
     @classmethod
-    def of(cls, value) -> dict[str, int]:
+    def of(cls, value: tuple[int, ...]) -> dict[str, int]:
         return dict(zip(cls.FIELDS, value))
 
 
 def read_files(spark: SparkSession, base_uri: str, paths: Sequence[str], schema: T.StructType,
                sizes: Sequence[int] | None = None, file_name_column: str | None = None,
-               predicate: Predicate | None = None, row_groups_read: Accumulator | None = None,
-               read_counts: Accumulator | None = None, count_requests: bool = False) -> DataFrame:
+               predicate: Predicate | None = None, row_groups_read: Accumulator[int] | None = None,
+               read_counts: Accumulator[tuple[int, ...]] | None = None, count_requests: bool = False) -> DataFrame:
     """The rows of the parquet files `paths` (relative to the table at `base_uri`) in `schema`: a
     column a file lacks reads as null, one it has in a narrower type is widened
     (`conform_to_spark`). With `file_name_column`, a last string column holding each row's file
@@ -108,12 +109,14 @@ def read_files(spark: SparkSession, base_uri: str, paths: Sequence[str], schema:
     descriptors = distribute(spark, [(json.dumps(g),) for g in groups], "paths string")
     columns = [f.name for f in schema.fields]
 
-    def might_hold(footer, g: int) -> bool:
+    def might_hold(footer: Any, g: int) -> bool:
+        assert predicate is not None  # used only with one
         return might_match(predicate, row_group_column_stats(footer, g)) is not ROWS_CANNOT_MATCH
 
     keep = counting(None if predicate is None else might_hold, row_groups_read)
 
     def count(file: CountedFile) -> None:
+        assert read_counts is not None  # used only with one
         read_counts.add((0, 1, file.requests, file.bytes))
 
     counted = count if read_counts is not None and count_requests else None

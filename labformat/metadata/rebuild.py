@@ -15,7 +15,7 @@ from labformat.storage import Storage
 STATS_DDL = "path string, column_stats string, bloom string, bloom_type string"
 
 
-def stats_of_files(batches: Iterator[pa.RecordBatch], base_uri: str, columns: tuple[str, ...]):
+def stats_of_files(batches: Iterator[pa.RecordBatch], base_uri: str, columns: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     """Task: read each listed base file and compute its column stats; take its bloom filter from the footer."""
     storage = Storage(base_uri)
     for batch in batches:

@@ -36,12 +36,12 @@ import json
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, Row, SparkSession
 from pyspark.sql import functions as F
 
 from labformat.errors import ConfigError, CorruptIndexError
@@ -84,7 +84,7 @@ class IndexFile(NamedTuple):
     footer_crc: int  # CRC32 of the parquet footer and its 8-byte trailer
 
 
-def _checksum(body: dict) -> int:
+def _checksum(body: dict[str, Any]) -> int:
     return zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8"))
 
 
@@ -110,7 +110,7 @@ class Manifest:
     def entries(self) -> int:
         return sum(f.entries for f in self.files.values())
 
-    def _body(self) -> dict:
+    def _body(self) -> dict[str, Any]:
         return {"instant": self.instant, "name": self.name, "shards": self.shards, "untrusted": self.untrusted,
                 "files": {str(s): list(f) for s, f in sorted(self.files.items())}}
 
@@ -233,14 +233,15 @@ def shards_of(storage: Storage) -> int | None:
 
 # ---- Spark tasks --------------------------------------------------------------------------------
 
-def shard_column(key_column, shards: int):
+def shard_column(key_column: Column, shards: int) -> Column:
     """Each key's shard, as a Spark column computed in Arrow batches."""
 
-    @F.arrow_udf("int")
+    @F.arrow_udf("int")  # type: ignore[attr-defined, untyped-decorator]  # pyspark stubs lack F.arrow_udf(returnType)
     def shard(keys: pa.Array) -> pa.Array:
         return pa.array(record_index_shards(keys, shards), pa.int32())
 
-    return shard(key_column)
+    column: Column = shard(key_column)
+    return column
 
 
 def _keys_of_files(batches: Iterator[pa.RecordBatch], base_uri: str) -> Iterator[pa.RecordBatch]:
@@ -253,7 +254,8 @@ def _keys_of_files(batches: Iterator[pa.RecordBatch], base_uri: str) -> Iterator
     for batch in batches:
         for path, file_id, is_new, logs in zip(*(batch.column(c).to_pylist()
                                                 for c in ("path", "file_id", "is_new", "logs"))):
-            keys, parts = [], []
+            keys: list[str] = []
+            parts: list[str | None] = []
             if path:
                 table = read_base_file(storage, path, ["_hoodie_record_key", "_hoodie_partition_path"])
                 keys = table.column(0).to_pylist()
@@ -267,7 +269,8 @@ def _keys_of_files(batches: Iterator[pa.RecordBatch], base_uri: str) -> Iterator
                  pa.array([is_new] * n, pa.bool_())], schema=schema)
 
 
-def _after_logs(storage: Storage, logs: list[str], keys: list, parts: list) -> tuple[list, list]:
+def _after_logs(storage: Storage, logs: list[str], keys: list[str], parts: list[str | None]
+                ) -> tuple[list[str], list[str | None]]:
     """A file slice's keys (and partition paths) once its logs are applied to its base file's."""
     blocks = []
     for log in logs:
@@ -281,9 +284,9 @@ def _after_logs(storage: Storage, logs: list[str], keys: list, parts: list) -> t
         if block.block_type == BlockType.AVRO_DATA:
             # A key a log adds lies in the slice's partition: that of any key it ever held.
             home = next(iter(where.values()), None)
-            for key in data_block_keys(block):
-                alive[key] = True
-                where.setdefault(key, home)
+            for added in data_block_keys(block):
+                alive[added] = True
+                where.setdefault(added, home)
         elif block.block_type == BlockType.DELETE:
             for key, part, _ in deleted_records(block):
                 if key is not None:
@@ -340,9 +343,9 @@ def _write_shards(batches: Iterator[pa.RecordBatch], base_uri: str, prefix: str,
     file groups: `locations`), or, with `before` (the index the delta follows, for a commit that did
     not look its inserted keys up globally), inserted where the index holds them elsewhere."""
     storage = Storage(base_uri)
-    batches = list(batches)
+    collected = list(batches)
     rows = []
-    table = pa.Table.from_batches(batches) if batches else None
+    table = pa.Table.from_batches(collected) if collected else None
     if table is not None and table.num_rows:
         table = table.sort_by([("shard", "ascending"), ("key", "ascending")])
         for shard in pc.unique(table.column("shard")).to_pylist():
@@ -432,7 +435,7 @@ def _lookup_shard(keys: pa.Table, files: dict[int, list[IndexFile]], base_uri: s
     shard = keys.column("shard")[0].as_py() if keys.num_rows else None
     wanted = sorted(set(keys.column("key").to_pylist()))
     parts, read = [], 0
-    for f in files.get(shard, []):
+    for f in files.get(shard, []) if shard is not None else []:  # no key: no shard
         found, n = _read_entries(storage, f, wanted)
         parts.append(found)
         read += n
@@ -465,7 +468,7 @@ def _new_stamp() -> str:
     return f"base-{time.time_ns():020d}"
 
 
-def _publish_manifest(storage: Storage, instant: str, name: str, shards: int, written: list,
+def _publish_manifest(storage: Storage, instant: str, name: str, shards: int, written: list[Row],
                       untrusted: str | None = None) -> Manifest:
     manifest = Manifest(instant, name, shards, {r.shard: IndexFile(r.path, r.entries, r.size, r.footer_crc)
                                                 for r in written if r.entries}, untrusted)
@@ -513,7 +516,7 @@ def _delete_manifest(storage: Storage, manifest_path: str) -> None:
 
 
 def _write(spark: SparkSession, storage: Storage, entries: DataFrame, shards: int, prefix: str,
-           before: dict[int, list[IndexFile]] | None = None) -> list:
+           before: dict[int, list[IndexFile]] | None = None) -> list[Row]:
     """Entries (ENTRY's columns) sharded, sorted and written by Spark tasks; their `_WRITTEN` rows."""
     base_uri = storage.base_uri
     sharded = entries.withColumn("shard", shard_column(F.col("key"), shards))
@@ -550,8 +553,8 @@ def build(spark: SparkSession, storage: Storage, instant: str, slices: list[File
     return IndexView(shards, _publish_manifest(storage, instant, name, shards, written), ())
 
 
-def write_delta(spark: SparkSession, storage: Storage, instant: str, new_slices: list[tuple[str | None, str, list]],
-                old_slices: list[tuple[str | None, str, list]], shards: int,
+def write_delta(spark: SparkSession, storage: Storage, instant: str, new_slices: list[tuple[str | None, str, list[str]]],
+                old_slices: list[tuple[str | None, str, list[str]]], shards: int,
                 before: IndexView | None = None) -> Manifest:
     """The changes of the commit `instant`, from the file slices it made and those they follow
     ((base path, file id, log paths) each; on copy-on-write, base files alone): a key the new slices

@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import json
 from datetime import date, datetime, timedelta, timezone
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -45,12 +45,17 @@ _BLOOM_SCHEMA = pa.schema([("path", pa.string()), ("bloom", pa.string()), ("type
 
 
 class IndexedBaseFile(Protocol):
-    """What the metadata table records of a base file: a write task's BaseFileStat, or a rebuild's row."""
+    """What the metadata table records of a base file: a write task's BaseFileStat, or a rebuild's row.
+    Read-only members (properties), so that a BaseFileStat's `column_stats: str` fits `str | None`."""
 
-    path: str
-    column_stats: str | None  # JSON, per column: [min, max, nulls, values, NaNs]
-    bloom: str | None  # the encoded bloom filter; None: not kept
-    bloom_type: str  # its type code
+    @property
+    def path(self) -> str: ...
+    @property
+    def column_stats(self) -> str | None: ...  # JSON, per column: [min, max, nulls, values, NaNs]
+    @property
+    def bloom(self) -> str | None: ...  # the encoded bloom filter; None: not kept
+    @property
+    def bloom_type(self) -> str: ...  # its type code
 
 
 def _path(partition: str, instant: str) -> str:
@@ -71,7 +76,7 @@ def _read_table(storage: Storage, rel: str) -> pa.Table:
 
 # ---- values -----------------------------------------------------------------------------------
 
-def decode_value(raw, dtype: T.DataType):
+def decode_value(raw: Any, dtype: T.DataType) -> Any:
     """A stored min/max back to a Python value of the column's type (timestamps: aware UTC datetimes)."""
     if raw is None:
         return None

@@ -7,9 +7,12 @@ What crosses from an operation to its caller is a type here: the index's `TagFun
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labformat.model.enums import IndexType, Operation, QueryType, StatsSource
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The upsert's steps, in the order its reports list them (labformat.write.upsert runs them).
 UPSERT_STEPS = ("validate", "deduplicate", "latest_file_slices", "tag", "small_files", "record_size",
@@ -39,7 +42,7 @@ class Record:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """A value as a table cell: a Source or an enum as its text."""
     if isinstance(value, Source):
         return str(value)
@@ -124,7 +127,7 @@ class CompactionDetails(Details):
     file_slices_compacted: int
     log_files_compacted: int
     log_bytes_compacted: int
-    plan: tuple[dict, ...] = ()
+    plan: tuple[dict[str, Any], ...] = ()
     bytes_read: int | None = None
 
 
@@ -134,7 +137,7 @@ class ClusteringDetails(Details):
     clustering_groups: int
     files_in: int
     bytes_in: int
-    plan: tuple[dict, ...] = ()
+    plan: tuple[dict[str, Any], ...] = ()
     files_out: int = 0
     bytes_out: int = 0
     bytes_read: int | None = None
@@ -247,7 +250,7 @@ class WriteReport:
                 return s
         raise KeyError(f"no step {name!r}; steps: {[s.name for s in self.steps]}")
 
-    def to_pandas(self):
+    def to_pandas(self) -> pd.DataFrame:
         """One row per base file written (key range, rows, bytes), for charts."""
         import pandas as pd
 
@@ -255,7 +258,7 @@ class WriteReport:
         columns = ["instant", "operation"] + list(FileReport.__dataclass_fields__)
         return pd.DataFrame(rows, columns=columns)
 
-    def steps_to_pandas(self):
+    def steps_to_pandas(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame([asdict(s) for s in self.steps], columns=list(StepReport.__dataclass_fields__))

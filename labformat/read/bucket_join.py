@@ -69,7 +69,7 @@ def _read_bucket(storage: Storage, paths: list[str], schema: T.StructType) -> pa
     return pa.concat_tables(tables) if tables else conform_to_spark(pa.table({}), schema)
 
 
-def _join_buckets(batches: Iterator[pa.RecordBatch], base_uris: tuple[str, str], files: dict[int, tuple[list, list]],
+def _join_buckets(batches: Iterator[pa.RecordBatch], base_uris: tuple[str, str], files: dict[int, tuple[list[str], list[str]]],
                   schemas: tuple[T.StructType, T.StructType], on: tuple[str, ...], how: str,
                   out: T.StructType) -> Iterator[pa.RecordBatch]:
     """Task: for each bucket number it was given, bucket b of the left table joined with bucket b of the right."""
@@ -97,7 +97,7 @@ def bucket_join(left: TableContext, right: TableContext, how: str = "inner",
     missing = [c for c in on for s in schemas if c not in s.fieldNames()]
     if missing:
         raise ConfigError(f"a bucket join is on the hash fields {list(on)}; a table has no column {missing[0]!r}")
-    files: dict[int, tuple[list, list]] = {b: ([], []) for b in range(left.config.bucket_num)}
+    files: dict[int, tuple[list[str], list[str]]] = {b: ([], []) for b in range(left.config.bucket_num)}
     for side, (ctx, at) in enumerate(((left, left_at), (right, right_at))):
         slices = ctx.file_system_view(at).latest_file_slices()
         check_base_files(ctx.storage, slices)

@@ -13,7 +13,7 @@ import contextlib
 import datetime as dt
 import struct
 from decimal import Decimal
-from typing import Any
+from typing import Any, Iterator, overload
 
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
@@ -45,7 +45,7 @@ __all__ = ["to_predicate"]
 
 
 @contextlib.contextmanager
-def _quiet_query_context_logs():
+def _quiet_query_context_logs() -> Iterator[None]:
     """pyspark logs every analysis error as a JSON line on stderr before raising it; ours re-raises
     it as InvalidInputError with Spark's message, so the log line would only say it twice."""
     from pyspark.logger import PySparkLogger
@@ -124,6 +124,10 @@ def _as_struct(spark: SparkSession, schema: T.StructType | str) -> T.StructType:
     raise InvalidInputError(f"schema must be a StructType or a DDL string, got {type(schema).__name__}")
 
 
+@overload
+def _nullable(t: T.StructType) -> T.StructType: ...
+@overload
+def _nullable(t: T.DataType) -> T.DataType: ...
 def _nullable(t: T.DataType) -> T.DataType:
     if isinstance(t, T.StructType):
         return T.StructType([T.StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in t.fields])
@@ -136,7 +140,8 @@ def _nullable(t: T.DataType) -> T.DataType:
 
 def _kind(java_object: Any) -> str:
     """Simple class name of a Catalyst node; Scala objects (`IntegerType$`) lose their `$`."""
-    return java_object.getClass().getSimpleName().rstrip("$")
+    name: str = java_object.getClass().getSimpleName().rstrip("$")
+    return name
 
 
 class _CannotModel(Exception):
@@ -226,7 +231,7 @@ class _Converter:
         # that truth table, so NOT (x <=> v) also comes out right (TRUE for a NULL x).
         return all_of(Comparison(column, Op.EQ, value), IsNotNull(column))
 
-    def _in(self, value_expr: Any, values: list) -> Predicate:
+    def _in(self, value_expr: Any, values: list[Any]) -> Predicate:
         column = self._column(value_expr)
         present = tuple(dict.fromkeys(v for v in values if v is not None))
         if any(v is None for v in values):
@@ -245,7 +250,8 @@ class _Converter:
             raise _CannotModel  # UTF8_LCASE and friends do not order by code point
         if other is not None and other.dataType().simpleString() != data_type.simpleString():
             raise _CannotModel  # the analyzer always aligns types; if not, do not guess
-        return e.name()
+        name: str = e.name()
+        return name
 
     def _literal(self, e: Any) -> Any:
         """The Python value of a literal, or of a constant expression Spark evaluates here."""

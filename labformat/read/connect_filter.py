@@ -18,7 +18,7 @@ import datetime as dt
 import struct
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Iterator
 
 from pyspark.sql import types as T
 
@@ -122,7 +122,7 @@ def _number(value: Any, lit: T.DataType, col: T.DataType) -> Any:
     raise _CannotModel
 
 
-def _in(column: str, values: list) -> Predicate:
+def _in(column: str, values: list[Any]) -> Predicate:
     present = tuple(dict.fromkeys(v for v in values if v is not None))
     if any(v is None for v in values):  # x IN (1, NULL): TRUE when x = 1, else NULL; its negation never TRUE
         return any_of(In(column, present), Comparison(column, Op.EQ, None))
@@ -269,7 +269,7 @@ class _SqlWalker:
         return (node.find(exp.Column, exp.Subquery, exp.Select, exp.AggFunc) is None
                 and not isinstance(node, (exp.Null, exp.Boolean)))
 
-    def _comparisons(self, tree: Any):
+    def _comparisons(self, tree: Any) -> Iterator[tuple[Any, Any]]:
         """(constant node, the column it is compared with) for every constant the predicate could use."""
         exp = self.exp
         for node in tree.walk():

@@ -92,6 +92,7 @@ class IncrementalPlan:
         """The records (meta columns first), lazily; with `cdc`, the change records of the range's
         commits instead (CDC_SCHEMA, by `ts_ms`)."""
         ctx, schema = self.ctx, self.schema or T.StructType([])
+        assert ctx is not None  # every plan `plan_incremental` makes carries its table
         if incremental_format is IncrementalFormat.CDC:
             return self._changes()
         rows = read_file_slices(ctx.spark, ctx.storage, self.file_slices, schema, ctx.config.precombine_field,
@@ -104,6 +105,7 @@ class IncrementalPlan:
 
     def _changes(self) -> DataFrame:
         ctx = self.ctx
+        assert ctx is not None  # as in `to_dataframe`
         if not ctx.config.cdc_enabled:
             raise ConfigError("hoodie.datasource.query.incremental.format=cdc needs a table created with "
                               "hoodie.table.cdc.enabled=true: this one records no changes")
@@ -210,6 +212,7 @@ def _plan(ctx: TableContext, begin: str, end: str, commits: list[Instant], view:
     cleaned = [c.time for c in commits if readable is not None and c.time < readable]
     fallback = None
     if cleaned:
+        assert readable is not None  # `cleaned` holds the commits older than it
         if not fallback_full_scan or max(c.time for c in commits) < readable:
             raise CleanedInstantError(
                 f"the incremental range ({begin}, {end}] holds commit {cleaned[0]}, older than what "
@@ -220,7 +223,7 @@ def _plan(ctx: TableContext, begin: str, end: str, commits: list[Instant], view:
     if fallback:
         chosen = snapshot
     else:
-        written = set()
+        written: set[tuple[str, str]] = set()
         for commit in commits:
             metadata = timeline.commit_metadata(commit)
             written.update((w.partition_path, w.file_id) for w in metadata.write_stats)

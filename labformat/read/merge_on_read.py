@@ -38,6 +38,7 @@ from labformat.errors import CorruptTableError
 from labformat.fileformat.arrow_columns import conform_to_spark, constant
 from labformat.fileformat.log_file import (
     BlockType,
+    LogBlock,
     LogFormatError,
     data_block_records,
     deleted_records,
@@ -59,7 +60,8 @@ _SLICE_DDL = "base string, logs string"
 
 def read_file_slices(spark: SparkSession, storage: Storage, slices: Iterable[FileSlice], data_schema: T.StructType,
                      precombine_field: str, mode: MergeMode, predicate: Predicate | None = None,
-                     row_groups_read: Accumulator | None = None, read_counts: Accumulator | None = None,
+                     row_groups_read: Accumulator[int] | None = None,
+                     read_counts: Accumulator[tuple[int, ...]] | None = None,
                      count_requests: bool = False) -> DataFrame:
     """The rows of `slices` (meta columns first) as a lazy DataFrame: base files read by Spark tasks
     (`io.files`), slices with log files merged in a Spark task each (a read-optimized read passes
@@ -88,7 +90,7 @@ def read_file_slices(spark: SparkSession, storage: Storage, slices: Iterable[Fil
 
 
 def merged_slices(spark: SparkSession, base_uri: str, slices: list[FileSlice], schema: T.StructType,
-                  precombine_field: str, mode: MergeMode, row_groups_read: Accumulator | None = None) -> DataFrame:
+                  precombine_field: str, mode: MergeMode, row_groups_read: Accumulator[int] | None = None) -> DataFrame:
     """One Spark task per file slice with logs merges it; the driver ships only the paths."""
     rows = [(s.path, json.dumps(list(s.log_paths))) for s in slices]
     # One partition per file slice: each is merged by a task of its own.
@@ -119,7 +121,7 @@ def merge_file_slice(storage: Storage, base_path: str, log_paths: list[str], pre
     schema = pa.schema([f.with_nullable(True) for f in base.schema]).remove_metadata()
     base_instant = BaseFile.parse(base_path).instant_time
     # A rollback block may sit in a later log file than the blocks it cancels: one pass over all of them.
-    blocks = []
+    blocks: list[tuple[str, LogBlock]] = []
     for log_path in log_paths:
         try:
             blocks.extend((log_path, b) for b in read_blocks(storage.read_bytes(log_path)))

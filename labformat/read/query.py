@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import date
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -47,8 +47,10 @@ from labformat.spark.compat import is_connect
 from labformat.timeline import Timeline
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyspark.accumulators import Accumulator
 
+    from labformat.fileformat.bloom_filter import RecordKeyFilter
     from labformat.storage import Storage
     from labformat.context import TableContext
 
@@ -105,7 +107,7 @@ class ScanReport:
         """The whole query: planning, then the scan."""
         return self.planning_seconds + self.execution_seconds
 
-    def to_pandas(self):
+    def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame([{"stage": k, "files": v} for k, v in self.funnel.as_dict().items()])
@@ -166,6 +168,7 @@ def _partition_stats(hive_style: bool, partition_path: str, dtype: T.DataType) -
         if isinstance(dtype, T.StringType):
             return ColumnStats(raw, raw, None, None)
         return ColumnStats(None, None, 1, 1, 0)
+    value: int | date | str
     if isinstance(dtype, (T.IntegerType, T.LongType, T.ShortType, T.ByteType)):
         value = int(raw)
     elif isinstance(dtype, T.DateType):
@@ -212,7 +215,7 @@ def prune_by_column_stats(scan: ScanContext, slices: tuple[FileSlice, ...]) -> P
     return Pruned(kept, _with_unpruned_logs(source, slices, key is not None), row_groups)
 
 
-def _slice_stats(s: FileSlice, base_stats: dict, record_key: str | None) -> dict:
+def _slice_stats(s: FileSlice, base_stats: dict[str, ColumnStats], record_key: str | None) -> dict[str, ColumnStats]:
     """The stats that hold for a whole file slice: its base file's when it has no logs. An update in a
     log may match where the base file's stats say nothing can, and logs have no stats of their own;
     but a log of updates and deletes only holds no key the base file lacks, so the base file's
@@ -245,6 +248,8 @@ def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> 
         return Pruned(slices, Source(StatsSource.NOT_USED, why))
     if not slices:
         return Pruned(slices, Source(StatsSource.NOT_USED, "no file slice left to probe"))
+    # A value None: a base file without a filter (footers only).
+    blooms: Mapping[str, RecordKeyFilter | None] | None
     blooms, why = None, "not in the metadata table"
     if ctx.config.bloom_filter_enable and scan.metadata is not None:
         blooms, why = scan.metadata.bloom_filters([s.path for s in slices])
@@ -256,8 +261,8 @@ def prune_by_bloom_filters(scan: ScanContext, slices: tuple[FileSlice, ...]) -> 
     # An empty key set means the condition is never TRUE: no file can hold a match. A slice whose
     # logs may hold inserts is kept: its base file's filter knows nothing of their keys. A file
     # without a filter (Hudi writes none without meta fields) cannot be ruled out either.
-    kept = tuple(s for s in slices if probe and (not s.keyed_by_base_file or blooms[s.path] is None
-                                                 or blooms[s.path].might_contain(probe).any()))
+    kept = tuple(s for s in slices if probe and (not s.keyed_by_base_file or (bloom := blooms[s.path]) is None
+                                                 or bloom.might_contain(probe).any()))
     return Pruned(kept, _with_unpruned_logs(source, slices, True))
 
 
@@ -385,13 +390,13 @@ class ScanPlan:
         return replace(self, count_requests=True)
 
     @cached_property
-    def _row_groups_read(self) -> Accumulator | None:
+    def _row_groups_read(self) -> Accumulator[int] | None:
         return None if is_connect(self.spark) else self.spark.sparkContext.accumulator(0)
 
     @cached_property
-    def _read_counts(self) -> Accumulator | None:
+    def _read_counts(self) -> Accumulator[tuple[int, ...]] | None:
         return None if is_connect(self.spark) else self.spark.sparkContext.accumulator(
-            ReadCounts().zero(None), ReadCounts())
+            ReadCounts().zero(()), ReadCounts())  # zero() ignores its argument
 
     @cached_property
     def _dataframe(self) -> DataFrame:
@@ -440,7 +445,9 @@ class ScanPlan:
         execution = time.perf_counter() - started
         row_groups_read = counter.value - groups_before if counter is not None else NOT_ON_CONNECT
         if reads is not None:
-            did = ReadCounts.of(a - b for a, b in zip(reads.value, reads_before))
+            assert reads_before is not None  # read whenever `reads` is
+            # Counts; None where not counted, NOT_ON_CONNECT (below) where not measurable.
+            did: dict[str, Any] = ReadCounts.of(tuple(a - b for a, b in zip(reads.value, reads_before)))
             if not self.count_requests:
                 did.update(read_requests=None, bytes_read=None)
         else:

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 from labformat.spark.java import java_executable
 
@@ -119,18 +120,18 @@ def log_path() -> Path | None:
     return path.with_name(f"{path.name}.{os.getpid()}.log") if path else None
 
 
-def prepare_in_background() -> subprocess.Popen | None:
+def prepare_in_background() -> subprocess.Popen[bytes] | None:
     """Start `prepare` in a child process when the archive is missing (None when it is ready, off, or
     this machine cannot have one). The main job runs 00, which counts but times nothing a lesson uses,
     beside it and waits for it (`wait_for`) before any other notebook: one after the other, the dump
     (36 s) and 00 (49 s) took 85 s from a fresh clone; side by side, sharing the two cores, 72 to 78 s.
     Its output goes to `log_path()`."""
-    path = archive_path()
-    if path is None or not enabled() or java_option():
+    path, log_to = archive_path(), log_path()
+    if path is None or log_to is None or not enabled() or java_option():
         return None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(log_path(), "w")
+        log = open(log_to, "w")
     except OSError:
         return None
     with log:
@@ -138,7 +139,7 @@ def prepare_in_background() -> subprocess.Popen | None:
                                 stdin=subprocess.DEVNULL)
 
 
-def wait_for(process: subprocess.Popen | None) -> None:
+def wait_for(process: subprocess.Popen[bytes] | None) -> None:
     """Wait for `prepare_in_background`'s child and say how it went: the archive, or why there is none
     (the child's last lines, its exit code, its log)."""
     if process is None:
@@ -147,6 +148,7 @@ def wait_for(process: subprocess.Popen | None) -> None:
         print("  waiting for the class-data sharing archive, prepared beside the first notebook ...", flush=True)
     code = process.wait()
     log = log_path()
+    assert log is not None  # the child was started with it
     if java_option():
         print(f"  archive ready: {archive_path()}", flush=True)
         log.unlink(missing_ok=True)
@@ -159,7 +161,7 @@ def wait_for(process: subprocess.Popen | None) -> None:
           "Spark starts without it", flush=True)
 
 
-def stop(process: subprocess.Popen | None) -> None:
+def stop(process: subprocess.Popen[bytes] | None) -> None:
     """Interrupt `prepare_in_background`'s child (as Ctrl-C would: it then kills its dump's JVM) and wait."""
     if process is None or process.poll() is not None:
         return
@@ -177,7 +179,7 @@ def stop(process: subprocess.Popen | None) -> None:
 
 
 @contextlib.contextmanager
-def _one_at_a_time(lock: Path):
+def _one_at_a_time(lock: Path) -> Iterator[None]:
     with open(lock, "a") as held:
         try:
             import fcntl

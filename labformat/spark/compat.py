@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import weakref
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -35,10 +35,10 @@ def master(spark: SparkSession) -> str:
     """The session's master URL (`local[2]`, `spark://host:7077`, `yarn`); a Connect session's server's."""
     if is_connect(spark):
         return spark.conf.get("spark.master", None) or "(Spark Connect server)"
-    return spark.sparkContext.master
+    return spark.sparkContext.master or "(no master)"
 
 
-def _one_row(batches):
+def _one_row(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for _ in batches:
         pass
     yield pa.RecordBatch.from_pydict({"n": [1]}, schema=pa.schema([("n", pa.int64())]))
@@ -73,7 +73,7 @@ def default_parallelism(spark: SparkSession) -> int:
     return known
 
 
-def distribute(spark: SparkSession, rows: Sequence[tuple], ddl: str, tasks: int | None = None) -> DataFrame:
+def distribute(spark: SparkSession, rows: Sequence[tuple[Any, ...]], ddl: str, tasks: int | None = None) -> DataFrame:
     """A DataFrame of `rows` (tuples matching `ddl`) in `tasks` partitions (default: one row each),
     contiguous runs of rows per partition, with no shuffle: `sparkContext.parallelize`, and on Spark
     Connect (no SparkContext) its equivalent: the rows travel inside the plan, each a JSON text in

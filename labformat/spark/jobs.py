@@ -7,9 +7,13 @@ import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Iterator
 
 from labformat.model.report import NOT_ON_CONNECT, StepReport
 from labformat.spark.compat import is_connect
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 _group_ids = itertools.count()
 _GROUP = re.compile(r"labformat-(?P<step>.+)-\d+")
@@ -25,13 +29,13 @@ class StepRecorder:
     reported there (`jobs` is NOT_ON_CONNECT) and a step has no job group for the Spark UI.
     """
 
-    def __init__(self, spark):
+    def __init__(self, spark: SparkSession):
         self.spark = spark
         self.connect = is_connect(spark)
         self.steps: list[StepReport] = []
 
     @contextmanager
-    def step(self, name: str):
+    def step(self, name: str) -> Iterator[None]:
         group = f"labformat-{name}-{next(_group_ids)}"
         if self.connect:
             with self._connect_step(name, group):
@@ -53,26 +57,27 @@ class StepRecorder:
                     stage = tracker.getStageInfo(stage_id)
                     if stage is not None:
                         tasks += stage.numCompletedTasks
-            sc.setLocalProperty("spark.jobGroup.id", None)
-            sc.setLocalProperty("spark.job.description", None)
+            # None removes a property (pyspark annotates the value as str only)
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
             self.steps.append(StepReport(name, seconds, tasks, len(job_ids), group if job_ids else None))
 
     @contextmanager
-    def _connect_step(self, name: str, tag: str):
+    def _connect_step(self, name: str, tag: str) -> Iterator[None]:
         latest: dict[tuple[str | None, int], int] = {}  # (operation, stage) -> completed tasks
 
-        def progress(stages, inflight_tasks, operation_id, done):
+        def progress(stages: list[Any] | None, inflight_tasks: int, operation_id: str | None, done: bool) -> None:
             for stage in stages or ():
                 latest[(operation_id, stage.stage_id)] = stage.num_completed_tasks
 
         self.spark.addTag(tag)  # the step's operations can be interrupted together (interruptTag)
-        self.spark.registerProgressHandler(progress)
+        self.spark.registerProgressHandler(progress)  # type: ignore[arg-type]  # any callable; annotated as an ABC
         started = time.perf_counter()
         try:
             yield
         finally:
             seconds = time.perf_counter() - started
-            self.spark.removeProgressHandler(progress)
+            self.spark.removeProgressHandler(progress)  # type: ignore[arg-type]  # as registered
             self.spark.removeTag(tag)
             self.steps.append(StepReport(name, seconds, sum(latest.values()), NOT_ON_CONNECT, None))
 
@@ -114,7 +119,7 @@ class StagePlan:
     stages: tuple[str, ...]
     before: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         names = self.stages + ((self.before,) if self.before is not None else ())
         if not self.stages or any(not n or _PLAN_SEP.strip() in n or "(" in n or ")" in n for n in names):
             raise ValueError(f"stage labels must be non-empty, without '>' or parentheses: {names!r}")
@@ -133,7 +138,7 @@ class StagePlan:
 
 
 @contextmanager
-def describe(spark, *stages: str, before: str | None = None):
+def describe(spark: SparkSession, *stages: str, before: str | None = None) -> Iterator[None]:
     """Label the stages of the Spark action(s) run inside: `with describe(spark, "read input", "write base files"):`.
 
     Sets the job description (kept by the step's job group); the previous one is restored after.
@@ -147,7 +152,7 @@ def describe(spark, *stages: str, before: str | None = None):
     try:
         yield
     finally:
-        sc.setLocalProperty("spark.job.description", previous)
+        sc.setLocalProperty("spark.job.description", previous)  # type: ignore[arg-type]  # None removes it
 
 
 def stage_labels(step: str, stages: list[tuple[int, str | None]]) -> dict[int, str]:
@@ -175,7 +180,7 @@ def stage_labels(step: str, stages: list[tuple[int, str | None]]) -> dict[int, s
 
 
 @contextmanager
-def conf_override(spark, settings: dict[str, str]):
+def conf_override(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     """Spark SQL settings changed for the duration of the block, then put back as they were (unset
     where they were unset)."""
     conf = spark.conf
@@ -185,8 +190,8 @@ def conf_override(spark, settings: dict[str, str]):
     try:
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
+        for key, old in saved.items():
+            if old is None:
                 conf.unset(key)
             else:
-                conf.set(key, value)
+                conf.set(key, old)

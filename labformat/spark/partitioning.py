@@ -15,11 +15,14 @@ shape keeps them). The session's settings are read there, still never changed.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from pyspark.sql import DataFrame
 
 from labformat.spark.compat import default_parallelism, is_connect
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # "hashpartitioning(_lf_part#12, _lf_key#13, 4)": the column names and the count. A column aliased in a
 # projection shows as "(hashpartitioning(a#1, 4) or hashpartitioning(b#2, 4))".
@@ -99,7 +102,8 @@ def grouped_counts(df: DataFrame, by: Sequence[str], sums: dict[str, str | None]
         *[F.sum(F.col(name)).alias(name) for name in sums])
 
 
-def _partial_sums(batches, by: list[str], sums: dict[str, str | None]):
+def _partial_sums(batches: Iterator[pa.RecordBatch], by: list[str],
+                  sums: dict[str, str | None]) -> Iterator[pa.RecordBatch]:
     """Task: its rows summed per group (pyarrow), one batch out."""
     import pyarrow as pa
 

@@ -11,9 +11,13 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
 
 from labformat.errors import ConfigError, JavaNotFoundError
 from labformat.spark.java import java_executable
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 MIN_JAVA = 17
 
@@ -93,7 +97,7 @@ def default_log_path() -> Path:
 
 
 @contextmanager
-def _jvm_output_to(log_path: Path):
+def _jvm_output_to(log_path: Path) -> Iterator[None]:
     """Point file descriptors 1 and 2 at the log while the JVM starts.
 
     The JVM (and the Python workers it forks later) inherit these descriptors, so
@@ -164,7 +168,7 @@ def labformat_zip() -> Path:
     return _shipped_zip
 
 
-def ship_labformat(spark) -> None:
+def ship_labformat(spark: SparkSession) -> None:
     """Make `import labformat` work in the executors' Python workers of `spark` (a session you built
     yourself; `spark_session` does it for every non-local master).
 
@@ -199,7 +203,8 @@ def _importable(module: str) -> bool:
         return False
 
 
-def spark_session(master: str | None = None, app_name: str = "labformat", log_path: str | os.PathLike | None = None, **conf):
+def spark_session(master: str | None = None, app_name: str = "labformat", log_path: str | os.PathLike[str] | None = None,
+                  **conf: object) -> SparkSession:
     """Return the process's SparkSession, creating it if needed.
 
     `master` is any Spark master URL (`local[*]` by default, or $LABFORMAT_SPARK_MASTER;

@@ -23,6 +23,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from labformat.errors import LabformatError
 
@@ -37,7 +38,7 @@ def spark_home() -> Path:
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def _die_with_parent() -> None:
@@ -50,10 +51,11 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
-def _get_json(url: str) -> dict | None:
+def _get_json(url: str) -> dict[str, Any] | None:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
-            return json.load(response)
+            found: dict[str, Any] = json.load(response)
+            return found
     except (OSError, ValueError):
         return None
 
@@ -64,14 +66,14 @@ class StandaloneCluster:
 
     master_url: str
     ui_url: str
-    processes: list[subprocess.Popen]
+    processes: list[subprocess.Popen[bytes]]
     work_dir: Path
     workers: int
     cores: int
     logs: list[Path] = field(default_factory=list)
 
     @classmethod
-    def start(cls, work_dir: str | os.PathLike, workers: int = 2, cores: int = 1, memory: str = "2g",
+    def start(cls, work_dir: str | os.PathLike[str], workers: int = 2, cores: int = 1, memory: str = "2g",
               timeout_s: float = 90) -> "StandaloneCluster":
         """Start a master and `workers` workers of `cores` cores and `memory` each; returns once all
         have registered. The workers' environment lacks PYTHONPATH: an executor's Python finds only
@@ -97,7 +99,8 @@ class StandaloneCluster:
             commands.append([spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
                              "--cores", str(cores), "--memory", memory, "--webui-port", str(_free_port()),
                              "--work-dir", str(work_dir / f"worker-{i}")])
-        processes, logs = [], []
+        processes: list[subprocess.Popen[bytes]] = []
+        logs: list[Path] = []
         cluster = cls(master_url, ui_url, processes, work_dir, workers, cores, logs)
         try:
             for i, command in enumerate(commands):
@@ -134,7 +137,7 @@ class StandaloneCluster:
                 tails.append(f"{log.name}: " + " | ".join(log.read_text(errors="replace").splitlines()[-5:]))
         return "; ".join(tails)
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         """The master's JSON view: workers, cores, running and completed applications."""
         return _get_json(self.ui_url + "/json/") or {}
 
@@ -152,7 +155,7 @@ class StandaloneCluster:
     def __enter__(self) -> "StandaloneCluster":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

@@ -9,12 +9,16 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from labformat.errors import LabformatError
 from labformat.spark.compat import NOT_ON_CONNECT, is_connect
-from labformat.spark.jobs import stage_labels, step_of_group
+from labformat.spark.jobs import StepRecorder, stage_labels, step_of_group
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # The REST listener is fed asynchronously, so a job that just returned may not be listed as done yet.
 POLL_SECONDS = 5.0
@@ -61,7 +65,7 @@ class StageInfo:
 class SparkUI:
     """Reads the driver's own monitoring REST API (`spark.sparkContext.uiWebUrl`)."""
 
-    def __init__(self, spark, poll_seconds: float = POLL_SECONDS):
+    def __init__(self, spark: SparkSession, poll_seconds: float = POLL_SECONDS):
         if is_connect(spark):
             raise LabformatError(f"task timings from the Spark UI are {NOT_ON_CONNECT}: the UI is the "
                                  "server's, and a Connect client has no application id to ask it about")
@@ -96,11 +100,11 @@ class SparkUI:
         )
 
     @staticmethod
-    def _fetch(url: str, timeout: float = _REQUEST_TIMEOUT):
+    def _fetch(url: str, timeout: float = _REQUEST_TIMEOUT) -> Any:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             return json.load(response)
 
-    def _get(self, path: str):
+    def _get(self, path: str) -> Any:
         url = f"{self.base}/api/v1/applications/{self.app_id}{path}"
         try:
             return self._fetch(url)
@@ -109,15 +113,16 @@ class SparkUI:
 
     # ---- jobs and stages -------------------------------------------------------------------
 
-    def jobs(self, job_group: str | None = None) -> list[dict]:
+    def jobs(self, job_group: str | None = None) -> list[dict[str, Any]]:
         """Raw job records, optionally only those of one job group."""
-        jobs = self._get("/jobs")
+        jobs: list[dict[str, Any]] = self._get("/jobs")
         if job_group is not None:
             jobs = [job for job in jobs if job.get("jobGroup") == job_group]
         return jobs
 
-    def _raw_stages(self) -> list[dict]:
-        return self._get("/stages")
+    def _raw_stages(self) -> list[dict[str, Any]]:
+        stages: list[dict[str, Any]] = self._get("/stages")
+        return stages
 
     def stages(self, job_group: str | None = None) -> list[StageInfo]:
         """All stage attempts, or only those of the jobs in `job_group` (waiting briefly until they are done)."""
@@ -142,7 +147,7 @@ class SparkUI:
         ]
         return sorted(infos, key=lambda info: (info.stage_id, info.attempt))
 
-    def _group_stages(self, job_group: str) -> list[dict]:
+    def _group_stages(self, job_group: str) -> list[dict[str, Any]]:
         deadline = time.monotonic() + self.poll_seconds
         while True:
             jobs = self.jobs(job_group)
@@ -221,7 +226,7 @@ class SparkUI:
         return tasks[TIMELINE_COLUMNS]
 
 
-def _busy_seconds(task: dict) -> float:
+def _busy_seconds(task: dict[str, Any]) -> float:
     """Seconds the executor worked on a task: deserialize + run + result serialization.
 
     `duration` ends when the driver has handled the result, which happens on another thread after
@@ -233,7 +238,7 @@ def _busy_seconds(task: dict) -> float:
     if not metrics:
         return float("nan")
     millis = metrics.get("executorDeserializeTime", 0) + metrics.get("executorRunTime", 0)
-    return (millis + metrics.get("resultSerializationTime", 0)) / 1000.0
+    return float(millis + metrics.get("resultSerializationTime", 0)) / 1000.0
 
 
 # A hand-over between two tasks on one core can look like a few ms of overlap (ms rounding, and
@@ -266,7 +271,7 @@ def assign_lanes(launches: list[float], ends: list[float], lanes: int,
     return result
 
 
-def last_group(recorder, name: str) -> str:
+def last_group(recorder: StepRecorder, name: str) -> str:
     """The job group of the most recent `recorder.step(name)` that started a Spark job."""
     for step in reversed(recorder.steps):
         if step.name == name and step.group is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +23,9 @@ from labformat.model.commit import NULL_COMMIT
 from labformat.schema import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from labformat.storage import Storage
 from labformat.model.enums import BloomFilterTypeCode
+
+if TYPE_CHECKING:
+    from labformat.keygen import KeyGenerator
 
 # Rows per parquet row group: big enough to compress well, small enough for row-group skipping.
 ROW_GROUP_ROWS = 128 * 1024
@@ -60,7 +63,7 @@ class WriteSpec:
     # five meta columns, null but for the file name, and no key range or bloom filter in the
     # footer, as Apache Hudi 0.14 writes such a table (checked on hudi-rs's v6 test table).
     meta_fields: bool = True
-    keygen: object = None  # the table's KeyGenerator: record keys of stored rows when meta_fields is False
+    keygen: KeyGenerator | None = None  # the table's: record keys of stored rows when meta_fields is False
     log_schema: str | None = None  # merge-on-read: the Avro writer schema (meta + data columns) of log data blocks
     bloom_type: BloomFilterTypeCode = BloomFilterTypeCode.SIMPLE  # hoodie.bloom.index.filter.type
     bloom_max_entries: int = 100_000  # hoodie.bloom.index.filter.dynamic.max.entries (DYNAMIC_V0)
@@ -116,7 +119,8 @@ class BaseFileWriter:
 
     @property
     def bytes_written(self) -> int:
-        return self.sink.tell()
+        written: int = self.sink.tell()
+        return written
 
     def _open(self, first: pa.Table | None) -> pq.ParquetWriter:
         dictionary = dictionary_columns(first) if first is not None and first.num_rows else True
@@ -305,7 +309,8 @@ def write_new_file_groups(batches: Iterable[pa.RecordBatch], spec: WriteSpec) ->
     pending: dict[str, list[pa.Table]] = {}
     pending_rows = 0
 
-    def flush():
+    def flush() -> None:
+        assert writer is not None  # flushed only once the first batch made it
         for part, tables in pending.items():
             writer.write(part, pa.concat_tables(tables) if len(tables) > 1 else tables[0])
         pending.clear()

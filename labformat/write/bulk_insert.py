@@ -30,7 +30,7 @@ class BulkInsertPlan(Plan):
     input_partitions: int | None = None  # counted in the plan when the sort mode needs the count anyway
 
 
-class BulkInsert(WriteOperation):
+class BulkInsert(WriteOperation[BulkInsertPlan, BaseFileStat]):
     """Write `df` as new file groups, without index lookups or deduplication (Hudi's bulk_insert).
 
     A BUCKET table's bulk insert is an `Upsert` of kind BULK_INSERT instead (`Table.bulk_insert`), so
@@ -40,7 +40,7 @@ class BulkInsert(WriteOperation):
 
     kind = Operation.BULK_INSERT
 
-    def __init__(self, df: DataFrame):
+    def __init__(self, df: DataFrame) -> None:
         self.df = df
 
     def plan(self, run: OperationRun) -> BulkInsertPlan:
@@ -59,13 +59,16 @@ class BulkInsert(WriteOperation):
         return BulkInsertPlan(nothing_to_do=partitions == 0, df=df, data_schema=data_schema,
                               schema_changes=changes, input_partitions=partitions)
 
-    def write(self, run: OperationRun, plan: BulkInsertPlan, instant: Instant) -> list[BaseFileStat]:
+    def write(self, run: OperationRun, plan: BulkInsertPlan, instant: Instant | None) -> list[BaseFileStat]:
+        assert instant is not None and plan.df is not None and plan.data_schema is not None  # a plan to write
         return write_bulk_insert(run.ctx, plan.df, plan.data_schema, run.options, instant.time, plan.input_partitions)
 
     def commit(self, run: OperationRun, plan: BulkInsertPlan, written: list[BaseFileStat]) -> None:
+        assert plan.data_schema is not None  # a plan to write
         run.tx.commit(written, plan.data_schema)
 
-    def report(self, run: OperationRun, plan: BulkInsertPlan, written, instant: str | None) -> WriteReport:
+    def report(self, run: OperationRun, plan: BulkInsertPlan, written: list[BaseFileStat] | None,
+               instant: str | None) -> WriteReport:
         rows = sum(s.num_writes for s in written or ())
         return run.report(instant, written or (), rows_in=rows, rows_written=rows, rows_inserted=rows,
                           details=BulkInsertDetails(plan.schema_changes))

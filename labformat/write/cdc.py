@@ -78,10 +78,10 @@ def changes(spark: SparkSession, storage: Storage, instant: str, before: list[Fi
 
 def _write_files(batches: Iterator[pa.RecordBatch], base_uri: str, instant: str) -> Iterator[pa.RecordBatch]:
     """Task: its change records as one parquet file `.hoodie/cdc/<instant>.<writeToken>.parquet`."""
-    batches = [b for b in batches if b.num_rows]
+    filled = [b for b in batches if b.num_rows]
     rows = []
-    if batches:
-        table = pa.Table.from_batches(batches)
+    if filled:
+        table = pa.Table.from_batches(filled)
         sink = io.BytesIO()
         pq.write_table(table, sink, compression="zstd")
         # Named by the attempt, as base files are: a retried attempt never meets its predecessor's file.

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Any, Iterator
 
 import pyarrow as pa
 
@@ -104,7 +104,7 @@ def plan_clean(timeline: Timeline, options: WriteOptions) -> tuple[list[FileSlic
         return [s for s in doomed if s.path not in gone_already], earliest, writes[-retained - 1]
     everything = [s for s in _all_slices(view) if s.path not in gone_already]
     versions = options.cleaner_fileversions_retained
-    keep = set()
+    keep: set[SliceId] = set()
     for group in view.file_groups():
         newest = sorted(group.slices, reverse=True)[:versions]
         keep.update((group.partition_path, group.file_id, t) for t in newest)
@@ -122,7 +122,7 @@ def delete_files_task(batches: Iterator[pa.RecordBatch], base_uri: str) -> Itera
     """A Spark task: delete each file it is given; its size first, so the report can say what was freed."""
     storage = Storage(base_uri)
     for batch in batches:
-        out = {"path": [], "size_bytes": [], "deleted": []}
+        out: dict[str, list[object]] = {"path": [], "size_bytes": [], "deleted": []}
         for path in batch.column("path").to_pylist():
             info = storage.fs.get_file_info(storage.full_path(path))
             size = info.size if info.size is not None else 0
@@ -147,8 +147,8 @@ def delete_files(ctx: TableContext, paths: list[str]) -> list[tuple[str, int, bo
 
 
 def plan_body(doomed: list[FileSlice], storage: Storage, policy: CleanerPolicy, earliest: str | None,
-               readable: str | None, last_write: str | None) -> dict:
-    per_partition: dict[str, list[dict]] = {}
+               readable: str | None, last_write: str | None) -> dict[str, Any]:
+    per_partition: dict[str, list[dict[str, Any]]] = {}
     for s in doomed:
         for path in _files(s):
             per_partition.setdefault(s.partition_path, []).append(
@@ -166,8 +166,8 @@ def plan_body(doomed: list[FileSlice], storage: Storage, policy: CleanerPolicy, 
     }
 
 
-def _completed_body(plan: dict, instant: str, results: list[tuple[str, int, bool]], started: float) -> str:
-    by_partition: dict[str, dict] = {}
+def _completed_body(plan: dict[str, Any], instant: str, results: list[tuple[str, int, bool]], started: float) -> str:
+    by_partition: dict[str, dict[str, Any]] = {}
     for path, _, _ in results:
         partition = path.rsplit("/", 1)[0] if "/" in path else ""
         entry = by_partition.setdefault(partition, {
@@ -193,18 +193,18 @@ def _completed_body(plan: dict, instant: str, results: list[tuple[str, int, bool
 
 @dataclass
 class CleanPlan(Plan):
-    body: dict | None = None  # what `<instant>.clean.requested` holds (HoodieCleanerPlan's fields)
+    body: dict[str, Any] | None = None  # what `<instant>.clean.requested` holds (HoodieCleanerPlan's fields)
     details: CleanDetails | None = None
 
 
-class Clean(WriteOperation):
+class Clean(WriteOperation[CleanPlan, tuple[str, int, bool]]):
     """Clean the table by the policy in its options (see the module docstring). Nothing to delete:
     instant None. Each dead clean's plan is finished first, by a `Clean` that resumes its instant."""
 
     kind = Operation.CLEAN
     write_step = "delete"
 
-    def __init__(self, resume: tuple[Instant, dict] | None = None, finished: tuple[str, ...] = ()):
+    def __init__(self, resume: tuple[Instant, dict[str, Any]] | None = None, finished: tuple[str, ...] = ()):
         self.resume = resume  # (a dead clean's pending instant, its plan): finish it, plan nothing new
         self.finished = finished  # the dead cleans finished just before this one (its report says so)
 
@@ -228,31 +228,35 @@ class Clean(WriteOperation):
         body = plan_body(doomed, ctx.storage, policy, earliest, readable, latest.time if latest else None)
         return CleanPlan(nothing_to_do=not doomed, requested=body, body=body, details=details)
 
-    def write(self, run: OperationRun, plan: CleanPlan, instant: Instant) -> list[tuple[str, int, bool]]:
+    def write(self, run: OperationRun, plan: CleanPlan, instant: Instant | None) -> list[tuple[str, int, bool]]:
+        assert plan.body is not None  # a plan with something to do (or a dead clean's) has its body
         self.started = time.monotonic()
         return delete_files(run.ctx, list(plan.body.get("labformat.paths") or []))
 
     def commit(self, run: OperationRun, plan: CleanPlan, written: list[tuple[str, int, bool]]) -> None:
+        assert plan.body is not None and run.tx.instant is not None  # started (or resumed) for this plan
         run.tx.publish(_completed_body(plan.body, run.tx.instant.time, written, self.started))
 
-    def report(self, run: OperationRun, plan: CleanPlan, written, instant: str | None) -> WriteReport:
+    def report(self, run: OperationRun, plan: CleanPlan, written: list[tuple[str, int, bool]] | None,
+               instant: str | None) -> WriteReport:
+        assert plan.details is not None  # every plan has its details, even one with nothing to do
         deleted = [(b, d) for _, b, d in written or ()]
         details = replace(plan.details, files_deleted=sum(1 for _, d in deleted if d),
                           bytes_freed=sum(b for b, d in deleted if d))
         return run.report(instant, details=details)
 
 
-def _resumed_details(body: dict) -> CleanDetails:
+def _resumed_details(body: dict[str, Any]) -> CleanDetails:
     earliest = (body.get("earliestInstantToRetain") or {}).get("timestamp")
     return CleanDetails(str(body.get("policy")), 0, earliest, body.get(EARLIEST_READABLE_KEY),
                         len(body.get("labformat.paths") or ()), 0)
 
 
-def dead_cleans(ctx: TableContext) -> list[tuple[Instant, dict]]:
+def dead_cleans(ctx: TableContext) -> list[tuple[Instant, dict[str, Any]]]:
     """The pending cleans labformat planned (their JSON plans): the ones whose writers died are resumed
     (the transaction checks the heartbeat under the lock). Apache Hudi's own (Avro) plans are not
     labformat's to finish."""
-    out = []
+    out: list[tuple[Instant, dict[str, Any]]] = []
     for pending in [i for i in ctx.timeline.pending() if i.action is Action.CLEAN]:
         try:
             body = json.loads(ctx.storage.read_bytes(f"{TIMELINE_DIR}/{pending.to(State.REQUESTED).file_name}"))

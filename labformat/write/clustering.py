@@ -47,11 +47,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Any, Iterator, Sequence, TypeGuard
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import types as T
 
 from labformat.config import WriteOptions
 from labformat.context import TableContext
@@ -64,7 +65,7 @@ from labformat.read.merge_on_read import merge_file_slice
 from labformat.model.base_file import new_file_id
 from labformat.model.commit import NULL_COMMIT
 from labformat.index import consistent_bucket as ch
-from labformat.model.enums import BucketEngine, IndexType, LayoutStrategy, Operation
+from labformat.model.enums import BucketEngine, IndexType, LayoutStrategy, MergeMode, Operation
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Action, Instant
 from labformat.model.report import ClusteringDetails, WriteReport
@@ -92,7 +93,7 @@ class ClusteringGroup:
     def bytes_in(self) -> int:
         return sum(s.size_bytes for s in self.slices)
 
-    def to_json_dict(self) -> dict:
+    def to_json_dict(self) -> dict[str, Any]:
         return {"slices": [{"dataFilePath": s.path, "deltaFilePaths": [], "fileId": s.file_id,
                             "partitionPath": s.partition_path, "bootstrapFilePath": "", "version": 1}
                            for s in self.slices],
@@ -163,7 +164,7 @@ MAX_CURVE_COLUMNS = 16  # 4 bits each: 16 ranges per column
 
 def column_ranks(column: pa.ChunkedArray | pa.Array, bits: int) -> np.ndarray:
     """Each value's rank among the column's distinct values (nulls last), spread over 0 .. 2**bits - 1."""
-    ranks = pc.rank(column, sort_keys="ascending", tiebreaker="dense").to_numpy()
+    ranks: np.ndarray = pc.rank(column, sort_keys="ascending", tiebreaker="dense").to_numpy()
     distinct = int(ranks.max()) if len(ranks) else 1
     return (ranks.astype(np.uint64) - np.uint64(1)) * np.uint64(1 << bits) // np.uint64(distinct)
 
@@ -198,7 +199,7 @@ def layout_order(rows: pa.Table, sort_columns: list[str], strategy: LayoutStrate
 
 
 def cluster_group_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, sort_columns: list[str],
-                       schema, strategy: LayoutStrategy = LayoutStrategy.LINEAR) -> Iterator[pa.RecordBatch]:
+                       schema: T.StructType, strategy: LayoutStrategy = LayoutStrategy.LINEAR) -> Iterator[pa.RecordBatch]:
     """A Spark task per clustering group: read its base files, sort the rows, write them as new file groups."""
     storage = Storage(spec.base_uri)
     task = this_task()
@@ -249,7 +250,7 @@ class BucketSplit:
     def bytes_in(self) -> int:
         return self.slice.size_bytes + self.slice.log_bytes
 
-    def to_json_dict(self) -> dict:
+    def to_json_dict(self) -> dict[str, Any]:
         s = self.slice
         return {"slices": [{"dataFilePath": s.path, "deltaFilePaths": list(s.log_paths), "fileId": s.file_id,
                             "partitionPath": s.partition_path, "bootstrapFilePath": "", "version": 1}],
@@ -290,8 +291,8 @@ def plan_resize(rings: dict[str, ch.Ring], slices: list[FileSlice], options: Wri
 _SPLIT_DDL = "partition_path string, path string, logs string, values string, file_ids string"
 
 
-def split_bucket_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, schema, precombine_field: str,
-                      merge_mode, hash_fields: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+def split_bucket_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, schema: T.StructType, precombine_field: str,
+                      merge_mode: MergeMode, hash_fields: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     """A Spark task per split bucket: its file slice merged (base file and logs), each record hashed
     onto the new ring, each child's records written as its new file group."""
     storage = Storage(spec.base_uri)
@@ -313,14 +314,19 @@ def split_bucket_task(batches: Iterator[pa.RecordBatch], spec: WriteSpec, schema
                 yield BaseFileStat.record_batch([stat])
 
 
+def _splits(groups: Sequence[ClusteringGroup | BucketSplit]) -> TypeGuard[Sequence[BucketSplit]]:
+    """Whether a plan's groups are a resize's bucket splits: a plan's groups are all of one kind."""
+    return bool(groups) and isinstance(groups[0], BucketSplit)
+
+
 @dataclass
 class ClusteringPlan(Plan):
-    groups: list[ClusteringGroup] | None = None
+    groups: Sequence[ClusteringGroup | BucketSplit] | None = None  # a resize's: BucketSplits only
     sort_columns: list[str] | None = None
     details: ClusteringDetails | None = None
 
 
-class Clustering(WriteOperation):
+class Clustering(WriteOperation[ClusteringPlan, BaseFileStat]):
     """Cluster the table's small files (see the module docstring); a report with instant None when no
     partition has two small files to put together."""
 
@@ -333,6 +339,7 @@ class Clustering(WriteOperation):
         ctx, options = run.ctx, run.options
         sort_columns = check_clusterable(ctx, options)
         resizing = ctx.config.bucket_engine is BucketEngine.CONSISTENT_HASHING
+        groups: Sequence[ClusteringGroup | BucketSplit]
         with run.step("plan"):
             slices = ctx.file_system_view().latest_file_slices()
             if resizing:
@@ -341,7 +348,7 @@ class Clustering(WriteOperation):
             else:
                 groups = plan_clustering(slices, options)
             check_base_files(ctx.storage, [s for g in groups for s in g.slices])
-        plan = {"inputGroups": [g.to_json_dict() for g in groups],
+        plan: dict[str, Any] = {"inputGroups": [g.to_json_dict() for g in groups],
                 "strategy": {"strategyClassName": CONSISTENT_STRATEGY if resizing else STRATEGY, "version": 1,
                              "strategyParams": {
                     "hoodie.clustering.plan.strategy.sort.columns": ",".join(sort_columns),
@@ -354,11 +361,13 @@ class Clustering(WriteOperation):
         return ClusteringPlan(nothing_to_do=not groups, groups=groups, sort_columns=sort_columns, details=details,
                               requested={"clusteringPlan": plan, "extraMetadata": {}, "version": 1})
 
-    def write(self, run: OperationRun, plan: ClusteringPlan, instant: Instant) -> list[BaseFileStat]:
+    def write(self, run: OperationRun, plan: ClusteringPlan, instant: Instant | None) -> list[BaseFileStat]:
+        assert instant is not None and plan.groups is not None and plan.sort_columns is not None  # a plan to write
         ctx = run.ctx
         data_schema = ctx.schema()
-        if plan.groups and isinstance(plan.groups[0], BucketSplit):
-            return self._split_buckets(run, plan, instant, data_schema)
+        assert data_schema is not None  # a table with files to cluster has commits, and so a schema
+        if _splits(plan.groups):
+            return self._split_buckets(run, plan.groups, instant, data_schema)
         spec = write_spec(ctx, run.options, instant.time, data_schema, key_column(ctx, data_schema),
                           max_file_size=run.options.clustering_target_file_max_bytes)
         rows = [(g.partition_path, json.dumps([s.path for s in g.slices]), g.output_file_groups) for g in plan.groups]
@@ -370,15 +379,15 @@ class Clustering(WriteOperation):
                                          BaseFileStat.spark_ddl()).collect()
         return [BaseFileStat.from_row(r) for r in collected]
 
-    def _split_buckets(self, run: OperationRun, plan: ClusteringPlan, instant: Instant, data_schema
-                       ) -> list[BaseFileStat]:
+    def _split_buckets(self, run: OperationRun, splits: Sequence[BucketSplit], instant: Instant,
+                       data_schema: T.StructType) -> list[BaseFileStat]:
         ctx = run.ctx
         # Each partition's new ring first: it names the new file groups, and counts once the instant completes.
-        rings = {g.partition_path: replace(g.ring, instant=instant.time) for g in plan.groups}
+        rings = {g.partition_path: replace(g.ring, instant=instant.time) for g in splits}
         for ring in rings.values():
             ch.save_ring(ctx.storage, ring)
 
-        def mark_committed(report):
+        def mark_committed(report: WriteReport) -> WriteReport:
             for ring in rings.values():
                 ch.mark_committed(ctx.storage, ring)
             return report
@@ -387,7 +396,7 @@ class Clustering(WriteOperation):
         spec = write_spec(ctx, run.options, instant.time, data_schema, key_column(ctx, data_schema))
         rows = [(g.partition_path, g.slice.path, json.dumps(list(g.slice.log_paths)),
                  json.dumps([n.value for n in g.children]), json.dumps([n.file_id for n in g.children]))
-                for g in plan.groups]
+                for g in splits]
         file_schema, config = with_meta_columns(data_schema), ctx.config
         tasks = distribute(ctx.spark, rows, _SPLIT_DDL)
         with describe(ctx.spark, "split buckets: merge each slice, write its two children"):
@@ -398,6 +407,8 @@ class Clustering(WriteOperation):
         return [BaseFileStat.from_row(r) for r in collected]
 
     def commit(self, run: OperationRun, plan: ClusteringPlan, written: list[BaseFileStat]) -> None:
+        data_schema = run.ctx.schema()
+        assert plan.groups is not None and data_schema is not None  # as in `write`
         replaced: dict[str, tuple[str, ...]] = {}
         for g in plan.groups:
             replaced[g.partition_path] = replaced.get(g.partition_path, ()) + tuple(s.file_id for s in g.slices)
@@ -405,11 +416,13 @@ class Clustering(WriteOperation):
         # have replaced a node they keep (`check_conflicts`).
         rings = {g.partition_path: g.ring for g in plan.groups if isinstance(g, BucketSplit)}
         ring_nodes = tuple((p, n.file_id) for p, ring in sorted(rings.items()) for n in ring.nodes)
-        run.tx.commit(written, run.ctx.schema(), replaced=replaced, ring_nodes=ring_nodes)
+        run.tx.commit(written, data_schema, replaced=replaced, ring_nodes=ring_nodes)
 
-    def report(self, run: OperationRun, plan: ClusteringPlan, written, instant: str | None) -> WriteReport:
+    def report(self, run: OperationRun, plan: ClusteringPlan, written: list[BaseFileStat] | None,
+               instant: str | None) -> WriteReport:
         if written is None:
             return run.report(None, details=plan.details)
+        assert plan.details is not None  # every plan has its details
         rows = sum(s.num_writes for s in written)
         details = replace(plan.details, files_out=len(written), bytes_out=sum(s.file_size for s in written),
                           bytes_read=sum(s.prev_size for s in written))

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
+from pyspark.sql import types as T
 
 from labformat import config as C
 from labformat.context import TableConfig, TableContext
@@ -28,7 +29,7 @@ from labformat.fs_view import check_base_files
 from labformat.model.enums import MergeMode, Operation
 from labformat.model.file_group import FileSlice
 from labformat.model.instant import Action, Instant
-from labformat.model.report import CompactionDetails, WriteReport
+from labformat.model.report import CompactionDetails, UpsertDetails, WriteReport
 from labformat.read.merge_on_read import merge_file_slice
 from labformat.schema import with_meta_columns
 from labformat.spark.jobs import describe
@@ -53,7 +54,7 @@ class CompactionOperation:
     log_paths: tuple[str, ...]
     log_bytes: int
 
-    def to_json_dict(self) -> dict:
+    def to_json_dict(self) -> dict[str, Any]:
         return {"partitionPath": self.partition_path, "fileId": self.file_id,
                 "baseInstantTime": self.base_instant_time, "dataFilePath": self.base_path,
                 "deltaFilePaths": list(self.log_paths),
@@ -68,7 +69,7 @@ def plan_compaction(slices: list[FileSlice]) -> list[CompactionOperation]:
 
 
 def compact_file_slices(batches: Iterator[pa.RecordBatch], spec: WriteSpec, precombine_field: str,
-                        mode: MergeMode, schema) -> Iterator[pa.RecordBatch]:
+                        mode: MergeMode, schema: T.StructType) -> Iterator[pa.RecordBatch]:
     """The compaction task: merge each file slice it is given and write the merge as a new base file."""
     storage = Storage(spec.base_uri)
     task = this_task()
@@ -89,7 +90,7 @@ class CompactionPlan(Plan):
     details: CompactionDetails | None = None
 
 
-class Compaction(WriteOperation):
+class Compaction(WriteOperation[CompactionPlan, BaseFileStat]):
     """Compact the table's file slices with log files (see the module docstring); a report with
     instant None when none has logs."""
 
@@ -114,9 +115,11 @@ class Compaction(WriteOperation):
         return CompactionPlan(nothing_to_do=not operations, operations=operations, details=details,
                               requested={"operations": list(plan_json), "strategy": STRATEGY, "version": 2})
 
-    def write(self, run: OperationRun, plan: CompactionPlan, instant: Instant) -> list[BaseFileStat]:
+    def write(self, run: OperationRun, plan: CompactionPlan, instant: Instant | None) -> list[BaseFileStat]:
+        assert instant is not None and plan.operations is not None  # a plan with operations, its instant started
         ctx = run.ctx
         data_schema = ctx.schema()
+        assert data_schema is not None  # a table with log files to compact has commits, and so a schema
         spec = write_spec(ctx, run.options, instant.time, data_schema, key_column(ctx, data_schema))
         rows = [(o.partition_path, o.file_id, o.base_path, o.base_instant_time, json.dumps(list(o.log_paths)))
                 for o in plan.operations]
@@ -129,11 +132,15 @@ class Compaction(WriteOperation):
         return [BaseFileStat.from_row(r) for r in collected]
 
     def commit(self, run: OperationRun, plan: CompactionPlan, written: list[BaseFileStat]) -> None:
-        run.tx.commit(written, run.ctx.schema())
+        data_schema = run.ctx.schema()
+        assert data_schema is not None  # as in `write`
+        run.tx.commit(written, data_schema)
 
-    def report(self, run: OperationRun, plan: CompactionPlan, written, instant: str | None) -> WriteReport:
+    def report(self, run: OperationRun, plan: CompactionPlan, written: list[BaseFileStat] | None,
+               instant: str | None) -> WriteReport:
         if written is None:
             return run.report(None, details=plan.details)
+        assert plan.details is not None  # every plan has its details
         rows = sum(s.num_writes for s in written)
         return run.report(instant, written, rows_in=rows, rows_written=rows,
                           details=replace(plan.details, bytes_read=sum(s.prev_size for s in written)))
@@ -171,6 +178,7 @@ def inline_compaction(ctx: TableContext, options: C.WriteOptions) -> Callable[[W
         enabled, every = inline_settings(ctx.config, options)
         if not enabled or write.instant is None:
             return write
+        assert isinstance(write.details, UpsertDetails)  # the report of an upsert or a delete
         now = ctx.refreshed()  # as of after the write
         since = delta_commits_since_compaction(now.timeline)
         details = replace(write.details, delta_commits_since_compaction=since, compact_inline_max_delta_commits=every)

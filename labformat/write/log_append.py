@@ -8,6 +8,7 @@ its own. Readers merge base file and logs by record key (`read/merge_on_read.py`
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,13 +33,16 @@ from labformat.schema import META_COLUMNS, RECORD_KEY
 from labformat.storage import Storage
 from labformat.write.arrow_writer import TaskIdentity, WriteSpec, add_meta_columns
 
+if TYPE_CHECKING:
+    from labformat.write.merge import Target
+
 # A delete block's ordering value. Zero is Hudi's "natural" ordering: the delete wins over every
 # record its instant is later than, whatever their precombine values (what Hudi's Spark writer
 # puts there, and what hudi-rs reads as such). hudi-rs 0.5 cannot decode a timestamp branch.
 DELETE_ORDERING = 0
 
 
-def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec, target, operation: Operation,
+def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec, target: Target, operation: Operation,
                     task: TaskIdentity, incoming_bytes: int, moved_keys: pa.Array | None = None) -> BaseFileStat:
     """Write one log file holding `incoming` (updates, as an Avro data block) or its keys (deletes,
     as a delete block) for `target`'s latest slice; its write stat. `moved_keys` (a global index's
@@ -50,6 +54,8 @@ def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec
     rollback finds the file whatever happens next; the file itself is published whole (a temp
     file, then a hard link), so no reader ever sees half a block.
     """
+    # An appending target (`appends_log`): an existing file group's latest slice, the log version planned.
+    assert target.old_path is not None and target.log_version is not None
     started = time.monotonic()
     storage = Storage(spec.base_uri)
     base_name = BaseFile.parse(target.old_path).name
@@ -63,6 +69,7 @@ def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec
         blocks = [_block(incoming.take(order), keys, spec, target.partition_path, log.name, task.partition, operation)
                   ] if incoming.num_rows or moved is None else []
         if moved is not None:
+            assert moved_keys is not None  # `moved` orders them
             blocks.append(_block(incoming.slice(0, 0), moved_keys.take(moved), spec, target.partition_path, log.name,
                                  task.partition, Operation.DELETE))
         data = b"".join(block.to_bytes() for block in blocks)
@@ -85,8 +92,11 @@ def append_log_file(incoming: pa.Table, incoming_keys: pa.Array, spec: WriteSpec
             deletes = held  # a key the slice does not hold is named in the delete block, but deletes nothing
         else:
             inserts = n - held
-    named = pa.concat_arrays([keys.cast(pa.string()), moved_keys.cast(pa.string())]) if moved is not None else keys
-    moved_n = len(moved_keys) if moved is not None else 0
+    named, moved_n = keys, 0
+    if moved is not None:
+        assert moved_keys is not None  # `moved` orders them
+        named = pa.concat_arrays([keys.cast(pa.string()), moved_keys.cast(pa.string())])
+        moved_n = len(moved_keys)
     return BaseFileStat(
         partition_path=target.partition_path, file_id=target.file_id, path=path, prev_commit=target.prev_commit,
         num_writes=writes, num_inserts=inserts, num_update_writes=writes - inserts, num_deletes=deletes + moved_n,
@@ -111,6 +121,7 @@ def _block(rows: pa.Table, keys: pa.Array, spec: WriteSpec, partition_path: str,
         # not a data column, but `keys` holds it in the rows' order.
         data = data.append_column(spec.record_key, keys)
     records = add_meta_columns(data, spec, schema, partition_path, log_name, f"{spec.instant_time}_{task_partition}_", 0)
+    assert spec.log_schema is not None  # a merge-on-read write's spec carries it (`write_spec(log_blocks=True)`)
     return avro_data_block(records, spec.log_schema, spec.instant_time)
 
 
@@ -120,6 +131,7 @@ def _slice_keys(storage: Storage, base_path: str, log_paths: tuple[str, ...], sp
     if spec.meta_fields:
         keys = read_base_file(storage, base_path, [RECORD_KEY]).column(0)
     else:  # no keys stored: computed from the key fields
+        assert spec.keygen is not None  # `write_spec` sets it
         keys = spec.keygen.record_keys_arrow(read_base_file(storage, base_path))
     keys = pc.cast(keys, pa.string())
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys

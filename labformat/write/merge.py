@@ -58,7 +58,8 @@ def _incoming_parquet_bytes(table: pa.Table, compression: str) -> int:
         return 0
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression=compression)
-    return sink.tell()
+    size: int = sink.tell()
+    return size
 
 
 def _sorted(keys: pa.Array) -> bool:
@@ -150,6 +151,7 @@ def merge_file_group(batches: Iterable[pa.RecordBatch], spec: WriteSpec, targets
     elif spec.meta_fields:
         old_keys = old.column(RECORD_KEY).combine_chunks()
     else:  # no keys stored: computed from the key fields, as the incoming ones were in Spark
+        assert spec.keygen is not None  # `write_spec` sets it
         old_keys = spec.keygen.record_keys_arrow(old)
     moved_out = 0
     if moved_keys is not None and len(moved_keys) and old is not None:

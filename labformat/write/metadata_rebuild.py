@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyspark.sql import Row
+
 from labformat.metadata import STATS_DDL, record_index, stats_of_files
 from labformat.model.enums import Operation
 from labformat.model.file_group import FileSlice
@@ -26,7 +28,7 @@ class RebuildPlan(Plan):
     slices: list[FileSlice] | None = None
 
 
-class MetadataRebuild(WriteOperation):
+class MetadataRebuild(WriteOperation[RebuildPlan, Row]):
     """Recompute the metadata table's entries for the latest completed commit from the base files."""
 
     kind = Operation.INDEX
@@ -42,9 +44,12 @@ class MetadataRebuild(WriteOperation):
                 return RebuildPlan(nothing_to_do=True)
             return RebuildPlan(needs_instant=False, latest=latest, slices=ctx.file_system_view().latest_file_slices())
 
-    def write(self, run: OperationRun, plan: RebuildPlan, instant: Instant | None) -> list:
+    def write(self, run: OperationRun, plan: RebuildPlan, instant: Instant | None) -> list[Row]:
+        assert plan.latest is not None and plan.slices is not None  # a plan with something to do has both
         ctx, spark = run.ctx, run.ctx.spark
-        columns = tuple(f.name for f in ctx.schema().fields)
+        schema = ctx.schema()
+        assert schema is not None  # the table has a completed commit (plan.latest): it has a schema
+        columns = tuple(f.name for f in schema.fields)
         base_uri = ctx.storage.base_uri
         paths = spark.createDataFrame([(s.path,) for s in plan.slices], "path string")
         paths = paths.repartition(max(1, min(len(plan.slices), 2 * default_parallelism(spark))))
@@ -56,10 +61,11 @@ class MetadataRebuild(WriteOperation):
             record_index.build(spark, ctx.storage, plan.latest.time, plan.slices, shards)
         return stats
 
-    def commit(self, run: OperationRun, plan: RebuildPlan, written: list) -> None:
+    def commit(self, run: OperationRun, plan: RebuildPlan, written: list[Row]) -> None:
+        assert plan.latest is not None and plan.slices is not None  # a plan with something to do has both
         run.tx.replace_metadata(plan.latest, plan.slices, written, expected_latest=plan.latest)
 
-    def report(self, run: OperationRun, plan: RebuildPlan, written, instant: str | None) -> WriteReport:
+    def report(self, run: OperationRun, plan: RebuildPlan, written: list[Row] | None, instant: str | None) -> WriteReport:
         files = len(plan.slices or ())
         return run.report(None, details=IndexDetails(files if written is not None else 0,
                                                     plan.latest.time if plan.latest is not None else None))

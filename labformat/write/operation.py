@@ -20,9 +20,12 @@ the metadata rebuild are the operations.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from labformat import config as C
@@ -44,7 +47,7 @@ class Plan:
     which dead writer's instant to resume), and whether the operation needs an instant at all."""
 
     nothing_to_do: bool = False
-    requested: dict | None = None  # the body of `<instant>.<action>.requested` beside the operation type
+    requested: dict[str, Any] | None = None  # the body of `<instant>.<action>.requested` beside the operation type
     resume: Instant | None = None  # finish this pending instant (a dead clean's) instead of starting one
     needs_instant: bool = True  # False: the operation changes no snapshot (the metadata rebuild)
 
@@ -57,12 +60,12 @@ class OperationRun:
     options: C.WriteOptions
     steps: StepRecorder
     tx: WriteTransaction
-    cleanup: list = field(default_factory=list)  # persisted DataFrames released when the run ends
+    cleanup: list[DataFrame] = field(default_factory=list)  # persisted DataFrames released when the run ends
 
-    def step(self, name: str):
+    def step(self, name: str) -> AbstractContextManager[None]:
         return self.steps.step(name)
 
-    def report(self, instant: str | None, stats: list[BaseFileStat] = (), **fields: Any) -> WriteReport:
+    def report(self, instant: str | None, stats: Iterable[BaseFileStat] = (), **fields: Any) -> WriteReport:
         """The operation's report: the fields every report has (steps, files from the write stats,
         options, the dead writers' instants rolled back) and the operation's own `fields`."""
         defaults = {"rows_in": 0, "rows_written": 0, "rows_inserted": 0}
@@ -70,15 +73,20 @@ class OperationRun:
                            files=file_reports(stats), options=dict(self.options), rolled_back=self.tx.rolled_back)
 
 
-def file_reports(stats) -> tuple[FileReport, ...]:
+def file_reports(stats: Iterable[BaseFileStat]) -> tuple[FileReport, ...]:
     """The report's entries of the files a write's tasks wrote, in path order."""
     return tuple(s.to_file_report() for s in sorted(stats, key=lambda s: s.path))
 
 
-class WriteOperation(ABC):
-    """One kind of operation; `execute` calls its hooks in the protocol's order."""
+PlanT = TypeVar("PlanT", bound=Plan)
+WrittenT = TypeVar("WrittenT")  # what one write task reports: a BaseFileStat, a deleted file, ...
 
-    kind: ClassVar[Operation]
+
+class WriteOperation(ABC, Generic[PlanT, WrittenT]):
+    """One kind of operation; `execute` calls its hooks in the protocol's order. Generic in its plan
+    (`PlanT`, what `plan` returns and the other hooks get) and in what its tasks report (`WrittenT`)."""
+
+    kind: Operation  # a class attribute; an instance's own where one class runs several (Upsert)
     write_step: ClassVar[str] = "write"  # the step its tasks run in
 
     def action(self, ctx: TableContext) -> Action:
@@ -86,25 +94,27 @@ class WriteOperation(ABC):
         return Action.DELTA_COMMIT if ctx.config.merge_on_read else Action.COMMIT
 
     @abstractmethod
-    def plan(self, run: OperationRun) -> Plan:
+    def plan(self, run: OperationRun) -> PlanT:
         """Validate and plan on the driver, in named steps (`run.step`); no instant exists yet."""
 
     @abstractmethod
-    def write(self, run: OperationRun, plan: Plan, instant: Instant | None) -> list:
-        """Run the Spark tasks; their stats (one per file written, or deleted). Empty: nothing written."""
+    def write(self, run: OperationRun, plan: PlanT, instant: Instant | None) -> list[WrittenT]:
+        """Run the Spark tasks; their stats (one per file written, or deleted). Empty: nothing written.
+        `instant` is the one `execute` started; None only for a plan that needs none (`needs_instant`)."""
 
     @abstractmethod
-    def commit(self, run: OperationRun, plan: Plan, written: list) -> None:
+    def commit(self, run: OperationRun, plan: PlanT, written: list[WrittenT]) -> None:
         """Hand the stats to the transaction (`run.tx.commit`, `publish`, ...)."""
 
     @abstractmethod
-    def report(self, run: OperationRun, plan: Plan, written: list | None, instant: str | None) -> WriteReport:
+    def report(self, run: OperationRun, plan: PlanT, written: list[WrittenT] | None, instant: str | None) -> WriteReport:
         """The report; `written` None and `instant` None when nothing was to do or nothing was written."""
 
 
-def execute(operation: WriteOperation, ctx: TableContext, options: C.WriteOptions) -> WriteReport:
+def execute(operation: WriteOperation[Any, Any], ctx: TableContext, options: C.WriteOptions) -> WriteReport:
     """Run `operation` through the protocol (the module docstring), then the post-commit steps the
-    transaction collected; its report, with theirs attached."""
+    transaction collected; its report, with theirs attached. Any operation (`WriteOperation[Any, Any]`):
+    its plan and task results pass only between its own hooks."""
     run = OperationRun(ctx, options, StepRecorder(ctx.spark),
                        WriteTransaction(ctx, operation.kind, operation.action(ctx), options))
     try:

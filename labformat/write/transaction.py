@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from types import TracebackType
+from typing import Any, Callable, Literal, Sequence
 
+from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from labformat import config as C
@@ -17,7 +19,7 @@ from labformat.fs_view import FileSystemView, refuse_nested_partitions
 from labformat.heartbeat import Heartbeat, delete_heartbeats, heartbeat_status
 from labformat.lock import TableLock
 from labformat.metadata import record_index, write_metadata
-from labformat.metadata.table import delete_metadata_of
+from labformat.metadata.table import IndexedBaseFile, delete_metadata_of
 from labformat.model.base_file import BaseFile
 from labformat.model.commit import (
     BLOOM_FILTER_BYTES_KEY,
@@ -29,6 +31,7 @@ from labformat.model.commit import (
 from labformat.model.file_group import FileSlice
 from labformat.model.enums import BucketEngine, ConcurrencyMode, IndexType, Operation
 from labformat.model.instant import WRITE_ACTIONS, Action, Instant, State
+from labformat.model.report import WriteReport
 from labformat.schema import avro_schema_json
 from labformat.spark.compat import is_connect
 from labformat.timeline import Timeline
@@ -94,7 +97,7 @@ class WriteTransaction:
         self._abandoned = False
         self._heartbeat: Heartbeat | None = None
         # Run by the operation protocol once this transaction has committed (inline compaction).
-        self.after_commit: list[Callable[[], Any]] = []
+        self.after_commit: list[Callable[[WriteReport], WriteReport]] = []
 
     @property
     def operation_type(self) -> str:
@@ -103,7 +106,7 @@ class WriteTransaction:
 
     # ---- the protocol -----------------------------------------------------------------------
 
-    def start(self, plan: dict | None = None) -> Instant:
+    def start(self, plan: dict[str, Any] | None = None) -> Instant:
         """Under the table lock: roll back the instants dead writers left, take an instant time,
         start this writer's heartbeat, request the instant (holding `plan`, if any, beside the
         operation type) and mark it inflight."""
@@ -147,7 +150,8 @@ class WriteTransaction:
         crash_point("after_start")
         return self.instant
 
-    def replace_metadata(self, of: Instant, slices: list[FileSlice], stats: list, expected_latest: Instant) -> None:
+    def replace_metadata(self, of: Instant, slices: list[FileSlice], stats: Sequence[IndexedBaseFile],
+                         expected_latest: Instant) -> None:
         """Under the table lock: replace the metadata table's entries of the completed instant `of`
         (the rebuild's), unless another write completed since `expected_latest` was read (then
         ConcurrentWriteError, nothing replaced): a commit meanwhile would carry stats over from a
@@ -192,7 +196,7 @@ class WriteTransaction:
         extra = {**(extra or {}), **self._keep_changes(stats, replaced, data_schema)}
         with self._lock() as lock:
             self.ctx.check_same_table()
-            timeline = self.timeline.reload()
+            timeline = self._timeline().reload()
             self._fence(lock)  # early, before the metadata table is written; again just before publishing
             conf = self.ctx.config
             check_conflicts(self.ctx.timeline, timeline, self.instant, write_stats,
@@ -237,7 +241,7 @@ class WriteTransaction:
             raise RuntimeError("publish() before start(): no instant to complete")
         crash_point("after_write")
         with self._lock() as lock:
-            timeline = self.timeline.reload()
+            timeline = self._timeline().reload()
             self._fence(lock)
 
             def before_publish() -> None:
@@ -275,7 +279,7 @@ class WriteTransaction:
                         # first (no lock needed: its heartbeat keeps others away), then try again.
                         # A crash in between leaves a pending instant with fewer files, which the
                         # next writer rolls back as any other.
-                        self.timeline.delete_files_of(self.instant.time)
+                        self._timeline().delete_files_of(self.instant.time)
                         self._roll_back_own_instant()
                 except Exception as rollback_exc:  # noqa: BLE001 - the write's own error comes first
                     # Left pending, with its heartbeat gone (below): the next writer rolls it back.
@@ -284,7 +288,7 @@ class WriteTransaction:
                     not_rolled_back = (f"labformat: instant {self.instant.time} was not rolled back "
                                        f"({type(rollback_exc).__name__}: {rollback_exc}); the next writer rolls it back")
                 else:
-                    _sweep_stragglers(self.timeline, self.instant.time)
+                    _sweep_stragglers(self._timeline(), self.instant.time)
         finally:
             self._stop_heartbeat(exc)
         if not isinstance(exc, Exception):
@@ -314,14 +318,15 @@ class WriteTransaction:
             raise RuntimeError(f"instant {self.completed.time} is already committed")
         if self.instant is not None and not self._abandoned:
             # Markers first, heartbeat last: a pending instant without a heartbeat looks dead.
-            self.timeline.abandon(self.instant)
+            self._timeline().abandon(self.instant)
         self._abandoned = True
         self._stop_heartbeat()
 
     def __enter__(self) -> "WriteTransaction":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         try:
             if exc is not None:
                 self.abort(exc)
@@ -334,6 +339,16 @@ class WriteTransaction:
         return False  # the exception, if any, goes on (abort may have replaced it)
 
     # ---- concurrency ------------------------------------------------------------------------
+
+    def _started(self) -> Instant:
+        """This write's instant; called only once `start` or `resume` gave it one."""
+        assert self.instant is not None, "no instant started"
+        return self.instant
+
+    def _timeline(self) -> Timeline:
+        """The transaction's own timeline; set by `start` and `resume`, before the instant."""
+        assert self.timeline is not None, "no instant started"
+        return self.timeline
 
     def _lock(self) -> TableLock:
         return TableLock(self.ctx.storage, wait_s=self.options.lock_wait_time_ms / 1000,
@@ -394,7 +409,7 @@ class WriteTransaction:
         lock once broken never becomes this writer's again, so a lock still ours after the instant was
         seen pending means no rollback ran in between; what is left is a freeze between this check
         and the publish that follows it, longer than the lock's expiry (no lease-based lock closes that)."""
-        self.timeline.check_pending(self.instant)
+        self._timeline().check_pending(self._started())
         if self._heartbeat is not None:
             self._heartbeat.check()
         lock.verify()
@@ -402,25 +417,27 @@ class WriteTransaction:
     def _roll_back_own_instant(self) -> None:
         """Under the lock: roll back this write's instant if still pending; if another writer rolled it
         back already, delete whatever this write wrote after that."""
+        instant = self._started()
         with self._lock():
-            timeline = self.timeline.reload()
-            if any((i.time, i.action) == (self.instant.time, self.action) for i in timeline.pending()):
-                timeline.rollback(self.instant)
+            timeline = self._timeline().reload()
+            if any((i.time, i.action) == (instant.time, self.action) for i in timeline.pending()):
+                timeline.rollback(instant)
             else:
-                timeline.delete_files_of(self.instant.time)
+                timeline.delete_files_of(instant.time)
 
     # ---- inside commit ----------------------------------------------------------------------
 
     def _reconcile(self, written_paths: set[str], partitions: set[str]) -> None:
         """Delete files this instant's failed or duplicate task attempts left behind (not in the stats)."""
         storage = self.ctx.storage
-        for log_path in markers.marked_files(storage, self.instant.time):
+        instant_time = self._started().time
+        for log_path in markers.marked_files(storage, instant_time):
             if log_path not in written_paths:
                 storage.delete(log_path)
         for partition in partitions:
             for info in storage.list(partition):
                 base = BaseFile.try_parse(info.path)
-                if base is not None and base.instant_time == self.instant.time and info.path not in written_paths:
+                if base is not None and base.instant_time == instant_time and info.path not in written_paths:
                     storage.delete(info.path)
 
     def _mark_new_partitions(self, write_stats: tuple[WriteStat, ...]) -> None:
@@ -435,7 +452,7 @@ class WriteTransaction:
         for partition in sorted({w.partition_path for w in write_stats if w.partition_path}):
             marker = f"{partition}/{PARTITION_METADATA}"
             if not storage.exists(marker):
-                text = (f"#partition metadata\ncommitTime={self.instant.time}\n"
+                text = (f"#partition metadata\ncommitTime={self._started().time}\n"
                         f"partitionDepth={partition.count('/') + 1}\n")
                 storage.publish(marker, text.encode("utf-8"))
 
@@ -459,7 +476,7 @@ class WriteTransaction:
         # stored a key a second time, which its delta checks against the index it follows.
         looked_up = (self.operation in (Operation.UPSERT, Operation.DELETE)
                      and (self.options.index_type or self.ctx.config.index_type).is_global)
-        record_index.write_delta(spark, storage, self.instant.time,
+        record_index.write_delta(spark, storage, self._started().time,
                                  [(s.path, s.file_id, list(s.log_paths)) for s in after],
                                  [(s.path, s.file_id, list(s.log_paths)) for s in before], shards,
                                  before=None if looked_up else view)
@@ -469,17 +486,20 @@ class WriteTransaction:
         """The file slices of every file group this instant wrote: before (as of the write's plan) and
         after (its new base file, or the slice with its new log file); a replaced file group's before
         only. What the record index's delta and the change records compare."""
-        before, after = [], []
+        instant_time = self._started().time
+        before: list[FileSlice] = []
+        after: list[FileSlice] = []
         for s in stats:
             old = latest.get((s.partition_path, s.file_id))
             if old is not None:
                 before.append(old)
             if s.is_log_file:
-                after.append(old.with_log(s.path, s.file_size) if old is not None else
-                             FileSlice(s.partition_path, s.file_id, self.instant.time, None, 0, 0).with_log(
-                                 s.path, s.file_size))
+                if old is None:  # a log-only file group, which labformat never writes
+                    raise RuntimeError(f"log file {s.path} was written to file group {s.file_id}, which has no "
+                                       "file slice: labformat appends log files to existing slices only")
+                after.append(old.with_log(s.path, s.file_size))
             elif s.num_writes:
-                after.append(FileSlice(s.partition_path, s.file_id, self.instant.time, s.path, s.file_size,
+                after.append(FileSlice(s.partition_path, s.file_id, instant_time, s.path, s.file_size,
                                        s.num_writes))
         before += [latest[(p, fid)] for p, ids in replaced.items() for fid in ids if (p, fid) in latest]
         return before, after
@@ -493,24 +513,25 @@ class WriteTransaction:
             return {}
         latest = {(s.partition_path, s.file_id): s for s in FileSystemView(self.ctx.timeline).latest_file_slices()}
         before, after = self._slices_before_after(stats, replaced, latest)
-        records = cdc.changes(self.ctx.spark, self.ctx.storage, self.instant.time, before, after,
+        instant_time = self._started().time
+        records = cdc.changes(self.ctx.spark, self.ctx.storage, instant_time, before, after,
                               self.ctx.schema(), data_schema, conf.precombine_field, conf.merge_mode)
-        return cdc.commit_entry(cdc.write_changes(self.ctx.spark, self.ctx.storage, self.instant.time, records))
+        return cdc.commit_entry(cdc.write_changes(self.ctx.spark, self.ctx.storage, instant_time, records))
 
     def _write_metadata(self, write_stats: tuple[WriteStat, ...], task_stats: list[BaseFileStat],
                         replaced: dict[str, tuple[str, ...]] | None = None) -> None:
         """The metadata table's entries for this instant, written before the commit is published;
         replaced file groups leave the files listing (and so the column stats)."""
         conf = self.ctx.config
-        timeline = self.timeline.reload()
+        timeline, instant_time = self._timeline().reload(), self._started().time
         latest = {(s.partition_path, s.file_id): s for s in FileSystemView(timeline).latest_file_slices()}
         for partition, file_ids in (replaced or {}).items():
             for file_id in file_ids:
                 latest.pop((partition, file_id), None)
         for w in write_stats:
-            latest[(w.partition_path, w.file_id)] = FileSlice(w.partition_path, w.file_id, self.instant.time,
+            latest[(w.partition_path, w.file_id)] = FileSlice(w.partition_path, w.file_id, instant_time,
                                                               w.path, w.file_size_bytes, w.num_writes)
-        write_metadata(self.ctx.storage, timeline, self.instant.time, sorted(latest.values(), key=lambda s: s.path),
+        write_metadata(self.ctx.storage, timeline, instant_time, sorted(latest.values(), key=lambda s: s.path),
                        task_stats, conf.column_stats_enable, conf.bloom_filter_enable,
                        columns=conf.column_stats_columns)
 
@@ -555,7 +576,7 @@ def _sweep_stragglers(timeline: Timeline, instant_time: str, settle_s: float = 1
             quiet_since = time.monotonic()
 
 
-def _wait_for_running_tasks(spark, timeout_s: float = 120.0) -> None:
+def _wait_for_running_tasks(spark: SparkSession | None, timeout_s: float = 120.0) -> None:
     """Block until no executor of this application runs a task (or `timeout_s` passed).
 
     Asked of the executors, not the stages: a job that failed drops its stages from the active

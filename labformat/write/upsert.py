@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import NamedTuple
+from typing import AbstractSet, Any, Callable, Iterable, NamedTuple, Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -52,7 +52,8 @@ from labformat.write.compaction import inline_compaction
 from labformat.write.operation import OperationRun, Plan, WriteOperation, key_column, write_spec
 from labformat.write.transaction import record_index_asked
 
-_INDEXES = {IndexType.SIMPLE: simple.tag, IndexType.BLOOM: bloom.tag, IndexType.BUCKET: bucket.tag}
+_INDEXES: dict[IndexType, Callable[[Lookup, DataFrame, list[FileSlice], int], TagResult]] = {
+    IndexType.SIMPLE: simple.tag, IndexType.BLOOM: bloom.tag, IndexType.BUCKET: bucket.tag}
 
 
 class ProfileRow(NamedTuple):
@@ -115,7 +116,7 @@ class Keyed:
 
     rows: DataFrame
     group: list[str]
-    bad_key: object  # a Column: 1 for a row whose key is null or blank
+    bad_key: Column  # 1 for a row whose key is null or blank
 
     @classmethod
     def of(cls, ctx: TableContext, df: DataFrame, by_key: bool = False) -> "Keyed":
@@ -222,7 +223,7 @@ def _struct_sql(names: list[str]) -> str:
     return "struct(" + ", ".join(_quoted(n) for n in names) + ")"
 
 
-def _orderable(dtype) -> bool:
+def _orderable(dtype: T.DataType) -> bool:
     """Whether Spark can compare values of this type (a map, or anything holding one, cannot)."""
     if isinstance(dtype, T.MapType):
         return False
@@ -255,7 +256,8 @@ def partition_counts(deduped: DataFrame, tasks: int) -> dict[str, PartitionCount
                                for r in partition_counts_query(deduped, tasks).collect())
 
 
-def counts_by_partition(rows) -> dict[str, PartitionCount]:
+def counts_by_partition(rows: Iterable[tuple[str, int, int | None, int | None, int | None]]
+                        ) -> dict[str, PartitionCount]:
     return {part: PartitionCount(records, rows_in or 0, nulls or 0, bad or 0)
             for part, records, rows_in, nulls, bad in rows}
 
@@ -360,7 +362,8 @@ def workload_profile(tag: TagResult, counts: dict[str, PartitionCount], index_ty
     grouped = grouped_counts(tag.tagged, columns, {"records": None}, tasks).collect()
     rows = [ProfileRow(r[PART], r[FILE_ID], r[BUCKET] if by_bucket else None, r.records) for r in grouped]
     if tag.keys_observed is not None:  # the count above computed the (persisted) tagged records: the join ran
-        tag.funnel = replace(tag.funnel, **{name: int(n) for name, n in tag.keys_observed.get.items()})
+        observed: dict[str, Any] = {name: int(n) for name, n in tag.keys_observed.get.items()}  # TagFunnel's int fields
+        tag.funnel = replace(tag.funnel, **observed)
     return Profile(rows, rows_in, records)
 
 
@@ -426,8 +429,9 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
         return index_of[key]
 
     if index_type is IndexType.BUCKET:
-        routes = []
+        routes: list[tuple[str, int, int]] = []
         for r in profile.rows:
+            assert r.bucket is not None  # a BUCKET index's profile counts per bucket
             # A consistent-hashing bucket's file id comes from its ring, whether its file group exists yet or not.
             exists = r.file_id is not None and (r.partition, r.file_id) in latest
             if operation is Operation.DELETE and not exists:
@@ -471,7 +475,7 @@ def assign_inserts(profile: Profile, slices: list[FileSlice], small: dict[str, l
 
 
 def with_log_appends(plan: WritePlan, latest: dict[tuple[str, str], FileSlice],
-                     insert_targets: set[int] = frozenset(), bucket: bool = False) -> WritePlan:
+                     insert_targets: AbstractSet[int] = frozenset(), bucket: bool = False) -> WritePlan:
     """Merge-on-read: each existing file group that takes updates or deletes only appends a log file
     to its latest slice; one that also takes inserts (a small file, which has no logs) is merged
     into a new base file, as on copy-on-write."""
@@ -531,7 +535,7 @@ def task_keys(n: int) -> tuple[int, ...]:
     return tuple(found[p] for p in range(n))
 
 
-def _lookup(pairs: list[tuple[str, int]], key) -> "F.Column":
+def _lookup(pairs: list[tuple[str, int]], key: Column) -> Column:
     """A literal map lookup: no join and no Spark job, where a broadcast join of a route table needs one."""
     if not pairs:
         return F.lit(None).cast("int")
@@ -613,12 +617,12 @@ class UpsertState(Plan):
     write_plan: WritePlan | None = None  # step 6
 
 
-class Upsert(WriteOperation):
+class Upsert(WriteOperation[UpsertState, BaseFileStat]):
     """Upsert (or delete) `df` into the table through the seven steps; a BUCKET table's bulk insert when
     `kind` is BULK_INSERT. On a merge-on-read table with `hoodie.compact.inline`, the compaction due
     after the delta commit is a post-commit step of its transaction (`report.compaction`)."""
 
-    def __init__(self, df: DataFrame, kind: Operation):
+    def __init__(self, df: DataFrame, kind: Operation) -> None:
         self.df = df
         self.kind = kind
 
@@ -653,12 +657,14 @@ class Upsert(WriteOperation):
                                                          options.bloom_use_metadata), state.data_schema,
                               MetadataReader(ctx.storage, ctx.timeline) if options.bloom_use_metadata else None)
         self._steps_1_to_6(run, state)
+        assert state.write_plan is not None  # step 6's
         state.nothing_to_do = not state.write_plan.targets  # an empty write never starts an instant
         return state
 
     def _steps_1_to_6(self, run: OperationRun, state: UpsertState) -> None:
         ctx, options, kind = run.ctx, run.options, self.kind
         fused = fuses_count_into_tag(ctx, state.index_type, kind)
+        assert state.input is not None and state.lookup is not None  # set by `plan` before the steps
         with run.step("deduplicate"):
             deduped, state.parallelism = deduplicate(ctx, state.input, options, kind, state.input_partitions,
                                                      by_key=state.index_type.is_global)
@@ -676,13 +682,14 @@ class Upsert(WriteOperation):
                 refuse_bad_rows(state.counts, ctx.config.precombine_field, ctx.config.record_key)
                 partitions = set(state.counts)
             helpers = [c for c in (NULL_ORDERING, BAD_KEYS) if c in deduped.columns]
-            state.deduped = deduped.drop(*helpers) if helpers else deduped  # still read from the persisted records
+            state.deduped = records = deduped.drop(*helpers) if helpers else deduped  # still read from the persisted records
         with run.step("latest_file_slices"):
             state.slices, state.files_in_snapshot = latest_file_slices(ctx, partitions, writes_rows=kind.writes_rows,
                                                                        every_partition=state.index_type.is_global)
+        lookup = state.lookup
         with run.step("tag"):
             def tag(index_damaged: str | None = None) -> None:
-                state.tag = tag_records(state.lookup, state.deduped, state.slices, state.files_in_snapshot,
+                state.tag = tag_records(lookup, records, state.slices, state.files_in_snapshot,
                                         counted=counted if fused else None, count_stages=count_stages,
                                         count_shuffles=state.parallelism > 1,
                                         update_partition_path=update_partition_path(state.index_type, options),
@@ -692,6 +699,7 @@ class Upsert(WriteOperation):
                                         index_damaged=index_damaged)
                 run.cleanup.extend(state.tag.cleanup)
                 if fused:
+                    assert state.tag.partition_counts is not None  # BLOOM counted them, `counted` given
                     state.counts = counts_by_partition(state.tag.partition_counts)
                     refuse_bad_rows(state.counts, ctx.config.precombine_field, ctx.config.record_key)
                 state.profile = workload_profile(state.tag, state.counts, state.index_type, state.shuffles)
@@ -712,11 +720,15 @@ class Upsert(WriteOperation):
             state.small = find_small_files(state.slices, options) if takes_inserts else {}
         with run.step("record_size"):
             state.record_size, state.record_size_source = estimate_record_size(ctx, options)
+        assert state.profile is not None  # step 3's
         with run.step("assign_inserts"):
             state.write_plan = assign_inserts(state.profile, state.slices, state.small, state.record_size, options,
                                               state.index_type, kind, merge_on_read=ctx.config.merge_on_read)
 
-    def write(self, run: OperationRun, state: UpsertState, instant: Instant) -> list[BaseFileStat]:
+    def write(self, run: OperationRun, state: UpsertState, instant: Instant | None) -> list[BaseFileStat]:
+        # A plan with targets: every step ran, and `execute` started the instant.
+        assert instant is not None and state.data_schema is not None
+        assert state.tag is not None and state.write_plan is not None
         ctx = run.ctx
         spec = write_spec(ctx, run.options, instant.time, state.data_schema, key_column(ctx, state.data_schema),
                           log_blocks=ctx.config.merge_on_read)
@@ -728,6 +740,7 @@ class Upsert(WriteOperation):
         return write_file_groups(routed, state.write_plan, spec, self.kind)
 
     def commit(self, run: OperationRun, state: UpsertState, written: list[BaseFileStat]) -> None:
+        assert state.data_schema is not None  # a plan with targets
         # BLOOM and SIMPLE cannot index logs, so inserts went to base files: the logs this delta
         # commit wrote hold keys of their base files only (BUCKET puts inserts in a bucket's logs).
         keyed = run.ctx.config.merge_on_read and state.index_type is not IndexType.BUCKET
@@ -735,7 +748,8 @@ class Upsert(WriteOperation):
         if self.kind is not Operation.BULK_INSERT:
             run.tx.after_commit.append(inline_compaction(run.ctx, run.options))
 
-    def report(self, run: OperationRun, state: UpsertState, written, instant: str | None) -> WriteReport:
+    def report(self, run: OperationRun, state: UpsertState, written: list[BaseFileStat] | None,
+               instant: str | None) -> WriteReport:
         profile = state.profile
         rows_in = profile.rows_in if profile else 0
         deduplicated = profile.rows_in - profile.records if profile else 0
@@ -743,6 +757,7 @@ class Upsert(WriteOperation):
             details = UpsertDetails(state.index_type, state.parallelism, schema_changes=state.schema_changes)
             return run.report(None, rows_in=rows_in, rows_deduplicated=deduplicated,
                               funnel=_funnel(state, ()) if state.tag else None, details=details)
+        assert state.tag is not None and state.write_plan is not None  # written: every step ran
         files = sorted(written, key=lambda s: s.path)
         incoming = sum(s.incoming_bytes for s in files)
         size = sum(s.file_size for s in files)
@@ -769,9 +784,10 @@ def update_partition_path(index_type: IndexType, options: WriteOptions) -> bool:
     return options.simple_update_partition_path
 
 
-def _funnel(state: UpsertState, written) -> TagFunnel:
+def _funnel(state: UpsertState, written: Sequence[BaseFileStat]) -> TagFunnel:
     """The tag funnel as the index observed it; `matched` from what really held a key where the index
     could not count it (SIMPLE's join, BUCKET's hash)."""
+    assert state.tag is not None and state.profile is not None  # step 3 ran
     funnel = state.tag.funnel
     if state.index_type.lookup is IndexType.SIMPLE or state.index_type is IndexType.RECORD_INDEX:
         return replace(funnel, matched=len(state.profile.updated_file_groups()))
