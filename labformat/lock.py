@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
@@ -14,6 +15,8 @@ from types import TracebackType
 
 from labformat.errors import ConcurrentWriteError, LockTimeoutError
 from labformat.storage import Storage
+
+log = logging.getLogger(__name__)
 
 # Hudi's file-system lock provider keeps its lock file under the timeline folder too; `.aux` is a
 # folder every reader skips (hudi-rs and our Timeline list only `.hoodie/`'s own files).
@@ -99,6 +102,7 @@ class TableLock:
                 # Broken and taken in one step: the expired lock is replaced by ours only if it is
                 # still the one judged expired (a second waiter that found it expired loses).
                 if self.storage.take_over(LOCK_PATH, raw, me.to_bytes()):
+                    log.info("%s: broke the expired table lock of %s", self.storage.base_uri, holder)
                     self.broken.append(holder)
                     self.owner, self._lost = me, False
                     self._start_refresher()

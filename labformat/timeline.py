@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -13,6 +14,8 @@ from labformat.model.base_file import BaseFile
 from labformat.model.commit import COMPLETION_TIME_KEY, CommitMetadata
 from labformat.model.instant import WRITE_ACTIONS, Action, Instant, State, next_instant_time
 from labformat.storage import Storage
+
+log = logging.getLogger(__name__)
 
 TIMELINE_DIR = ".hoodie"
 # The metadata table lives under the timeline folder, as in Hudi: rollback deletes its files too.
@@ -396,4 +399,6 @@ class Timeline:
             },
         }
         self.complete(inflight, json.dumps(body, indent=2))
+        log.info("%s: rolled back %s %s (rollback %s): %d files deleted", self.storage.base_uri, failed_action,
+                 failed_time, rollback.time, len(deleted))
         return RollbackResult(rollback.time, failed_time, tuple(deleted))

@@ -92,7 +92,7 @@ def test_skipping_off_reads_everything_with_the_same_rows(drone_table):
     assert sorted(r.record_key for r in on_df.collect()) == sorted(r.record_key for r in off_df.collect())
 
 
-def test_missing_or_corrupt_metadata_falls_back_to_footers_until_rebuilt(spark, tmp_path):
+def test_missing_or_corrupt_metadata_falls_back_to_footers_until_rebuilt(spark, tmp_path, caplog, monkeypatch):
     t = lf.Table.create(spark, tmp_path / "t")
     spec = datasets.spec("tiny", batch_days=1)
     report = t.bulk_insert(datasets.history(spark, spec), {"max_file_size": "24KB", "bulk_insert_sort_mode": "GLOBAL_SORT"})
@@ -102,9 +102,16 @@ def test_missing_or_corrupt_metadata_falls_back_to_footers_until_rebuilt(spark, 
     assert good.stats_source.kind is StatsSource.METADATA_TABLE
 
     stats_file.write_bytes(b"not parquet")
-    _, corrupt = t.query(window)
+    with caplog.at_level("WARNING", logger="labformat.metadata.table"):
+        _, corrupt = t.query(window)
     assert str(corrupt.stats_source).startswith("footers (column stats unreadable")
     assert names(corrupt) == names(good) and corrupt.rows_returned == good.rows_returned
+    assert "column stats are unreadable" in caplog.text and "using the base files' footers" in caplog.text
+    # A damaged file falls back; a bug of ours does not hide behind the fallback.
+    with monkeypatch.context() as patched:
+        patched.setattr("labformat.metadata.table._read_table", lambda *_: None.missing)
+        with pytest.raises(AttributeError):
+            t.query(window)
 
     # A write on top of corrupt metadata still commits; its snapshot lacks the old files' stats.
     first_keys = datasets.history(spark, spec).orderBy("record_key").limit(5).withColumn("battery_pct", F.lit(1.0))
@@ -273,3 +280,11 @@ def test_partition_pruning_reads_partition_paths_and_skipping_off_turns_every_st
 
     off = t.scan("day = '2024-01-15'", options={"data_skipping": False})
     assert [(s.kept, str(s.source)) for s in off.stages] == [(off.snapshot, "off (data skipping disabled)")] * 4
+
+
+@pytest.mark.classic_only  # the hint is the classic analyzer's (Connect reports the column its own way)
+def test_a_condition_on_another_dataframes_column_is_refused_with_the_hint(spark, drone_table):
+    """Spark's error class (MISSING_ATTRIBUTES), not its message's words, tells labformat which hint to give."""
+    other = spark.range(1).withColumn("battery_pct", F.lit(1.0))
+    with pytest.raises(lf.InvalidInputError, match=r"df\['x'\] is bound to the DataFrame df"):
+        drone_table.query(other["battery_pct"] > 0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, Protocol, Sequence
 
@@ -29,6 +30,12 @@ from labformat.model.file_group import FileSlice
 from labformat.model.column_stats import ColumnStats
 from labformat.storage import Storage
 from labformat.timeline import METADATA_DIR, Timeline
+
+log = logging.getLogger(__name__)
+# What a damaged or missing metadata file raises when read: the storage's errors (OSError), pyarrow's
+# (a failed page checksum, a truncated footer), a missing column (KeyError), a value that does not
+# decode (ValueError). Any other exception is a bug of ours and goes on.
+_UNREADABLE = (OSError, ValueError, KeyError, pa.ArrowException)
 
 FILES = "files"
 COLUMN_STATS = "column_stats"
@@ -111,7 +118,10 @@ def write_metadata(storage: Storage, timeline: Timeline, instant: str, slices_af
         if previous is not None:
             try:
                 old = _read_table(storage, previous).to_pylist()
-            except Exception:  # noqa: BLE001 - corrupt metadata must not block writes
+            except _UNREADABLE as exc:  # damaged metadata must not block writes
+                log.warning("%s: the metadata table's column stats %s are unreadable (%s: %s); this commit's "
+                            "snapshot lacks the other files' stats, so readers use footers until a rebuild",
+                            storage.base_uri, previous, type(exc).__name__, exc)
                 old = []  # the new snapshot lacks those files' stats: readers see it as stale
             rows += [r for r in old if r["path"] in live]
         for stat in new_stats:
@@ -176,7 +186,9 @@ class MetadataReader:
             self.files_read += 1
             rows = _read_table(self.storage, _path(COLUMN_STATS, instants[-1])).to_pylist()
             self.entries_read += len(rows)
-        except Exception as exc:  # noqa: BLE001 - any unreadable file means: do not trust it
+        except _UNREADABLE as exc:  # an unreadable file is not trusted: the footers answer
+            log.warning("%s: the metadata table's column stats are unreadable (%s: %s); using the base files' "
+                        "footers", self.storage.base_uri, type(exc).__name__, exc)
             return None, f"column stats unreadable ({type(exc).__name__}: {exc})"
         types = {f.name: f.dataType for f in schema.fields}
         out: dict[str, dict[str, ColumnStats]] = {}
@@ -207,7 +219,9 @@ class MetadataReader:
                 for path, raw, kind in zip(table.column("path").to_pylist(), table.column("bloom").to_pylist(), types):
                     if path in wanted:
                         found[path] = decode(raw, kind)
-        except Exception as exc:  # noqa: BLE001
+        except _UNREADABLE as exc:  # as for column stats
+            log.warning("%s: the metadata table's bloom filters are unreadable (%s: %s); using the base files' "
+                        "footers", self.storage.base_uri, type(exc).__name__, exc)
             return None, f"bloom filters unreadable ({type(exc).__name__}: {exc})"
         if wanted - set(found):
             return None, f"bloom filters missing for {len(wanted - set(found))} base files"
