@@ -21,7 +21,8 @@ from labformat.errors import (
     TableNotFoundError,
     storage_error,
 )
-from labformat.fileformat.invalid_input import INVALID_INPUT_MARKER
+from labformat.fileformat.invalid_input import INPUT_REJECTED
+from labformat.spark.tasks import refused_in_sql
 from labformat.fileformat.footers import base_file_schema
 from labformat.fs_view import FileSystemView
 from labformat.keygen import KeyGenerator, string_of
@@ -441,16 +442,15 @@ class TableContext:
             path = F.concat(F.lit(f"{field}="), value) if self.config.hive_style_partitioning else value
         else:  # several fields or a formatted time: the key generator's path
             value = path = keygen.partition_path_column(NULL_PARTITION, schema)
-        # The messages end in a newline so that the driver reads them up to there, without Spark's suffix.
-        escaped = F.lit(f"{INVALID_INPUT_MARKER} partition column {field!r}: value '")
-        refused = F.raise_error(F.concat(
+        escaped = F.lit(f"{INPUT_REJECTED}partition column {field!r}: value '")
+        refused = refused_in_sql(InvalidInputError, F.concat(
             escaped, value, F.lit("' gives the partition path '"), path,
             F.lit("', which would leave the table's folder or enter .hoodie (empty, '.' and '..' "
-                  "segments and '.hoodie' are refused; values are not URL-encoded)\n")))
-        control = F.raise_error(F.concat(
+                  "segments and '.hoodie' are refused; values are not URL-encoded)")))
+        control = refused_in_sql(InvalidInputError, F.concat(
             escaped, F.regexp_replace(value, CONTROL_CHARACTER, "?"),
             F.lit("' (a control character shown as ?) holds a control character (tab, newline, \\x00-\\x1f, "
-                  "\\x7f), which Hudi's readers cannot read back in a folder name; values are not URL-encoded\n")))
+                  "\\x7f), which Hudi's readers cannot read back in a folder name; values are not URL-encoded")))
         return (F.when(path.rlike(UNSAFE_PARTITION_PATH), refused)
                 .when(path.rlike(CONTROL_CHARACTER), control).otherwise(path))
 

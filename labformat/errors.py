@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import errno
-import re
+import json
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -102,16 +102,76 @@ class WriteConflictError(ConcurrentWriteError):
 
 
 # ---- failures that come back from Spark tasks ------------------------------------------------------
+#
+# A Python task can hand the driver nothing but text when it fails: Spark sends the worker's traceback
+# and nothing else (PySpark's PythonException; a SQL expression's `raise_error` sends its message). So a
+# task never lets a LabformatError leave as such: `spark.tasks` wraps every labformat task and raises a
+# TaskFailure instead, whose message is one line of data, `TASK_ERROR_TAG` then JSON (the class, its
+# arguments, its fields). The driver decodes that line (`from_task_failure`) into the same class with
+# the same fields; nothing is guessed from a message's words.
 
-# A LabformatError raised inside a Spark task reaches the driver as text (PySpark's PythonException
-# carries the worker's traceback, whose last line is `labformat.errors.<Class>: <message>`).
-_TASK_ERROR = re.compile(r"labformat\.errors\.(?P<cls>[A-Za-z]+Error): (?P<message>[^\n]*)")
-# What the storage says when it refuses a write, in the words of the OS (and of Java, for Spark's own
-# reads and writes).
+TASK_ERROR_TAG = "labformat-task-error:"
+# The storage's refusals, by errno: a task's OSError with one of these is the table's storage saying no.
 _STORAGE_REFUSALS = {
     errno.ENOSPC: "No space left on device", errno.EROFS: "Read-only file system",
     errno.EACCES: "Permission denied", errno.EPERM: "Operation not permitted", errno.EDQUOT: "Disk quota exceeded",
 }
+
+
+class TaskFailure(Exception):
+    """What a labformat task raises for a LabformatError: its message is the error as one line of
+    data (`TASK_ERROR_TAG` + JSON), the only thing Spark carries from a task to the driver."""
+
+    @classmethod
+    def of(cls, error: LabformatError) -> "TaskFailure":
+        return cls(task_payload(error))
+
+
+def task_payload(error: LabformatError) -> str:
+    """`error` as one line: its class, its arguments and its fields (those JSON can carry)."""
+    fields = {}
+    for name, value in vars(error).items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            continue
+        fields[name] = value
+    data = {"class": type(error).__name__, "args": [a if isinstance(a, (int, str)) else str(a) for a in error.args],
+            "fields": fields}
+    return TASK_ERROR_TAG + json.dumps(data, ensure_ascii=True)
+
+
+def _error_classes() -> dict[str, type[LabformatError]]:
+    found: dict[str, type[LabformatError]] = {}
+    todo: list[type[LabformatError]] = [LabformatError]
+    while todo:
+        cls = todo.pop()
+        found[cls.__name__] = cls
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def error_from_payload(payload: str) -> LabformatError | None:
+    """The LabformatError a `task_payload` line stands for; None when it is not one."""
+    try:
+        # The JSON value first; what follows it on the line (Spark's SQLSTATE after a `raise_error`) is not ours.
+        data, _ = json.JSONDecoder().raw_decode(payload)
+        cls = _error_classes()[data["class"]]
+        error = cls(*data["args"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    vars(error).update(data.get("fields") or {})  # e.g. WriteConflictError's instant, an error's notes
+    return error
+
+
+def storage_refusal(exc: OSError, doing: str) -> StorageError | None:
+    """A task's OSError as the StorageError it stands for when the storage refused (disk full, read-only,
+    no permission), else None. pyarrow's file systems raise an OSError with no errno whose message
+    quotes the system's words: those words are looked for there, in this one place."""
+    for code, words in _STORAGE_REFUSALS.items():
+        if exc.errno == code or (exc.errno is None and words in str(exc)):
+            return StorageError(code, f"{doing}: {words}")
+    return None
 
 
 def storage_error(exc: OSError, doing: str) -> StorageError:
@@ -124,24 +184,16 @@ def storage_error(exc: OSError, doing: str) -> StorageError:
 
 
 def from_task_failure(exc: BaseException) -> LabformatError | None:
-    """The LabformatError a failed Spark job stands for, or None when it is none of labformat's: a
-    LabformatError a task raised (same class, same message), or a storage refusal (StorageError).
-    A bad-input marker is handled by `fileformat.invalid_input`."""
+    """The LabformatError a failed Spark job stands for, or None when it is none of labformat's: the
+    error a labformat task raised (`TaskFailure`: the same class, arguments and fields), found in
+    the failure Spark raised on the driver, which holds the task's message as it was sent."""
     if isinstance(exc, LabformatError):
         return exc
-    text = str(exc)
-    found = _TASK_ERROR.findall(text) if "labformat.errors." in text else []
-    if found:
-        name, message = found[-1]
-        cls = globals().get(name)
-        if isinstance(cls, type) and issubclass(cls, LabformatError):
-            if cls is StorageError:
-                return StorageError(message)
-            return cls(message)
-    for code, words in _STORAGE_REFUSALS.items():
-        if words in text:
-            return StorageError(code, f"the storage refused a write or read inside a Spark task: {words}")
-    return None
+    sent = str(exc)  # Spark's exception: the task's traceback and message, as the worker sent them
+    at = sent.rfind(TASK_ERROR_TAG)
+    if at < 0:
+        return None
+    return error_from_payload(sent[at + len(TASK_ERROR_TAG):])
 
 
 @contextmanager

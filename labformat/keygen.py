@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from labformat.errors import ConfigError, InvalidInputError
-from labformat.fileformat.invalid_input import INVALID_INPUT_MARKER
+from labformat.fileformat.invalid_input import INPUT_REJECTED
+from labformat.spark.tasks import refused_in_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -206,10 +207,11 @@ class KeyGenerator:
         for name in self.record_key_fields:
             missing = F.coalesce(string_of(name, schema), F.lit("")) == ""
             all_missing = missing if all_missing is None else all_missing & missing
-        refused = F.raise_error(F.lit(f"{INVALID_INPUT_MARKER} null or empty record keys: every one of the "
-                                      f"record key fields {list(self.record_key_fields)} is null or empty\n"))
+        refused = refused_in_sql(InvalidInputError, F.lit(
+            f"{INPUT_REJECTED}null or empty record keys: every one of the record key fields "
+            f"{list(self.record_key_fields)} is null or empty"))
         assert all_missing is not None  # a table has at least one record key field
-        return F.when(all_missing, refused.cast("string")).otherwise(key)
+        return F.when(all_missing, refused).otherwise(key)
 
     def partition_path_column(self, null_value: str, schema: StructType | None = None) -> Column:
         """Each row's partition path before labformat's safety check ('' when not partitioned).
@@ -254,9 +256,9 @@ class KeyGenerator:
         for name in self.record_key_fields:
             column = table.column(name).combine_chunks()
             if not any(check(column.type) for check in _ARROW_KEY_TYPES):
-                # Checked on the driver first (`check_key_types`); this marker reaches it from a task.
-                raise ValueError(f"{INVALID_INPUT_MARKER} record key field {name!r} is {column.type}: a table "
-                                 "without meta fields needs string, integer, boolean or date key fields")
+                # Checked on the driver first (`check_key_types`); raised in a task, it reaches the driver as data.
+                raise InvalidInputError(f"{INPUT_REJECTED}record key field {name!r} is {column.type}: a table "
+                                        "without meta fields needs string, integer, boolean or date key fields")
             columns.append(pc.cast(column, pa.string()))
         if self.single_field_key:
             return columns[0]
@@ -372,11 +374,10 @@ def _formatted_time(column: Column, dtype: DataType | None, options: TimestampOp
     utc = F.timestamp_add("MILLISECOND", millis, _epoch_ntz())
     local = utc if zone == "UTC" else F.convert_timezone(F.lit("UTC"), F.lit(zone), utc)
     path = F.date_format(local, spark_pattern(options.output_format, parsing=False))
-    refused = F.raise_error(F.concat(
-        F.lit(f"{INVALID_INPUT_MARKER} partition field value '"), column.cast("string"),
-        F.lit(f"' matches none of the input date formats {list(options.input_formats)} "
-              f"({INPUT_DATE_FORMAT})\n")))
-    return F.when(millis.isNull(), refused.cast("string")).otherwise(path)
+    refused = refused_in_sql(InvalidInputError, F.concat(
+        F.lit(f"{INPUT_REJECTED}partition field value '"), column.cast("string"),
+        F.lit(f"' matches none of the input date formats {list(options.input_formats)} ({INPUT_DATE_FORMAT})")))
+    return F.when(millis.isNull(), refused).otherwise(path)
 
 
 def _default_millis(options: TimestampOptions) -> int:

@@ -14,6 +14,10 @@
    (the timeline completes the rollbacks the transaction has it run).
 4. Typed contracts: no option choice spelt as a string outside `model/enums.py`, no operation or
    stats source compared with a string, no report's `funnel` or `details` read by string key.
+5. Errors as data: every Python task runs through `labformat.spark.tasks` (no `mapInArrow`,
+   `applyInArrow` or `arrow_udf` elsewhere), which carries a task's LabformatError to the driver as
+   its class and fields; and no module but `labformat.errors` decides anything by an exception's
+   text (`"word" in str(exc)`, `str(exc).startswith(...)`, a regex over it).
 """
 
 from __future__ import annotations
@@ -345,5 +349,81 @@ def test_the_contract_checks_catch_the_known_shapes():
     try:
         assert sorted(v for m, _, v in _named_by_strings() if m == "tests.fake") == ["GLOBAL_SORT", "upsert"]
         assert [m for m, _ in _reports_read_by_key() if m == "tests.fake"] == ["tests.fake", "tests.fake"]
+    finally:
+        del TREES["tests.fake"]
+
+
+TASK_RUNNERS = {"mapInArrow", "applyInArrow", "arrow_udf", "mapInPandas", "applyInPandas", "pandas_udf"}
+TEXT_TESTS = {"startswith", "endswith", "find", "rfind", "index", "count"}
+
+
+def _tasks_outside_the_carrier() -> list[tuple[str, int, str]]:
+    """A Python task started anywhere but `labformat.spark.tasks`: its errors would leave it as text."""
+    return [(module, node.lineno, node.attr) for module, tree in TREES.items() if module != "labformat.spark.tasks"
+            for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in TASK_RUNNERS]
+
+
+def _errors_read_from_text() -> list[tuple[str, int]]:
+    """Inside `except ... as e:`, a decision taken on e's text: `str(e)` / `repr(e)` / `e.args` (or a
+    name assigned one of them) compared (`in`, `==`), tested (`.startswith(...)`, ...) or given to `re`."""
+    out = []
+    for module, tree in TREES.items():
+        if module == "labformat.errors":
+            continue
+        for handler in ast.walk(tree):
+            if not (isinstance(handler, ast.ExceptHandler) and handler.name):
+                continue
+            name = handler.name
+
+            def is_text(node: ast.AST, texts: set[str]) -> bool:
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("str", "repr"):
+                    return len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id == name
+                if isinstance(node, ast.Attribute) and node.attr == "args":
+                    return isinstance(node.value, ast.Name) and node.value.id == name
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                        "lower", "upper", "strip", "splitlines", "split"):
+                    return is_text(node.func.value, texts)
+                if isinstance(node, ast.Subscript):
+                    return is_text(node.value, texts)
+                return isinstance(node, ast.Name) and node.id in texts
+
+            texts: set[str] = set()
+            for node in ast.walk(handler):
+                if isinstance(node, ast.Assign) and is_text(node.value, texts):
+                    texts |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            for node in ast.walk(handler):
+                decided = (isinstance(node, ast.Compare) and any(is_text(n, texts) for n in [node.left, *node.comparators])
+                           or isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                           and (node.func.attr in TEXT_TESTS and is_text(node.func.value, texts)
+                                or isinstance(node.func.value, ast.Name) and node.func.value.id == "re"
+                                and any(is_text(a, texts) for a in node.args)))
+                if decided:
+                    out.append((module, node.lineno))
+    return sorted(set(out))
+
+
+def test_every_python_task_carries_its_errors_as_data():
+    assert _tasks_outside_the_carrier() == []
+
+
+def test_no_module_decides_by_an_exceptions_text():
+    assert _errors_read_from_text() == []
+
+
+def test_the_error_checks_catch_the_known_shapes():
+    bad = ast.parse(
+        "rows = df.mapInArrow(task, ddl)\n"
+        "try:\n    go()\nexcept Exception as exc:\n"
+        "    text = str(exc)\n"
+        "    a = 'LABFORMAT_INVALID_INPUT:' in text\n"
+        "    b = str(exc).startswith('x')\n"
+        "    c = re.search('a', str(exc))\n"
+        "    d = 'MISSING_ATTRIBUTES' in str(exc).upper()\n"
+        "    e = exc.args[0] == 'y'\n"
+        "    problems.append(f'{exc}: ' + str(exc).splitlines()[0])\n")
+    TREES["tests.fake"] = bad
+    try:
+        assert [(n, a) for m, n, a in _tasks_outside_the_carrier() if m == "tests.fake"] == [(1, "mapInArrow")]
+        assert [n for m, n in _errors_read_from_text() if m == "tests.fake"] == [6, 7, 8, 9, 10]
     finally:
         del TREES["tests.fake"]

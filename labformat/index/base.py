@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import types as T
@@ -12,6 +13,7 @@ from labformat.helper_columns import KEY, PART
 from labformat.keygen import KeyGenerator
 from labformat.metadata import MetadataReader
 from labformat.model.enums import BucketHash, IndexType
+from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
 
 
@@ -25,13 +27,19 @@ class IndexOptions:
     use_metadata: bool = False  # BLOOM: ranges and filters from the metadata table (hoodie.bloom.index.use.metadata)
     bucket_hash: BucketHash = BucketHash.JAVA_HASHCODE  # BUCKET: the table's hash
     bucket_hash_fields: tuple[str, ...] = ()  # BUCKET: hoodie.bucket.index.hash.field (empty: every key field)
+    # A global index: move a record whose partition path changed (delete there, insert in the new
+    # one), or keep it where it is (hoodie.{simple,bloom,record.level}.index.update.partition.path).
+    update_partition_path: bool = True
+    record_index_shards: int = 10  # RECORD_INDEX: shards of a new index (hoodie.metadata.record.index.min.filegroup.count)
+    max_index_deltas: int = 10  # RECORD_INDEX: deltas before the index is compacted
 
     @classmethod
     def of_table(cls, config: TableConfig, index_type: IndexType, prune_by_ranges: bool = True,
-                 use_metadata: bool = False) -> "IndexOptions":
+                 use_metadata: bool = False, update_partition_path: bool = True, record_index_shards: int = 10,
+                 max_index_deltas: int = 10) -> "IndexOptions":
         """A write's index options on a table of `config`."""
         return cls(index_type, config.bucket_num, prune_by_ranges, use_metadata, config.bucket_hash,
-                   config.bucket_hash_fields)
+                   config.bucket_hash_fields, update_partition_path, record_index_shards, max_index_deltas)
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,34 @@ class Lookup:
         # that shuffle put them: KEY alone without a partition field, or for a global index (one
         # record per key, looked up in every partition).
         return [PART, KEY] if self.partitioned and not self.options.index_type.is_global else [KEY]
+
+
+@dataclass(frozen=True)
+class TagRequest:
+    """What a write asks an index: the records to tag and the file slices their keys may be in."""
+
+    records: DataFrame  # the incoming records, one per key (KEY, PART and the data columns)
+    slices: list[FileSlice]  # the latest file slices of the affected partitions (a global index: of all)
+    files_in_snapshot: int  # base files in the table's snapshot, for the funnel
+    deleting: bool = False  # a delete: a global index then drops a key's moved copy too
+    # Step 1's count per partition path, not run yet (BLOOM on a table without a partition field):
+    # counted in the lookup's Spark job. `count_stages` label the stages step 1 adds to that job;
+    # `count_shuffles`: whether the count has a stage of its own (not when the records are in one
+    # Spark partition, which already holds every group).
+    counted: DataFrame | None = None
+    count_stages: tuple[str, ...] = ("read input",)
+    count_shuffles: bool = True
+
+
+class Index(Protocol):
+    """What every index does: tag each record with the file group holding its key (FILE_ID, null:
+    an insert), and say what the lookup read (the funnel, its source). Made by
+    `index.registry.index_for` from the write's typed index options (`Lookup.options`)."""
+
+    @property
+    def lookup(self) -> Lookup: ...
+
+    def tag(self, request: TagRequest) -> TagResult: ...
 
 
 @dataclass

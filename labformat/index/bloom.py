@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Iterable, Iterator
 
@@ -19,8 +19,8 @@ from labformat.fileformat.invalid_input import check_record_keys
 from labformat.fileformat.log_file import LogFormatError, block_keys, live_blocks, read_blocks
 from labformat.fileformat.parquet_io import read_base_file, unreadable
 from labformat.helper_columns import FILE_ID, KEY, PART
-from labformat.index import simple
-from labformat.index.base import Lookup, TagResult
+from labformat.index.simple import SimpleIndex
+from labformat.index.base import Lookup, TagRequest, TagResult
 from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
@@ -28,6 +28,7 @@ from labformat.spark.compat import default_parallelism, ship
 from labformat.spark.jobs import describe
 from labformat.spark.partitioning import join_partitioned
 from labformat.storage import Storage
+from labformat.spark.tasks import map_in_arrow, apply_in_arrow
 
 # A base file's path is not among them: each check task looks it up by its file group, so the
 # shuffle between range pruning and the check moves (key, file group) pairs only.
@@ -183,116 +184,123 @@ def _split_counts(rows: list[Row]) -> tuple[list[Row], list[tuple[str, int, int,
     return stats, counts
 
 
-def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
-        counted: DataFrame | None = None, count_stages: tuple[str, ...] = ("read input",),
-        count_shuffles: bool = True) -> TagResult:
-    """`counted`: step 1's count per partition path, not run yet: counted in the same Spark job as
-    the lookup (one job for both; `count_stages` label the stages step 1 adds to it, and
-    `count_shuffles` says whether the count has a stage of its own: not when the records are in
-    one Spark partition, which already holds every group)."""
-    if not ctx.meta_fields:
-        # Files without meta fields have no key range or bloom filter (Hudi writes none), and Hudi's
-        # bloom index refuses such tables; their keys are looked up as the SIMPLE index does.
-        result = simple.tag(ctx, incoming, slices, files_in_snapshot)
-        result.funnel = replace(result.funnel, note=(
-            "BLOOM on a table without meta fields: no key ranges or bloom filters in its files, so every key of "
-            "the affected partitions was read (as SIMPLE does)"))
-        result.lookup_source = Source(StatsSource.BASE_FILES, "no meta fields")
-        return result
-    ranges, blooms, source = None, None, Source(StatsSource.FOOTERS)
-    if ctx.options.use_metadata:
-        ranges, why = _ranges_from_metadata(ctx, slices)
-        if ranges is not None:
-            assert ctx.metadata is not None  # as in `_ranges_from_metadata`
-            blooms, why = ctx.metadata.bloom_filters([s.path for s in slices])
-        if ranges is None or blooms is None:
-            ranges, blooms, source = None, None, Source(StatsSource.FOOTERS, f"metadata table: {why}")
-        else:
-            source = Source(StatsSource.METADATA_TABLE)
-    footer_ranges = ranges is None
-    if ranges is None:
-        ranges = key_ranges(ctx.base_uri, [s.path for s in slices])
-    metadata_files = ctx.metadata.files_read if ctx.options.use_metadata and ctx.metadata is not None else 0
-    by_partition: dict[str, list[tuple[str, str | None, str, bool]]] = {}
-    for s in slices:
-        info = ranges[s.path]
-        if info.num_rows == 0 or info.min_key is None:
-            continue  # an empty base file (every row deleted) holds no key
-        by_partition.setdefault(s.partition_path, []).append((info.min_key, info.max_key, s.file_id,
-                                                              not s.keyed_by_base_file))
-    files = {
-        part: tuple(np.array(col, dtype=object) for col in zip(*entries))[:3]
-        + (np.array([e[3] for e in entries], dtype=bool),)
-        for part, entries in by_partition.items()
-    }
-    paths = {(s.partition_path, s.file_id): s.path for s in slices}
-    # Logs of updates and deletes only (a BLOOM or SIMPLE writer's) add no key to their slice: the
-    # base file's range and filter decide, and the logs are never opened. Other logs are read.
-    logs = {s.path: list(s.log_paths) for s in slices if not s.keyed_by_base_file}
-    if not files:
-        funnel = TagFunnel(files_in_snapshot, len(slices), after_range_pruning=0, after_bloom=0, matched=0,
-                           false_positives=0, keys_after_range_pruning=0, keys_after_bloom=0, keys_matched=0,
-                           keys_false_positives=0, keys_read_by_exact_check=0, keys_read=0, log_files_read=0,
-                           footers_read=len(slices) if footer_ranges else 0, metadata_files_read=metadata_files)
+@dataclass(frozen=True)
+class BloomIndex:
+    """BLOOM: key ranges, then bloom filters, prune the files whose keys are read and checked."""
+
+    lookup: Lookup
+
+    def tag(self, request: TagRequest) -> TagResult:
+        """`counted`: step 1's count per partition path, not run yet: counted in the same Spark job as
+        the lookup (one job for both; `count_stages` label the stages step 1 adds to it, and
+        `count_shuffles` says whether the count has a stage of its own: not when the records are in
+        one Spark partition, which already holds every group)."""
+        lookup, incoming, slices = self.lookup, request.records, request.slices
+        files_in_snapshot = request.files_in_snapshot
+        counted, count_stages, count_shuffles = request.counted, request.count_stages, request.count_shuffles
+        if not lookup.meta_fields:
+            # Files without meta fields have no key range or bloom filter (Hudi writes none), and Hudi's
+            # bloom index refuses such tables; their keys are looked up as the SIMPLE index does.
+            result = SimpleIndex(lookup).tag(request)
+            result.funnel = replace(result.funnel, note=(
+                "BLOOM on a table without meta fields: no key ranges or bloom filters in its files, so every key of "
+                "the affected partitions was read (as SIMPLE does)"))
+            result.lookup_source = Source(StatsSource.BASE_FILES, "no meta fields")
+            return result
+        ranges, blooms, source = None, None, Source(StatsSource.FOOTERS)
+        if lookup.options.use_metadata:
+            ranges, why = _ranges_from_metadata(lookup, slices)
+            if ranges is not None:
+                assert lookup.metadata is not None  # as in `_ranges_from_metadata`
+                blooms, why = lookup.metadata.bloom_filters([s.path for s in slices])
+            if ranges is None or blooms is None:
+                ranges, blooms, source = None, None, Source(StatsSource.FOOTERS, f"metadata table: {why}")
+            else:
+                source = Source(StatsSource.METADATA_TABLE)
+        footer_ranges = ranges is None
+        if ranges is None:
+            ranges = key_ranges(lookup.base_uri, [s.path for s in slices])
+        metadata_files = lookup.metadata.files_read if lookup.options.use_metadata and lookup.metadata is not None else 0
+        by_partition: dict[str, list[tuple[str, str | None, str, bool]]] = {}
+        for s in slices:
+            info = ranges[s.path]
+            if info.num_rows == 0 or info.min_key is None:
+                continue  # an empty base file (every row deleted) holds no key
+            by_partition.setdefault(s.partition_path, []).append((info.min_key, info.max_key, s.file_id,
+                                                                  not s.keyed_by_base_file))
+        files = {
+            part: tuple(np.array(col, dtype=object) for col in zip(*entries))[:3]
+            + (np.array([e[3] for e in entries], dtype=bool),)
+            for part, entries in by_partition.items()
+        }
+        paths = {(s.partition_path, s.file_id): s.path for s in slices}
+        # Logs of updates and deletes only (a BLOOM or SIMPLE writer's) add no key to their slice: the
+        # base file's range and filter decide, and the logs are never opened. Other logs are read.
+        logs = {s.path: list(s.log_paths) for s in slices if not s.keyed_by_base_file}
+        if not files:
+            funnel = TagFunnel(files_in_snapshot, len(slices), after_range_pruning=0, after_bloom=0, matched=0,
+                               false_positives=0, keys_after_range_pruning=0, keys_after_bloom=0, keys_matched=0,
+                               keys_false_positives=0, keys_read_by_exact_check=0, keys_read=0, log_files_read=0,
+                               footers_read=len(slices) if footer_ranges else 0, metadata_files_read=metadata_files)
+            counts = None
+            if counted is not None:
+                with describe(lookup.spark, *count_stages, "count per partition path"):
+                    counts = [(r[PART], r.records, r.rows_in or 0, r.null_ordering or 0, r.bad_keys or 0)
+                              for r in counted.collect()]
+            return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, source, updates=[],
+                             partition_counts=counts)
+
+        candidates = map_in_arrow(incoming.select(PART, KEY),
+                                  partial(prune_by_ranges, files=files, prune=lookup.options.prune_by_ranges), CANDIDATE_DDL)
+        base_uri = lookup.base_uri
+        # Filters from the metadata table travel to the tasks as a broadcast (read once per executor;
+        # on Spark Connect inside the check's closure).
+        shipped = ship(lookup.spark, {p: (b.type_code, b.to_base64()) for p, b in blooms.items()}) if blooms else None
+
+        # A plain typed function: pyspark 4.3 cannot infer the eval type of a functools.partial here.
+        def check(table: pa.Table) -> pa.Table:
+            path = paths[(table.column(PART)[0].as_py(), table.column(FILE_ID)[0].as_py())]
+            return check_file(table, base_uri, path, shipped.value if shipped is not None else None, logs)
+
+        # One group per candidate file; as many tasks as files (up to the cores twice over), rather
+        # than spark.sql.shuffle.partitions mostly empty ones.
+        tasks = max(1, min(len(slices), 2 * default_parallelism(lookup.spark)))
+        checked = apply_in_arrow(candidates.repartition(tasks, FILE_ID).groupBy(FILE_ID), check, CHECKED_DDL)
+        checked = checked.persist()
+        stats_rows = checked.filter(F.col(KEY).isNull())  # one row per file that survived range pruning
         counts = None
-        if counted is not None:
-            with describe(ctx.spark, *count_stages, "count per partition path"):
-                counts = [(r[PART], r.records, r.rows_in or 0, r.null_ordering or 0, r.bad_keys or 0)
-                          for r in counted.collect()]
-        return TagResult(incoming.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, source, updates=[],
-                         partition_counts=counts)
-
-    candidates = incoming.select(PART, KEY).mapInArrow(
-        partial(prune_by_ranges, files=files, prune=ctx.options.prune_by_ranges), CANDIDATE_DDL)
-    base_uri = ctx.base_uri
-    # Filters from the metadata table travel to the tasks as a broadcast (read once per executor;
-    # on Spark Connect inside the check's closure).
-    shipped = ship(ctx.spark, {p: (b.type_code, b.to_base64()) for p, b in blooms.items()}) if blooms else None
-
-    # A plain typed function: pyspark 4.3 cannot infer the eval type of a functools.partial here.
-    def check(table: pa.Table) -> pa.Table:
-        path = paths[(table.column(PART)[0].as_py(), table.column(FILE_ID)[0].as_py())]
-        return check_file(table, base_uri, path, shipped.value if shipped is not None else None, logs)
-
-    # One group per candidate file; as many tasks as files (up to the cores twice over), rather
-    # than spark.sql.shuffle.partitions mostly empty ones.
-    tasks = max(1, min(len(slices), 2 * default_parallelism(ctx.spark)))
-    checked = candidates.repartition(tasks, FILE_ID).groupBy(FILE_ID).applyInArrow(check, CHECKED_DDL)
-    checked = checked.persist()
-    stats_rows = checked.filter(F.col(KEY).isNull())  # one row per file that survived range pruning
-    counts = None
-    if counted is None:
-        with describe(ctx.spark, "range pruning", "bloom + exact check"):
-            stats = stats_rows.collect()
-    else:
-        # One job: step 1's shuffle fills the cached batch the pruning tasks read in the same stage,
-        # and its count branch reads that cache too (a union, each branch a stage of its own).
-        with describe(ctx.spark, *count_stages[:-1], f"{count_stages[-1]}, range pruning",
-                      *(("count per partition path",) if count_shuffles else ()), "bloom + exact check, counts"):
-            stats, counts = _split_counts(_with_counts(stats_rows, counted).collect())
-    funnel = TagFunnel(
-        files_in_snapshot, len(slices),
-        after_range_pruning=len(stats),
-        after_bloom=sum(1 for r in stats if r.after_bloom > 0),
-        matched=sum(1 for r in stats if r.matched > 0),
-        false_positives=sum(1 for r in stats if r.after_bloom > 0 and r.matched == 0),
-        keys_after_range_pruning=sum(r.candidates for r in stats),
-        keys_after_bloom=sum(r.after_bloom for r in stats),
-        keys_matched=sum(r.matched for r in stats),
-        keys_false_positives=sum(r.after_bloom - r.matched for r in stats),
-        keys_read_by_exact_check=sum(r.keys_read for r in stats),
-        keys_read=sum(r.keys_read for r in stats),  # only the exact check reads keys; ranges and filters are metadata
-        log_files_read=sum(r.logs_read for r in stats),  # merge-on-read: logs that may hold inserts
-        # Each checked file's task opens its footer for the filter unless the metadata table shipped it.
-        footers_read=(len(slices) if footer_ranges else 0) + (len(stats) if blooms is None else 0),
-        metadata_files_read=metadata_files,
-    )
-    # Only (key, file group) pairs move to meet the incoming records: joined on the keys the
-    # deduplicate step partitioned by, the records themselves stay where that shuffle put them.
-    matches = checked.filter(F.col(KEY).isNotNull()).select(*ctx.join_keys, FILE_ID)
-    # Never broadcast: that would collect the matched keys on the driver, in a Spark job of its own
-    # (the cached matches are small enough for Spark to choose it). Shuffled into step 1's tasks, they
-    # join the records in the write's job, one stage more.
-    tagged = join_partitioned(incoming, matches, ctx.join_keys, hint="shuffle_hash")
-    updates = [(r[PART], r[FILE_ID], r.matched) for r in stats if r.matched > 0]
-    return TagResult(tagged, funnel, source, cleanup=[checked], updates=updates, partition_counts=counts)
+        if counted is None:
+            with describe(lookup.spark, "range pruning", "bloom + exact check"):
+                stats = stats_rows.collect()
+        else:
+            # One job: step 1's shuffle fills the cached batch the pruning tasks read in the same stage,
+            # and its count branch reads that cache too (a union, each branch a stage of its own).
+            with describe(lookup.spark, *count_stages[:-1], f"{count_stages[-1]}, range pruning",
+                          *(("count per partition path",) if count_shuffles else ()), "bloom + exact check, counts"):
+                stats, counts = _split_counts(_with_counts(stats_rows, counted).collect())
+        funnel = TagFunnel(
+            files_in_snapshot, len(slices),
+            after_range_pruning=len(stats),
+            after_bloom=sum(1 for r in stats if r.after_bloom > 0),
+            matched=sum(1 for r in stats if r.matched > 0),
+            false_positives=sum(1 for r in stats if r.after_bloom > 0 and r.matched == 0),
+            keys_after_range_pruning=sum(r.candidates for r in stats),
+            keys_after_bloom=sum(r.after_bloom for r in stats),
+            keys_matched=sum(r.matched for r in stats),
+            keys_false_positives=sum(r.after_bloom - r.matched for r in stats),
+            keys_read_by_exact_check=sum(r.keys_read for r in stats),
+            keys_read=sum(r.keys_read for r in stats),  # only the exact check reads keys; ranges and filters are metadata
+            log_files_read=sum(r.logs_read for r in stats),  # merge-on-read: logs that may hold inserts
+            # Each checked file's task opens its footer for the filter unless the metadata table shipped it.
+            footers_read=(len(slices) if footer_ranges else 0) + (len(stats) if blooms is None else 0),
+            metadata_files_read=metadata_files,
+        )
+        # Only (key, file group) pairs move to meet the incoming records: joined on the keys the
+        # deduplicate step partitioned by, the records themselves stay where that shuffle put them.
+        matches = checked.filter(F.col(KEY).isNotNull()).select(*lookup.join_keys, FILE_ID)
+        # Never broadcast: that would collect the matched keys on the driver, in a Spark job of its own
+        # (the cached matches are small enough for Spark to choose it). Shuffled into step 1's tasks, they
+        # join the records in the write's job, one stage more.
+        tagged = join_partitioned(incoming, matches, lookup.join_keys, hint="shuffle_hash")
+        updates = [(r[PART], r[FILE_ID], r.matched) for r in stats if r.matched > 0]
+        return TagResult(tagged, funnel, source, cleanup=[checked], updates=updates, partition_counts=counts)

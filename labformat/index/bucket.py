@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from labformat.errors import CorruptTableError
 from labformat.fileformat.java_hash import java_string_hashes
 from labformat.helper_columns import BUCKET, FILE_ID, KEY, PART
-from labformat.index.base import IndexOptions, Lookup, TagResult
+from labformat.index.base import IndexOptions, Lookup, TagRequest, TagResult
 from labformat.model.enums import BucketHash, StatsSource
-from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
+from labformat.spark.tasks import arrow_udf
 
 # Hudi's placeholders for a null or empty field value inside a complex record key.
 NULL_VALUE = "__null__"
@@ -71,7 +72,7 @@ def bucket_column(key_column: Column, options: IndexOptions) -> Column:
         return F.pmod(F.hash(key_column), F.lit(options.bucket_num)).cast("int")
     num_buckets, fields = options.bucket_num, options.bucket_hash_fields
 
-    @F.arrow_udf("int")  # type: ignore[attr-defined, untyped-decorator]  # pyspark stubs lack F.arrow_udf(returnType)
+    @arrow_udf("int")
     def hudi_bucket(keys: pa.Array) -> pa.Array:
         return pa.array(hudi_bucket_ids(keys, num_buckets, fields), pa.int32())
 
@@ -139,20 +140,28 @@ def check_layout(groups: Iterable[tuple[str, str]], num_buckets: int, where: str
             "committed; nothing was written")
 
 
-def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int) -> TagResult:
-    """Tag each record with its bucket's existing file group (null when the bucket has none yet).
+@dataclass(frozen=True)
+class BucketIndex:
+    """BUCKET with Hudi's simple hash: a key's bucket is its hash modulo the bucket count; no lookup."""
 
-    Whether a record is an update or an insert is only known when its file group is
-    merged: the write tasks report it.
-    """
-    existing = [(s.partition_path, bucket_of_file_id(s.file_id), s.file_id) for s in slices]
-    with_bucket = incoming.withColumn(BUCKET, bucket_column(F.col(KEY), ctx.options))
-    # `matched` (file groups whose bucket received records) is filled from the written files.
-    funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
-                       files_scanned=0, keys_read=0,
-                       note="BUCKET hashes each key to its file group: no file opened, no key read")
-    if not existing:
-        return TagResult(with_bucket.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, Source(StatsSource.HASH))
-    groups = ctx.spark.createDataFrame(existing, f"{PART} string, {BUCKET} int, {FILE_ID} string")
-    tagged = with_bucket.join(F.broadcast(groups), on=[PART, BUCKET], how="left")
-    return TagResult(tagged, funnel, Source(StatsSource.HASH))
+    lookup: Lookup
+
+    def tag(self, request: TagRequest) -> TagResult:
+        """Tag each record with its bucket's existing file group (null when the bucket has none yet).
+
+        Whether a record is an update or an insert is only known when its file group is
+        merged: the write tasks report it.
+        """
+        lookup, incoming, slices = self.lookup, request.records, request.slices
+        files_in_snapshot = request.files_in_snapshot
+        existing = [(s.partition_path, bucket_of_file_id(s.file_id), s.file_id) for s in slices]
+        with_bucket = incoming.withColumn(BUCKET, bucket_column(F.col(KEY), lookup.options))
+        # `matched` (file groups whose bucket received records) is filled from the written files.
+        funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
+                           files_scanned=0, keys_read=0,
+                           note="BUCKET hashes each key to its file group: no file opened, no key read")
+        if not existing:
+            return TagResult(with_bucket.withColumn(FILE_ID, F.lit(None).cast("string")), funnel, Source(StatsSource.HASH))
+        groups = lookup.spark.createDataFrame(existing, f"{PART} string, {BUCKET} int, {FILE_ID} string")
+        tagged = with_bucket.join(F.broadcast(groups), on=[PART, BUCKET], how="left")
+        return TagResult(tagged, funnel, Source(StatsSource.HASH))

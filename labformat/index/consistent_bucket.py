@@ -27,17 +27,17 @@ from typing import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from labformat.helper_columns import BUCKET, FILE_ID, KEY, PART
-from labformat.index.base import Lookup, TagResult
+from labformat.index.base import Lookup, TagRequest, TagResult
 from labformat.index.bucket import hash_values
 from labformat.model.enums import StatsSource
-from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
 from labformat.storage import Storage
 from labformat.timeline import Timeline
+from labformat.spark.tasks import arrow_udf
 
 HASH_MASK = 0x7FFFFFFF  # Integer.MAX_VALUE: hashes and node values lie in [0, HASH_MASK]
 INIT_INSTANT = "00000000000000"
@@ -211,11 +211,11 @@ def bucket_columns(part_column: Column, key_column: Column, rings: dict[str, Rin
             index[rows] = np.searchsorted(values, hashes[rows], side="left") % len(values)
         return parts, index
 
-    @F.arrow_udf("int")  # type: ignore[attr-defined, untyped-decorator]  # pyspark stubs lack F.arrow_udf(returnType)
+    @arrow_udf("int")
     def ring_bucket(parts: pa.Array, keys: pa.Array) -> pa.Array:
         return pa.array(locate(parts, keys)[1], pa.int32())
 
-    @F.arrow_udf("string")  # type: ignore[attr-defined, untyped-decorator]  # pyspark stubs lack F.arrow_udf(returnType)
+    @arrow_udf("string")
     def ring_file_id(parts: pa.Array, keys: pa.Array) -> pa.Array:
         parts, index = locate(parts, keys)
         return pa.array([ring_for(p)[1][i] for p, i in zip(parts, index)], pa.string())
@@ -224,16 +224,24 @@ def bucket_columns(part_column: Column, key_column: Column, rings: dict[str, Rin
     return columns
 
 
-def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int) -> TagResult:
-    """Tag each record with its bucket on its partition's ring and that bucket's file group: the
-    one there, or the one its first records will make."""
-    table = ctx.ctx
-    rings = load_rings(table.storage, table.timeline, table.config.bucket_num)
-    bucket, file_id = bucket_columns(F.col(PART), F.col(KEY), rings, table.config.bucket_num,
-                                     ctx.options.bucket_hash_fields)
-    funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
-                       files_scanned=0, keys_read=0,
-                       note="CONSISTENT_HASHING hashes each key onto its partition's ring: no file opened, "
-                            "no key read")
-    tagged = incoming.withColumn(BUCKET, bucket).withColumn(FILE_ID, file_id)
-    return TagResult(tagged, funnel, Source(StatsSource.HASH, "the partition's hash ring (.hoodie/.bucket_index/)"))
+@dataclass(frozen=True)
+class ConsistentBucketIndex:
+    """BUCKET with consistent hashing: a key's bucket is its place on its partition's ring."""
+
+    lookup: Lookup
+
+    def tag(self, request: TagRequest) -> TagResult:
+        """Tag each record with its bucket on its partition's ring and that bucket's file group: the
+        one there, or the one its first records will make."""
+        lookup, incoming, slices = self.lookup, request.records, request.slices
+        files_in_snapshot = request.files_in_snapshot
+        table = lookup.ctx
+        rings = load_rings(table.storage, table.timeline, table.config.bucket_num)
+        bucket, file_id = bucket_columns(F.col(PART), F.col(KEY), rings, table.config.bucket_num,
+                                         lookup.options.bucket_hash_fields)
+        funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
+                           files_scanned=0, keys_read=0,
+                           note="CONSISTENT_HASHING hashes each key onto its partition's ring: no file opened, "
+                                "no key read")
+        tagged = incoming.withColumn(BUCKET, bucket).withColumn(FILE_ID, file_id)
+        return TagResult(tagged, funnel, Source(StatsSource.HASH, "the partition's hash ring (.hoodie/.bucket_index/)"))

@@ -16,7 +16,7 @@ A delete removes the key from whichever partition holds it.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 import pyarrow as pa
@@ -28,33 +28,42 @@ from labformat.fileformat.parquet_io import unreadable
 from labformat.helper_columns import (
     ANY_LIVE, AT_HOME, COPY_RANK, DEAD, DROP, FILE_ID, FIRST_COPY, KEY, NEW_PART, OLD_PART, PART, ROLE
 )
-from labformat.index import bloom, simple
-from labformat.index.base import Lookup, TagResult
+from labformat.index.bloom import BloomIndex
+from labformat.index.simple import SimpleIndex
+from labformat.index.base import Lookup, TagRequest, TagResult
 from labformat.model.enums import IndexType
 from labformat.model.file_group import FileSlice
 from labformat.storage import Storage
 from labformat.spark.compat import default_parallelism
 from labformat.spark.partitioning import join_partitioned, partitioned_by, planned_partitions
+from labformat.spark.tasks import map_in_arrow
 
 
-def tag(lookup: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
-        update_partition_path: bool, deleting: bool) -> TagResult:
-    """Tag each record with the file group holding its key in any partition; `slices`: every latest
-    file slice of the table."""
-    named = incoming.withColumnRenamed(PART, NEW_PART)
-    if lookup.options.index_type.lookup is IndexType.SIMPLE:
-        found = simple.tag(lookup, named, slices, files_in_snapshot, by_key_only=True)
-    else:
-        # BLOOM's funnel over one pretend partition: every key meets the files of every partition.
-        partition_of = {s.file_id: s.partition_path for s in slices}
-        flat = [replace(s, partition_path="") for s in slices]
-        found = bloom.tag(lookup, named.withColumn(PART, F.lit("")), flat, files_in_snapshot)
-        found.tagged = _with_old_partition(found.tagged.drop(PART), partition_of, lookup)
-        found.updates = None  # counted per pretend partition: the profile counts the tagged records instead
-    if any(s.has_logs for s in slices):
-        found.tagged = _without_deleted_copies(found.tagged, lookup, slices)
-    found.tagged = resolve(found.tagged, update_partition_path, deleting)
-    return found
+@dataclass(frozen=True)
+class GlobalIndex:
+    """GLOBAL_SIMPLE and GLOBAL_BLOOM: a key is looked up in every partition, one record per key."""
+
+    lookup: Lookup
+
+    def tag(self, request: TagRequest) -> TagResult:
+        """Tag each record with the file group holding its key in any partition; `slices`: every latest
+        file slice of the table."""
+        lookup, incoming, slices = self.lookup, request.records, request.slices
+        named = incoming.withColumnRenamed(PART, NEW_PART)
+        if lookup.options.index_type.lookup is IndexType.SIMPLE:
+            found = SimpleIndex(lookup, by_key_only=True).tag(replace(request, records=named))
+        else:
+            # BLOOM's funnel over one pretend partition: every key meets the files of every partition.
+            partition_of = {s.file_id: s.partition_path for s in slices}
+            flat = [replace(s, partition_path="") for s in slices]
+            found = BloomIndex(lookup).tag(replace(request, records=named.withColumn(PART, F.lit("")), slices=flat,
+                                                     counted=None))
+            found.tagged = _with_old_partition(found.tagged.drop(PART), partition_of, lookup)
+            found.updates = None  # counted per pretend partition: the profile counts the tagged records instead
+        if any(s.has_logs for s in slices):
+            found.tagged = _without_deleted_copies(found.tagged, lookup, slices)
+        found.tagged = resolve(found.tagged, lookup.options.update_partition_path, request.deleting)
+        return found
 
 
 def _deleted_in_logs(batches: Iterator[pa.RecordBatch], base_uri: str) -> Iterator[pa.RecordBatch]:
@@ -82,7 +91,7 @@ def _without_deleted_copies(tagged: DataFrame, lookup: Lookup, slices: list[File
     with_logs = [(s.file_id, json.dumps(list(s.log_paths))) for s in slices if s.has_logs]
     listed = spark.createDataFrame(with_logs, f"{FILE_ID} string, logs string")
     listed = listed.repartition(max(1, min(len(with_logs), 2 * default_parallelism(spark))))
-    dead = listed.mapInArrow(lambda batches: _deleted_in_logs(batches, base_uri), f"{FILE_ID} string, {KEY} string")
+    dead = map_in_arrow(listed, lambda batches: _deleted_in_logs(batches, base_uri), f"{FILE_ID} string, {KEY} string")
     # Per key, the file groups whose logs deleted it, joined on the key alone: the tagged records stay
     # in the tasks step 1 put them in (by key), and the window below needs no shuffle either.
     n = planned_partitions(tagged)

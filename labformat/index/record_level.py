@@ -15,18 +15,22 @@ merge then builds instead, and the upsert tags again with `damaged` set (`write/
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+import logging
+from dataclasses import dataclass
+
 from pyspark.sql import functions as F
 
 from labformat.errors import CorruptIndexError, from_task_failure
 from labformat.helper_columns import FILE_ID, KEY, NEW_PART, OLD_PART, PART
-from labformat.index.base import Lookup, TagResult
+from labformat.index.base import Lookup, TagRequest, TagResult
 from labformat.index.global_index import resolve
 from labformat.metadata import record_index
 from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
 from labformat.spark.partitioning import join_partitioned
+
+log = logging.getLogger(__name__)
 
 
 def usable_index(lookup: Lookup, slices: list[FileSlice], shards: int, max_deltas: int, damaged: str | None = None
@@ -47,6 +51,8 @@ def usable_index(lookup: Lookup, slices: list[FileSlice], shards: int, max_delta
             found = from_task_failure(exc)
             if not isinstance(found, CorruptIndexError):
                 raise
+            log.warning("%s: the record index is damaged (%s); rebuilding it from the base files", ctx.storage.base_uri,
+                        found)
             view, why = None, str(found)
     if view is None:
         shards = record_index.shards_of(ctx.storage) or shards
@@ -55,24 +61,33 @@ def usable_index(lookup: Lookup, slices: list[FileSlice], shards: int, max_delta
     return view, None
 
 
-def tag(lookup: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
-        update_partition_path: bool, deleting: bool, shards: int, max_deltas: int,
-        damaged: str | None = None) -> TagResult:
-    """Tag each record with the file group the index names for its key; `slices`: every latest file
-    slice of the table; `damaged`: why the index must be built anew first."""
-    view, done = usable_index(lookup, slices, shards, max_deltas, damaged)
-    funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
-                       files_scanned=0, keys_read=0, index_entries_read=0 if view is None else None,
-                       note="RECORD_INDEX reads the index entries near each key from the metadata table: "
-                            "no data file opened")
-    named = incoming.withColumnRenamed(PART, NEW_PART)
-    if view is None:
-        untagged = (named.withColumn(FILE_ID, F.lit(None).cast("string"))
-                    .withColumn(OLD_PART, F.lit(None).cast("string")))
-        return TagResult(resolve(untagged, update_partition_path, deleting), funnel, Source(StatsSource.NONE))
-    found, observed = record_index.lookup(lookup.spark, incoming.select(F.col(KEY).alias("key")), view,
-                                          lookup.base_uri)
-    found = found.select(F.col("key").alias(KEY), F.col("partition_path").alias(OLD_PART),
-                         F.col("file_id").alias(FILE_ID))
-    tagged = resolve(join_partitioned(named, found, [KEY]), update_partition_path, deleting)
-    return TagResult(tagged, funnel, Source(StatsSource.METADATA_TABLE, done), keys_observed=observed)
+@dataclass(frozen=True)
+class RecordLevelIndex:
+    """RECORD_INDEX: each key's file group read from the record index in the metadata table."""
+
+    lookup: Lookup
+    damaged: str | None = None  # why the index must be built anew first (a damaged file found)
+
+    def tag(self, request: TagRequest) -> TagResult:
+        """Tag each record with the file group the index names for its key; `slices`: every latest file
+        slice of the table; `damaged`: why the index must be built anew first."""
+        lookup, incoming, slices = self.lookup, request.records, request.slices
+        files_in_snapshot = request.files_in_snapshot
+        update_partition_path, deleting = lookup.options.update_partition_path, request.deleting
+        view, done = usable_index(lookup, slices, lookup.options.record_index_shards, lookup.options.max_index_deltas,
+                                  self.damaged)
+        funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
+                           files_scanned=0, keys_read=0, index_entries_read=0 if view is None else None,
+                           note="RECORD_INDEX reads the index entries near each key from the metadata table: "
+                                "no data file opened")
+        named = incoming.withColumnRenamed(PART, NEW_PART)
+        if view is None:
+            untagged = (named.withColumn(FILE_ID, F.lit(None).cast("string"))
+                        .withColumn(OLD_PART, F.lit(None).cast("string")))
+            return TagResult(resolve(untagged, update_partition_path, deleting), funnel, Source(StatsSource.NONE))
+        found, observed = record_index.lookup(lookup.spark, incoming.select(F.col(KEY).alias("key")), view,
+                                              lookup.base_uri)
+        found = found.select(F.col("key").alias(KEY), F.col("partition_path").alias(OLD_PART),
+                             F.col("file_id").alias(FILE_ID))
+        tagged = resolve(join_partitioned(named, found, [KEY]), update_partition_path, deleting)
+        return TagResult(tagged, funnel, Source(StatsSource.METADATA_TABLE, done), keys_observed=observed)

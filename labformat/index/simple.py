@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from labformat.helper_columns import FILE_ID, FROM_FILE, KEY, OLD_PART, PART
-from labformat.index.base import Lookup, TagResult
+from labformat.index.base import Lookup, TagRequest, TagResult
 from labformat.model.enums import StatsSource
 from labformat.model.file_group import FileSlice
 from labformat.model.report import Source, TagFunnel
@@ -47,26 +48,34 @@ def _computed_keys(ctx: Lookup, storage: Storage, slices: list[FileSlice], paths
     )
 
 
-def tag(ctx: Lookup, incoming: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
-        by_key_only: bool = False) -> TagResult:
-    """Left join: a match is an update of that file group, no match is an insert. `by_key_only`
-    (GLOBAL_SIMPLE): joined on the key alone, the partition holding it kept as OLD_PART."""
-    # `matched` is filled from the workload profile (the join does not count).
-    funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
-                       files_scanned=len(slices), keys_read=0 if not slices else None,
-                       note="SIMPLE reads every key of the affected partitions' latest base files: no pruning, no bloom")
-    if not slices:
-        untagged = incoming.withColumn(FILE_ID, F.lit(None).cast("string"))
-        if by_key_only:
-            untagged = untagged.withColumn(OLD_PART, F.lit(None).cast("string"))
-        return TagResult(untagged, funnel, Source(StatsSource.NONE))
-    # The scan counts the keys it reads as they pass; the count is known once the join has run.
-    observed = Observation("labformat_simple_index_keys")
-    keys = existing_keys(ctx, slices)
-    if by_key_only:
-        keys, on = keys.select(F.col(PART).alias(OLD_PART), KEY, FILE_ID), [KEY]
-    else:
-        keys, on = keys.select(*ctx.join_keys, FILE_ID), ctx.join_keys
-    keys = keys.observe(observed, F.count(F.lit(1)).alias("keys_read"))
-    return TagResult(join_partitioned(incoming, keys, on), funnel, Source(StatsSource.BASE_FILES),
-                     keys_observed=observed)
+@dataclass(frozen=True)
+class SimpleIndex:
+    """SIMPLE: every key of the affected partitions' latest base files, joined with the records."""
+
+    lookup: Lookup
+    by_key_only: bool = False  # GLOBAL_SIMPLE's join: on the key alone, the partition holding it kept as OLD_PART
+
+    def tag(self, request: TagRequest) -> TagResult:
+        """Left join: a match is an update of that file group, no match is an insert. `by_key_only`
+        (GLOBAL_SIMPLE): joined on the key alone, the partition holding it kept as OLD_PART."""
+        lookup, incoming, slices = self.lookup, request.records, request.slices
+        files_in_snapshot = request.files_in_snapshot
+        # `matched` is filled from the workload profile (the join does not count).
+        funnel = TagFunnel(files_in_snapshot=files_in_snapshot, files_in_affected_partitions=len(slices),
+                           files_scanned=len(slices), keys_read=0 if not slices else None,
+                           note="SIMPLE reads every key of the affected partitions' latest base files: no pruning, no bloom")
+        if not slices:
+            untagged = incoming.withColumn(FILE_ID, F.lit(None).cast("string"))
+            if self.by_key_only:
+                untagged = untagged.withColumn(OLD_PART, F.lit(None).cast("string"))
+            return TagResult(untagged, funnel, Source(StatsSource.NONE))
+        # The scan counts the keys it reads as they pass; the count is known once the join has run.
+        observed = Observation("labformat_simple_index_keys")
+        keys = existing_keys(lookup, slices)
+        if self.by_key_only:
+            keys, on = keys.select(F.col(PART).alias(OLD_PART), KEY, FILE_ID), [KEY]
+        else:
+            keys, on = keys.select(*lookup.join_keys, FILE_ID), lookup.join_keys
+        keys = keys.observe(observed, F.count(F.lit(1)).alias("keys_read"))
+        return TagResult(join_partitioned(incoming, keys, on), funnel, Source(StatsSource.BASE_FILES),
+                         keys_observed=observed)

@@ -31,6 +31,7 @@ from labformat.expressions.data_skipping import ROWS_CANNOT_MATCH, might_match
 from labformat.expressions.predicates import Predicate
 from labformat.storage import Storage
 from labformat.spark.compat import default_parallelism, distribute
+from labformat.spark.tasks import map_in_arrow
 
 _TASK_BYTES = 128 * 1024 * 1024  # spark.sql.files.maxPartitionBytes' default
 _BATCH_ROWS = 10_000  # spark.sql.execution.arrow.maxRecordsPerBatch's default
@@ -137,4 +138,4 @@ def read_files(spark: SparkSession, base_uri: str, paths: Sequence[str], schema:
                                                     constant(path.rsplit("/", 1)[-1], table.num_rows))
                     yield from table.to_batches(max_chunksize=_BATCH_ROWS)
 
-    return descriptors.mapInArrow(read, out_schema)
+    return map_in_arrow(descriptors, read, out_schema)

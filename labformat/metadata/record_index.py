@@ -54,6 +54,7 @@ from labformat.storage import Storage
 from labformat.timeline import METADATA_DIR, Timeline
 from labformat.spark.compat import default_parallelism
 from labformat.spark.partitioning import partitioned_by
+from labformat.spark.tasks import map_in_arrow, apply_in_arrow, arrow_udf
 
 RECORD_INDEX = "record_index"
 INDEX_DIR = f"{METADATA_DIR}/{RECORD_INDEX}"
@@ -236,7 +237,7 @@ def shards_of(storage: Storage) -> int | None:
 def shard_column(key_column: Column, shards: int) -> Column:
     """Each key's shard, as a Spark column computed in Arrow batches."""
 
-    @F.arrow_udf("int")  # type: ignore[attr-defined, untyped-decorator]  # pyspark stubs lack F.arrow_udf(returnType)
+    @arrow_udf("int")
     def shard(keys: pa.Array) -> pa.Array:
         return pa.array(record_index_shards(keys, shards), pa.int32())
 
@@ -521,7 +522,7 @@ def _write(spark: SparkSession, storage: Storage, entries: DataFrame, shards: in
     base_uri = storage.base_uri
     sharded = entries.withColumn("shard", shard_column(F.col("key"), shards))
     sharded = sharded.repartition(max(1, min(shards, 2 * default_parallelism(spark))), "shard")
-    return sharded.mapInArrow(lambda batches: _write_shards(batches, base_uri, prefix, before), _WRITTEN_DDL).collect()
+    return map_in_arrow(sharded, lambda batches: _write_shards(batches, base_uri, prefix, before), _WRITTEN_DDL).collect()
 
 
 def _key_rows(spark: SparkSession, storage: Storage, files: list[tuple[str | None, str, bool, str]]) -> DataFrame:
@@ -529,7 +530,7 @@ def _key_rows(spark: SparkSession, storage: Storage, files: list[tuple[str | Non
     listed = spark.createDataFrame(files, "path string, file_id string, is_new boolean, logs string")
     listed = listed.repartition(max(1, min(len(files), 2 * default_parallelism(spark))))
     base_uri = storage.base_uri
-    return listed.mapInArrow(lambda batches: _keys_of_files(batches, base_uri), _KEYS_DDL)
+    return map_in_arrow(listed, lambda batches: _keys_of_files(batches, base_uri), _KEYS_DDL)
 
 
 def build(spark: SparkSession, storage: Storage, instant: str, slices: list[FileSlice], shards: int) -> IndexView:
@@ -604,7 +605,7 @@ def compact(spark: SparkSession, storage: Storage, view: IndexView, instant: str
     prefix, files, base_uri = f"{INDEX_DIR}/{instant}.{name}", view.files(), storage.base_uri
     shards = spark.createDataFrame([(s,) for s in sorted(files)], "shard int")
     shards = shards.repartition(max(1, min(len(files), 2 * default_parallelism(spark))))
-    written = shards.mapInArrow(lambda batches: _merge_shards(batches, base_uri, files, prefix), _WRITTEN_DDL).collect()
+    written = map_in_arrow(shards, lambda batches: _merge_shards(batches, base_uri, files, prefix), _WRITTEN_DDL).collect()
     return IndexView(view.shards, _publish_manifest(storage, instant, name, view.shards, written), ())
 
 
@@ -615,8 +616,8 @@ def lookup(spark: SparkSession, keys: DataFrame, view: IndexView, base_uri: str)
     observed = Observation("labformat_record_index_entries")
     sharded = keys.select("key").withColumn("shard", shard_column(F.col("key"), view.shards))
     tasks = max(1, min(view.shards, 2 * default_parallelism(spark)))
-    found = partitioned_by(sharded, ["shard"], tasks).groupBy("shard").applyInArrow(
-        lambda table: _lookup_shard(table, files, base_uri), FOUND_DDL)
+    found = apply_in_arrow(partitioned_by(sharded, ["shard"], tasks).groupBy("shard"),
+                           lambda table: _lookup_shard(table, files, base_uri), FOUND_DDL)
     found = found.observe(observed, F.coalesce(F.sum("entries"), F.lit(0)).alias("index_entries_read"))
     return found.where(F.col("key").isNotNull()).drop("entries"), observed
 

@@ -27,6 +27,7 @@ from labformat.model.enums import IndexType
 from labformat.model.instant import Instant
 from labformat.storage import Storage
 from labformat.spark.compat import distribute
+from labformat.spark.tasks import map_in_arrow
 
 JOIN_TYPES = {"inner": "inner", "left": "left outer", "right": "right outer", "outer": "full outer",
               "full": "full outer", "left_semi": "left semi", "left_anti": "left anti"}
@@ -112,4 +113,4 @@ def bucket_join(left: TableContext, right: TableContext, how: str = "inner",
     buckets = sorted(b for b, (mine, theirs) in files.items() if mine or theirs)
     # One Spark partition per bucket (distributed, not repartitioned: no exchange even for the list).
     listed = distribute(spark, [(b,) for b in buckets], "bucket int")
-    return listed.mapInArrow(lambda batches: _join_buckets(batches, base_uris, files, schemas, on, how, out), out)
+    return map_in_arrow(listed, lambda batches: _join_buckets(batches, base_uris, files, schemas, on, how, out), out)

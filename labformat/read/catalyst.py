@@ -94,7 +94,8 @@ def to_predicate(spark: SparkSession, condition: Column | str, schema: T.StructT
         analyzed, optimized = execution.analyzed(), execution.optimizedPlan()
     except (PySparkException, Py4JError) as e:
         hint = ""
-        if "MISSING_ATTRIBUTES" in str(e):
+        condition_name = e.getCondition() if isinstance(e, PySparkException) else None
+        if (condition_name or "").startswith("MISSING_ATTRIBUTES"):
             hint = " (name columns with F.col('x') or in SQL: df['x'] is bound to the DataFrame df)"
         raise InvalidInputError(f"Spark rejects the filter {condition!r}{hint}: {e}") from e
 

@@ -54,6 +54,7 @@ from labformat.model.file_group import FileSlice
 from labformat.schema import COMMIT_SEQNO, RECORD_KEY, with_meta_columns
 from labformat.storage import Storage
 from labformat.spark.compat import distribute
+from labformat.spark.tasks import map_in_arrow
 
 _SLICE_DDL = "base string, logs string"
 
@@ -105,7 +106,7 @@ def merged_slices(spark: SparkSession, base_uri: str, slices: list[FileSlice], s
                                          counting(None, row_groups_read)).select(columns)
                 yield from table.to_batches()
 
-    return descriptors.mapInArrow(merge, schema)
+    return map_in_arrow(descriptors, merge, schema)
 
 
 def merge_file_slice(storage: Storage, base_path: str, log_paths: list[str], precombine_field: str,

@@ -26,7 +26,7 @@ from pyspark.sql import types as T
 
 from labformat.config import ReadOptions
 from labformat.context import NULL_PARTITION
-from labformat.errors import CleanedInstantError, ConfigError, CorruptTableError, LabformatError, from_task_failure
+from labformat.errors import CleanedInstantError, ConfigError, LabformatError, from_task_failure
 from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_ranges
 from labformat.fs_view import check_base_files
 from labformat.metadata import MetadataReader
@@ -407,8 +407,8 @@ class ScanPlan:
 
     def failure(self, exc: BaseException) -> LabformatError | None:
         """The LabformatError a failed scan of this plan stands for, or None: a file a clean deleted
-        while the scan ran (CleanedInstantError), a damaged or missing file (CorruptTableError naming
-        it), a storage refusal."""
+        while the scan ran (CleanedInstantError), else what the failed task raised (a damaged or
+        missing file: CorruptTableError naming it; a storage refusal: StorageError)."""
         read = {s.path for s in self.file_slices} | {p for s in self.file_slices for p in s.log_paths}
         cleaned = read & Timeline(self.storage).cleaned_paths()
         if cleaned:
@@ -416,16 +416,7 @@ class ScanPlan:
                 f"a clean deleted {len(cleaned)} file(s) this query read (e.g. {sorted(cleaned)[0]}) while it ran: "
                 f"the snapshot {self.instant} is older than the commits the cleaner retains now. Query again, or "
                 "retain more commits (hoodie.cleaner.commits.retained) for readers that take this long")
-        translated = from_task_failure(exc)
-        if translated is not None:
-            return translated
-        # Otherwise the error of the task that failed names the file, if a file it was.
-        text = str(exc)
-        for path in sorted(read):
-            if path in text:
-                return CorruptTableError(f"base file {path} cannot be read (missing or "
-                                         f"damaged): {text.strip().splitlines()[0][:300]}")
-        return None
+        return from_task_failure(exc)
 
     def measure(self) -> ScanReport:
         """Run the scan once, every column, counting rows as they pass (no data reaches the driver), and report."""

@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from labformat.model.report import NOT_ON_CONNECT
+from labformat.spark.tasks import map_in_arrow
 
 __all__ = ["NOT_ON_CONNECT", "is_connect", "master", "partitions_of", "default_parallelism", "distribute", "ship"]
 
@@ -56,7 +57,7 @@ def partitions_of(df: DataFrame) -> int:
         if jdf is None:
             return df.rdd.getNumPartitions()
         return int(jdf.queryExecution().executedPlan().execute().getNumPartitions())
-    return df.select(F.lit(0).alias("_")).mapInArrow(_one_row, "n long").count()
+    return map_in_arrow(df.select(F.lit(0).alias("_")), _one_row, "n long").count()
 
 
 def default_parallelism(spark: SparkSession) -> int:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 from pyspark.sql import DataFrame
 
 from labformat.spark.compat import default_parallelism, is_connect
+from labformat.spark.tasks import map_in_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -97,7 +98,7 @@ def grouped_counts(df: DataFrame, by: Sequence[str], sums: dict[str, str | None]
     schema = ", ".join([f"`{c}` {df.schema[c].dataType.simpleString()}" for c in by]
                        + [f"`{name}` bigint" for name in sums])
     narrow = df.select(*by, *[c for c in dict.fromkeys(c for c in sums.values() if c) if c not in by])
-    partial = narrow.mapInArrow(lambda batches: _partial_sums(batches, by, sums), schema)
+    partial = map_in_arrow(narrow, lambda batches: _partial_sums(batches, by, sums), schema)
     return _repartition(partial, by, max(1, n)).groupBy(*by).agg(
         *[F.sum(F.col(name)).alias(name) for name in sums])
 

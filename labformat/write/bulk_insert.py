@@ -20,6 +20,7 @@ from labformat.spark.jobs import WRITE_BASE_FILES, describe
 from labformat.write.arrow_writer import write_new_file_groups
 from labformat.write.operation import OperationRun, Plan, WriteOperation, key_column, write_spec
 from labformat.write.transaction import record_index_asked
+from labformat.spark.tasks import map_in_arrow
 
 
 @dataclass
@@ -144,6 +145,6 @@ def write_bulk_insert(ctx: TableContext, df: DataFrame, data_schema: T.StructTyp
     ordered = order_for_sort_mode(prepared, options.bulk_insert_sort_mode, record_key, options.bulk_insert_parallelism,
                                   partitions, ctx.partitioned)
     with describe(df.sparkSession, "read input", WRITE_BASE_FILES, before="sample key ranges"):
-        rows = ordered.mapInArrow(lambda batches: write_new_file_groups(batches, spec),
-                                  BaseFileStat.spark_ddl()).collect()
+        rows = map_in_arrow(ordered, lambda batches: write_new_file_groups(batches, spec),
+                            BaseFileStat.spark_ddl()).collect()
     return [BaseFileStat.from_row(row) for row in rows]

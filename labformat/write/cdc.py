@@ -39,6 +39,7 @@ from labformat.timeline import CDC_DIR
 from labformat.spark.compat import default_parallelism
 from labformat.spark.partitioning import join_partitioned
 from labformat.write.arrow_writer import this_task
+from labformat.spark.tasks import map_in_arrow
 
 _WRITTEN_DDL = "path string, rows long"
 
@@ -95,8 +96,8 @@ def write_changes(spark: SparkSession, storage: Storage, instant: str, records: 
     """Write the change records by Spark tasks (a couple of files per commit), then delete the files
     of this instant's failed task attempts; the files the commit lists (`CDC_FILES_KEY`)."""
     base_uri = storage.base_uri
-    written = (records.coalesce(max(1, default_parallelism(spark)))
-               .mapInArrow(lambda batches: _write_files(batches, base_uri, instant), _WRITTEN_DDL).collect())
+    written = map_in_arrow(records.coalesce(max(1, default_parallelism(spark))),
+                           lambda batches: _write_files(batches, base_uri, instant), _WRITTEN_DDL).collect()
     kept = sorted(r.path for r in written)
     reconcile(storage, instant, set(kept))
     return kept

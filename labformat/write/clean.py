@@ -54,6 +54,7 @@ from labformat.storage import Storage
 from labformat.timeline import EARLIEST_READABLE_KEY, TIMELINE_DIR, Timeline
 from labformat.write.operation import OperationRun, Plan, WriteOperation, execute
 from labformat.spark.compat import default_parallelism, distribute
+from labformat.spark.tasks import map_in_arrow
 _DELETED_DDL = "path string, size_bytes long, deleted boolean"
 
 SliceId = tuple[str, str, str]  # (partition path, file id, base instant time)
@@ -142,7 +143,7 @@ def delete_files(ctx: TableContext, paths: list[str]) -> list[tuple[str, int, bo
     frame = distribute(spark, [(p,) for p in paths], "path string", tasks)
     base_uri = ctx.storage.base_uri
     with describe(spark, "delete files"):
-        rows = frame.mapInArrow(lambda b: delete_files_task(b, base_uri), _DELETED_DDL).collect()
+        rows = map_in_arrow(frame, lambda b: delete_files_task(b, base_uri), _DELETED_DDL).collect()
     return [(r.path, r.size_bytes, r.deleted) for r in rows]
 
 

@@ -75,6 +75,7 @@ from labformat.storage import Storage
 from labformat.write.arrow_writer import WriteSpec, this_task, write_rows_as_base_file
 from labformat.write.operation import OperationRun, Plan, WriteOperation, key_column, write_spec
 from labformat.spark.compat import distribute
+from labformat.spark.tasks import map_in_arrow
 
 STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
 CONSISTENT_STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkConsistentBucketClusteringExecutionStrategy"
@@ -375,8 +376,8 @@ class Clustering(WriteOperation[ClusteringPlan, BaseFileStat]):
         strategy = run.options.layout_optimize_strategy
         tasks = distribute(ctx.spark, rows, _GROUP_DDL)
         with describe(ctx.spark, "sort clustering groups, write base files"):
-            collected = tasks.mapInArrow(lambda b: cluster_group_task(b, spec, sort_columns, file_schema, strategy),
-                                         BaseFileStat.spark_ddl()).collect()
+            collected = map_in_arrow(tasks, lambda b: cluster_group_task(b, spec, sort_columns, file_schema, strategy),
+                                     BaseFileStat.spark_ddl()).collect()
         return [BaseFileStat.from_row(r) for r in collected]
 
     def _split_buckets(self, run: OperationRun, splits: Sequence[BucketSplit], instant: Instant,
@@ -400,7 +401,8 @@ class Clustering(WriteOperation[ClusteringPlan, BaseFileStat]):
         file_schema, config = with_meta_columns(data_schema), ctx.config
         tasks = distribute(ctx.spark, rows, _SPLIT_DDL)
         with describe(ctx.spark, "split buckets: merge each slice, write its two children"):
-            collected = tasks.mapInArrow(
+            collected = map_in_arrow(
+                tasks,
                 lambda b: split_bucket_task(b, spec, file_schema, config.precombine_field, config.merge_mode,
                                             config.bucket_hash_fields),
                 BaseFileStat.spark_ddl()).collect()

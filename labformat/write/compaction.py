@@ -38,6 +38,7 @@ from labformat.timeline import Timeline
 from labformat.write.arrow_writer import WriteSpec, this_task, write_rows_as_base_file
 from labformat.write.operation import OperationRun, Plan, WriteOperation, execute, key_column, write_spec
 from labformat.spark.compat import distribute
+from labformat.spark.tasks import map_in_arrow
 
 STRATEGY = "every file slice with log files, most log bytes first"
 _OPERATION_DDL = "partition_path string, file_id string, base_path string, base_instant string, logs string"
@@ -127,8 +128,8 @@ class Compaction(WriteOperation[CompactionPlan, BaseFileStat]):
         file_schema = with_meta_columns(data_schema)
         tasks = distribute(ctx.spark, rows, _OPERATION_DDL)
         with describe(ctx.spark, "merge file slices, write base files"):
-            collected = tasks.mapInArrow(lambda b: compact_file_slices(b, spec, precombine, mode, file_schema),
-                                         BaseFileStat.spark_ddl()).collect()
+            collected = map_in_arrow(tasks, lambda b: compact_file_slices(b, spec, precombine, mode, file_schema),
+                                     BaseFileStat.spark_ddl()).collect()
         return [BaseFileStat.from_row(r) for r in collected]
 
     def commit(self, run: OperationRun, plan: CompactionPlan, written: list[BaseFileStat]) -> None:

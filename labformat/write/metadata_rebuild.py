@@ -20,6 +20,7 @@ from labformat.model.report import IndexDetails, WriteReport
 from labformat.write.operation import OperationRun, Plan, WriteOperation
 from labformat.write.transaction import record_index_asked
 from labformat.spark.compat import default_parallelism
+from labformat.spark.tasks import map_in_arrow
 
 
 @dataclass
@@ -54,7 +55,7 @@ class MetadataRebuild(WriteOperation[RebuildPlan, Row]):
         paths = spark.createDataFrame([(s.path,) for s in plan.slices], "path string")
         paths = paths.repartition(max(1, min(len(plan.slices), 2 * default_parallelism(spark))))
         # Spark Rows: their fields read as attributes, as write_metadata reads a write task's BaseFileStat.
-        stats = paths.mapInArrow(lambda batches: stats_of_files(batches, base_uri, columns), STATS_DDL).collect()
+        stats = map_in_arrow(paths, lambda batches: stats_of_files(batches, base_uri, columns), STATS_DDL).collect()
         if record_index.exists(ctx.storage) or record_index_asked(ctx, run.options):
             # A new base as of the same instant; readers take it over any older one.
             shards = record_index.shards_of(ctx.storage) or run.options.record_index_shards

@@ -14,7 +14,6 @@ from labformat.hooks import crash_point
 from labformat.context import TableContext
 from labformat.errors import ConcurrentWriteError, ConfigError, LabformatError, from_task_failure, storage_error
 from labformat.fileformat.base_file_stat import BaseFileStat
-from labformat.fileformat.invalid_input import raise_invalid_input_from
 from labformat.fs_view import FileSystemView, refuse_nested_partitions
 from labformat.heartbeat import Heartbeat, delete_heartbeats, heartbeat_status
 from labformat.lock import TableLock
@@ -293,15 +292,8 @@ class WriteTransaction:
             self._stop_heartbeat(exc)
         if not isinstance(exc, Exception):
             return
-        translated = exc if isinstance(exc, LabformatError) else None
-        if translated is None:
-            try:
-                raise_invalid_input_from(exc)
-            except LabformatError as invalid:
-                translated = invalid
-        if translated is None:
-            translated = (storage_error(exc, f"{self.operation} of {self.ctx.storage.base_uri}")
-                          if isinstance(exc, OSError) else from_task_failure(exc))
+        translated = (storage_error(exc, f"{self.operation} of {self.ctx.storage.base_uri}")
+                      if isinstance(exc, OSError) and not isinstance(exc, LabformatError) else from_task_failure(exc))
         if not_rolled_back:
             exc.add_note(not_rolled_back)
         if translated is not None and translated is not exc:

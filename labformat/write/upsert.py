@@ -16,9 +16,10 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import AbstractSet, Any, Callable, Iterable, NamedTuple, Sequence
+from typing import AbstractSet, Any, Iterable, NamedTuple, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -32,9 +33,10 @@ from labformat.fs_view import refuse_nested_partitions
 from labformat.helper_columns import (
     BAD_KEYS, BUCKET, COUNT, DROP, FILE_ID, KEY, NEWEST, NULL_ORDERING, PART, TARGET, TASK_KEY
 )
-from labformat.index import bloom, bucket, consistent_bucket, global_index, record_level, simple
-from labformat.index.base import IndexOptions, Lookup, TagResult
+from labformat.index import bucket, consistent_bucket
+from labformat.index.base import IndexOptions, Lookup, TagRequest, TagResult
 from labformat.index.bucket import bucket_prefix
+from labformat.index.registry import index_for
 from labformat.metadata import MetadataReader
 from labformat.model.base_file import new_file_id
 from labformat.model.commit import LOG_KEYS_IN_BASE_KEY
@@ -51,10 +53,9 @@ from labformat.write.merge import Target, merge_file_group
 from labformat.write.compaction import inline_compaction
 from labformat.write.operation import OperationRun, Plan, WriteOperation, key_column, write_spec
 from labformat.write.transaction import record_index_asked
+from labformat.spark.tasks import map_in_arrow
 
-_INDEXES: dict[IndexType, Callable[[Lookup, DataFrame, list[FileSlice], int], TagResult]] = {
-    IndexType.SIMPLE: simple.tag, IndexType.BLOOM: bloom.tag, IndexType.BUCKET: bucket.tag}
-
+log = logging.getLogger(__name__)
 
 class ProfileRow(NamedTuple):
     partition: str
@@ -311,28 +312,11 @@ def latest_file_slices(ctx: TableContext, partitions: set[str], writes_rows: boo
 
 # ---- step 3 -------------------------------------------------------------------------------------
 
-def tag_records(lookup: Lookup, deduped: DataFrame, slices: list[FileSlice], files_in_snapshot: int,
-                counted: DataFrame | None = None, count_stages: tuple[str, ...] = (),
-                count_shuffles: bool = True, update_partition_path: bool = True,
-                deleting: bool = False, record_index_shards: int = 10, max_index_deltas: int = 10,
-                index_damaged: str | None = None) -> TagResult:
-    """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert.
-    `counted` (BLOOM only): step 1's count, run in the same job as the lookup. A global index
-    finds keys in every partition and moves records as `update_partition_path` says.
-    `index_damaged` (RECORD_INDEX): why its index is to be built anew first."""
-    if lookup.options.index_type is IndexType.RECORD_INDEX:
-        result = record_level.tag(lookup, deduped, slices, files_in_snapshot, update_partition_path, deleting,
-                                  record_index_shards, max_index_deltas, index_damaged)
-    elif lookup.options.index_type.is_global:
-        result = global_index.tag(lookup, deduped, slices, files_in_snapshot, update_partition_path, deleting)
-    elif counted is not None:
-        result = bloom.tag(lookup, deduped, slices, files_in_snapshot, counted=counted, count_stages=count_stages,
-                           count_shuffles=count_shuffles)
-    else:
-        index_tag = _INDEXES[lookup.options.index_type]
-        if lookup.ctx.config.bucket_engine is BucketEngine.CONSISTENT_HASHING:
-            index_tag = consistent_bucket.tag
-        result = index_tag(lookup, deduped, slices, files_in_snapshot)
+def tag_records(lookup: Lookup, request: TagRequest, index_damaged: str | None = None) -> TagResult:
+    """Step 3: tag each record with the file group holding its key (FILE_ID), or none: an insert,
+    by the write's index (`registry.index_for`). `index_damaged` (RECORD_INDEX): why its index is to
+    be built anew first."""
+    result = index_for(lookup, index_damaged).tag(request)
     if result.updates is None:  # the profile will count the tagged records, and the write reads them again
         result.tagged = result.tagged.persist()
         result.cleanup.append(result.tagged)
@@ -582,12 +566,9 @@ def write_file_groups(routed: DataFrame, plan: WritePlan, spec: WriteSpec, opera
     if DROP in routed.columns and operation is not Operation.DELETE:
         columns.append(DROP)  # a global index's rows that remove a moved record's old copy
     with describe(routed.sparkSession, "route records to file groups", WRITE_BASE_FILES, before="move matched keys"):
-        rows = (
-            routed.repartition(n, TASK_KEY)
-            .select(*columns, TARGET)
-            .mapInArrow(lambda batches: merge_file_group(batches, spec, targets, operation), BaseFileStat.spark_ddl())
-            .collect()
-        )
+        rows = map_in_arrow(routed.repartition(n, TASK_KEY).select(*columns, TARGET),
+                            lambda batches: merge_file_group(batches, spec, targets, operation),
+                            BaseFileStat.spark_ddl()).collect()
     return [BaseFileStat.from_row(r) for r in rows]
 
 
@@ -653,8 +634,10 @@ class Upsert(WriteOperation[UpsertState, BaseFileStat]):
         state.input_partitions = partitions_of(state.input)
         # Every shuffle's task count is set in the plan (spark/partitioning.py), never in the session.
         state.shuffles = max(shuffle_parallelism(state.input_partitions, options), default_parallelism(ctx.spark), 1)
-        state.lookup = Lookup(ctx, IndexOptions.of_table(ctx.config, state.index_type, options.bloom_prune_by_ranges,
-                                                         options.bloom_use_metadata), state.data_schema,
+        index_options = IndexOptions.of_table(ctx.config, state.index_type, options.bloom_prune_by_ranges,
+                                              options.bloom_use_metadata, update_partition_path(state.index_type, options),
+                                              options.record_index_shards, options.metadata_compact_max_delta_commits)
+        state.lookup = Lookup(ctx, index_options, state.data_schema,
                               MetadataReader(ctx.storage, ctx.timeline) if options.bloom_use_metadata else None)
         self._steps_1_to_6(run, state)
         assert state.write_plan is not None  # step 6's
@@ -689,14 +672,10 @@ class Upsert(WriteOperation[UpsertState, BaseFileStat]):
         lookup = state.lookup
         with run.step("tag"):
             def tag(index_damaged: str | None = None) -> None:
-                state.tag = tag_records(lookup, records, state.slices, state.files_in_snapshot,
-                                        counted=counted if fused else None, count_stages=count_stages,
-                                        count_shuffles=state.parallelism > 1,
-                                        update_partition_path=update_partition_path(state.index_type, options),
-                                        deleting=kind is Operation.DELETE,
-                                        record_index_shards=options.record_index_shards,
-                                        max_index_deltas=options.metadata_compact_max_delta_commits,
-                                        index_damaged=index_damaged)
+                request = TagRequest(records, state.slices, state.files_in_snapshot, deleting=kind is Operation.DELETE,
+                                     counted=counted if fused else None, count_stages=count_stages,
+                                     count_shuffles=state.parallelism > 1)
+                state.tag = tag_records(lookup, request, index_damaged)
                 run.cleanup.extend(state.tag.cleanup)
                 if fused:
                     assert state.tag.partition_counts is not None  # BLOOM counted them, `counted` given
@@ -712,6 +691,8 @@ class Upsert(WriteOperation[UpsertState, BaseFileStat]):
                     raise
                 # The lookup ran in the profile's job, before any instant: the index, derived from
                 # the base files, is built from them again (its build refuses a key stored twice).
+                log.warning("%s: the record index is damaged (%s); rebuilding it from the base files", ctx.storage.base_uri,
+                            damaged)
                 tag(str(damaged))
         if fused:
             run.steps.ran_in("deduplicate", "tag")
