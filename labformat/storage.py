@@ -1,11 +1,14 @@
 """File I/O for one table, on a local disk or on S3: pyarrow.fs for the data, conditional writes for the commit protocol.
 
-Two backends, chosen by the table path's scheme:
+One `Storage` interface: reads, listings and deletes shared, and the writes the commit protocol
+needs atomic (create if absent, replace, take over if unchanged, touch) each backend's own, as
+delta-rs keeps commit atomicity in its LogStore apart from data I/O. `Storage(uri)` picks the backend
+by the table path's scheme:
 
-- **local** (a plain path): pyarrow's LocalFileSystem; an instant file is published and created
+- **local** (`LocalStorage`, a plain path): pyarrow's LocalFileSystem; an instant file is published and created
   exclusively by a hard link from a temp file (link never replaces a file); a heartbeat is
   replaced by a rename.
-- **S3** (`s3://bucket/prefix`, `s3a://` accepted as a spelling): pyarrow's S3FileSystem for the
+- **S3** (`S3Storage`; `s3://bucket/prefix`, `s3a://` accepted as a spelling): pyarrow's S3FileSystem for the
   data, and obstore (the Python face of the `object_store` crate delta-rs commits through) for the
   writes that must be conditional: an instant file is a PUT with `If-None-Match: *` (S3 has no
   rename, and a check then a write lets two writers both win), a lock taken over or refreshed is
@@ -162,56 +165,38 @@ def _object_store(bucket: str, prefix: str, options: tuple[tuple[str, str], ...]
 
 
 class Storage:
-    """The table's base path and the few operations the format needs.
+    """The table's base path and the few operations the format needs: reads, listings and deletes
+    through pyarrow.fs, shared by every backend; the writes the commit protocol needs to be atomic
+    (`create_exclusive`, `replace`, `take_over`, `touch`, as delta-rs keeps them in its LogStore) are
+    each backend's own: `LocalStorage`, `S3Storage`, `FileSystemStorage` (another pyarrow file system).
 
-    Paths given to and returned by these methods are relative to the base path.
+    `Storage(uri, storage_options)` picks the backend by the URI's scheme. Paths given to and
+    returned by these methods are relative to the base path.
     """
 
+    fs: pafs.FileSystem
+    base_uri: str  # a TableUri on S3, carrying the options into tasks
+    root: str  # the base path as `fs` knows it
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Storage":
+        if cls is Storage:  # Storage(uri, ...): the backend of the URI's scheme
+            cls = _backend(args[0] if args else kwargs.get("base_uri"))
+        return super().__new__(cls)
+
     def __init__(self, base_uri: str | os.PathLike[str], storage_options: Mapping[str, object] | None = None):
-        if not isinstance(base_uri, (str, os.PathLike)) or not os.fspath(base_uri):
-            raise InvalidInputError(f"a table path must be a non-empty str or os.PathLike, got {base_uri!r}")
-        uri = os.fspath(base_uri)
-        if storage_options is None and isinstance(base_uri, TableUri):
-            storage_options = base_uri.storage_options
-        scheme = uri.partition("://")[0].lower() if "://" in uri else ""
-        self._store: S3Store | None = None
-        self.base_uri: str  # a TableUri on S3, carrying the options into tasks
-        self._conditional: bool | None = None  # whether the store honours conditional writes, once probed
-        if scheme in S3_SCHEMES:
-            options = s3_options(storage_options)
-            self._options = tuple(sorted(options.items()))
-            bucket, _, prefix = uri.partition("://")[2].strip("/").partition("/")
-            if not bucket:
-                raise InvalidInputError(f"{uri}: an S3 table path names a bucket: s3://bucket/prefix")
-            self.fs = _s3_file_system(self._options)
-            self.bucket, self.prefix = bucket, prefix
-            root = f"{bucket}/{prefix}" if prefix else bucket
-            self.base_uri = TableUri(f"s3://{root}", options)
-        elif storage_options:
+        uri = _checked_path(base_uri)
+        if storage_options:
             raise ConfigError(f"storage_options apply to s3:// tables; {uri} is not one")
-        elif scheme:
-            self.fs, root = pafs.FileSystem.from_uri(uri)
-            self.base_uri = uri.rstrip("/")
-        else:
-            root = os.path.abspath(uri)
-            self.fs = pafs.LocalFileSystem()
-            self.base_uri = root
-        self.root = root.rstrip("/")
+        self._locate(uri)
+
+    def _locate(self, uri: str) -> None:
+        self.fs, root = pafs.FileSystem.from_uri(uri)
+        self.base_uri, self.root = uri.rstrip("/"), root.rstrip("/")
 
     @property
     def is_object_store(self) -> bool:
         """True on S3: no rename, no hard link; conditional PUTs instead."""
-        return isinstance(self.fs, pafs.S3FileSystem)
-
-    @property
-    def store(self) -> S3Store:
-        """The obstore client of an S3 table (made on first use)."""
-        if self._store is None:
-            self._store = _object_store(self.bucket, self.prefix, self._options)
-        return self._store
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_store": None}  # the client is rebuilt where the Storage lands
+        return False
 
     def storage_options(self) -> dict[str, str]:
         """The options other readers (hudi-rs, delta-rs) take to open this table: empty for a local one."""
@@ -253,14 +238,208 @@ class Storage:
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Plain write (not atomic on a local disk; a PUT on S3 is): for files whose partial state is
         harmless (requested/inflight markers)."""
-        if self.is_object_store:
-            self._put(rel, data)
-            return
         self.makedirs(rel.rpartition("/")[0])
         with self.fs.open_output_stream(self.full_path(rel)) as out:
             out.write(data)
 
-    # ---- S3: conditional PUTs ---------------------------------------------------------------
+    def makedirs(self, rel: str) -> None:
+        self.fs.create_dir(self.full_path(rel), recursive=True)
+
+    def honours_conditional_writes(self) -> bool:
+        """Whether a second create-if-absent of the same file is refused (what optimistic concurrency
+        control relies on): on a local disk always; on S3 probed (`S3Storage`)."""
+        return True
+
+    def _temp_beside(self, rel: str, data: bytes) -> str:
+        """A temp file holding `data` in `rel`'s folder (hidden, named after it); never left behind
+        half-written: a failed write (a full disk) deletes it before the error goes on."""
+        folder, _, leaf = rel.rpartition("/")
+        tmp = f"{folder}/.{leaf}.{uuid.uuid4().hex}.tmp" if folder else f".{leaf}.{uuid.uuid4().hex}.tmp"
+        try:
+            self.write_bytes(tmp, data)
+        except BaseException:
+            self._quietly_delete(tmp)
+            raise
+        return tmp
+
+    def _quietly_delete(self, rel: str) -> None:
+        try:
+            self.delete(rel)
+        except OSError:
+            pass  # the error that brought us here is the one to report
+
+    def publish(self, rel: str, data: bytes) -> None:
+        """Write `rel` atomically and never overwrite: of two writers publishing the same file, one
+        fails with LabformatError and the file holds the other's bytes. A reader sees the whole file
+        or no file, which is what makes a completed instant all-or-nothing (`create_exclusive`)."""
+        # A check then a rename let a second writer replace a completed file it had just
+        # checked was absent (issue 48, case 11: two creators of one table both won).
+        if not self.create_exclusive(rel, data):
+            raise LabformatError(f"refusing to overwrite {rel}: completed files are immutable")
+
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        """Create `rel` holding `data` unless it exists, atomically: False when it already existed.
+        What a lock and a requested instant need: of two writers creating the same file, exactly one
+        succeeds, and nobody ever sees it half-written."""
+        raise LabformatError(f"{self.base_uri}: creating a file exclusively (the table lock, a new instant) "
+                             "needs a local disk or S3")
+
+    def replace(self, rel: str, data: bytes) -> None:
+        """Write `rel` atomically, replacing any file there: for small files a writer rewrites while
+        others may read them (heartbeats). Here a temp file, then a rename over it."""
+        tmp = self._temp_beside(rel, data)
+        try:
+            self.fs.move(self.full_path(tmp), self.full_path(rel))
+        except BaseException:
+            self._quietly_delete(tmp)
+            raise
+
+    def touch(self, rel: str) -> bool:
+        """Set `rel`'s modification time to now without changing it; False when it is gone."""
+        held = self.read_bytes(rel) if self.exists(rel) else None
+        if held is None:
+            return False
+        self.replace(rel, held)
+        return True
+
+    def take_over(self, rel: str, observed: bytes, data: bytes) -> bool:
+        """Replace `rel` with `data` if it still holds `observed`, atomically; whether it did. What
+        breaking an expired lock needs: of two writers that found the same lock expired, one wins,
+        and a fresh lock taken meanwhile is never replaced. Here the file is moved aside (only one
+        writer can move a given file), compared, and the new one created exclusively; a fresh file
+        moved aside by mistake is put back."""
+        aside = f"{rel}.{uuid.uuid4().hex}.broken"
+        try:
+            self.fs.move(self.full_path(rel), self.full_path(aside))
+        except FileNotFoundError:
+            return False  # someone else broke or released it first
+        try:
+            moved = self.read_bytes(aside)
+            if moved != observed:
+                # A fresh file written after the expired one was broken: give it back. If a third writer
+                # took its place meanwhile, the fresh file's owner finds out when it next reads it.
+                self.create_exclusive(rel, moved)
+                return False
+            return self.create_exclusive(rel, data)
+        finally:
+            self.delete(aside)
+
+    def modified_time(self, rel: str) -> float | None:
+        """`rel`'s modification time in seconds since the epoch, or None when it does not exist."""
+        info = self.fs.get_file_info(self.full_path(rel))
+        if info.type == pafs.FileType.NotFound or info.mtime_ns is None:
+            return None
+        return float(info.mtime_ns / 1e9)
+
+    def delete(self, rel: str) -> bool:
+        try:
+            self.fs.delete_file(self.full_path(rel))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def delete_dir(self, rel: str) -> bool:
+        """Delete the folder `rel` and whatever is left in it; False when it did not exist."""
+        try:
+            self.fs.delete_dir(self.full_path(rel))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def list(self, rel: str = "", recursive: bool = False) -> list[FileInfo]:
+        """Files (not folders) under `rel`; empty when it does not exist."""
+        selector = pafs.FileSelector(self.full_path(rel), recursive=recursive, allow_not_found=True)
+        for attempt in range(_LIST_ATTEMPTS):
+            try:
+                found = self.fs.get_file_info(selector)
+                break
+            except OSError as exc:
+                # pyarrow's local walk fails with ENOENT when a folder appears while it starts (it lists,
+                # fails, then finds the folder there) or a file goes while it walks (another writer's
+                # temp file): a walk again sees the tree as it is now.
+                if exc.errno != errno.ENOENT or attempt == _LIST_ATTEMPTS - 1:
+                    raise
+        out = []
+        prefix = len(self.root) + 1
+        for info in found:
+            if info.type == pafs.FileType.File:
+                out.append(FileInfo(info.path[prefix:], info.size))
+        return out
+
+
+class FileSystemStorage(Storage):
+    """A table on another pyarrow file system (`scheme://...`): reads and plain writes work; a new
+    instant cannot be created exclusively, so writers are refused (`create_exclusive`), and a
+    completed instant is published by a check then a rename, which two writers at once can both pass."""
+
+    def publish(self, rel: str, data: bytes) -> None:
+        if self.exists(rel):
+            raise LabformatError(f"refusing to overwrite {rel}: completed files are immutable")
+        self.replace(rel, data)
+
+
+class LocalStorage(Storage):
+    """A table on a local disk: a hard link from a temp file creates a file exclusively (link never
+    replaces a file), a rename replaces one, a move aside takes one over."""
+
+    def _locate(self, uri: str) -> None:
+        self.fs = pafs.LocalFileSystem()
+        self.base_uri = os.path.abspath(uri)
+        self.root = self.base_uri.rstrip("/")
+
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        self.makedirs(rel.rpartition("/")[0])
+        tmp = self._temp_beside(rel, data)
+        try:
+            os.link(self.full_path(tmp), self.full_path(rel))
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            self._quietly_delete(tmp)
+
+    def touch(self, rel: str) -> bool:
+        try:
+            os.utime(self.full_path(rel))
+            return True
+        except FileNotFoundError:
+            return False
+
+
+class S3Storage(Storage):
+    """A table on S3 (`s3://bucket/prefix`): pyarrow's S3FileSystem for the data, obstore's conditional
+    PUTs for the writes that must be atomic (S3 has no rename and no link): `If-None-Match: *` creates
+    a file exclusively, `If-Match` on the ETag just read takes one over or refreshes it."""
+
+    def __init__(self, base_uri: str | os.PathLike[str], storage_options: Mapping[str, object] | None = None):
+        uri = _checked_path(base_uri)
+        if storage_options is None and isinstance(base_uri, TableUri):
+            storage_options = base_uri.storage_options
+        options = s3_options(storage_options)
+        self._options = tuple(sorted(options.items()))
+        self._store: S3Store | None = None
+        self._conditional: bool | None = None  # whether the store honours conditional writes, once probed
+        bucket, _, prefix = uri.partition("://")[2].strip("/").partition("/")
+        if not bucket:
+            raise InvalidInputError(f"{uri}: an S3 table path names a bucket: s3://bucket/prefix")
+        self.fs = _s3_file_system(self._options)
+        self.bucket, self.prefix = bucket, prefix
+        self.root = (f"{bucket}/{prefix}" if prefix else bucket).rstrip("/")
+        self.base_uri = TableUri(f"s3://{self.root}", options)
+
+    @property
+    def is_object_store(self) -> bool:
+        return True
+
+    @property
+    def store(self) -> S3Store:
+        """The obstore client (made on first use)."""
+        if self._store is None:
+            self._store = _object_store(self.bucket, self.prefix, self._options)
+        return self._store
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_store": None}  # the client is rebuilt where the Storage lands
 
     def _put(self, rel: str, data: bytes, mode: PutMode | None = None) -> str | None:
         """PUT `rel` (mode: None overwrites, "create" is If-None-Match: *, {"e_tag": t} is If-Match: t);
@@ -291,12 +470,15 @@ class Storage:
         except BaseError as exc:
             raise OSError(f"{self.uri(rel)}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
 
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        self._put(rel, data)
+
+    def makedirs(self, rel: str) -> None:
+        return  # S3 has no folders: a key's prefix is one
+
     def honours_conditional_writes(self) -> bool:
-        """Whether the store refuses a second create-if-absent PUT of the same object: always on a
-        local disk; on S3 probed with a scratch object under `.hoodie/` (some S3 gateways ignore
-        If-None-Match, and optimistic concurrency control is unsafe there)."""
-        if not self.is_object_store:
-            return True
+        """Probed with a scratch object under `.hoodie/` (some S3 gateways ignore If-None-Match, and
+        optimistic concurrency control is unsafe there)."""
         if self._conditional is None:  # probed once per Storage
             probe = f".hoodie/.conditional-write-probe.{uuid.uuid4().hex}"
             try:
@@ -310,187 +492,56 @@ class Storage:
                 self._quietly_delete(probe)
         return self._conditional
 
-    def _temp_beside(self, rel: str, data: bytes) -> str:
-        """A temp file holding `data` in `rel`'s folder (hidden, named after it); never left behind
-        half-written: a failed write (a full disk) deletes it before the error goes on."""
-        folder, _, leaf = rel.rpartition("/")
-        tmp = f"{folder}/.{leaf}.{uuid.uuid4().hex}.tmp" if folder else f".{leaf}.{uuid.uuid4().hex}.tmp"
-        try:
-            self.write_bytes(tmp, data)
-        except BaseException:
-            self._quietly_delete(tmp)
-            raise
-        return tmp
-
-    def _quietly_delete(self, rel: str) -> None:
-        try:
-            self.delete(rel)
-        except OSError:
-            pass  # the error that brought us here is the one to report
-
-    def publish(self, rel: str, data: bytes) -> None:
-        """Write `rel` atomically and never overwrite: of two writers publishing the same file, one
-        fails with LabformatError and the file holds the other's bytes.
-
-        A reader sees the whole file or no file, which is what makes a completed instant
-        all-or-nothing. On a local disk and S3 this is `create_exclusive`; on another pyarrow file
-        system, a check then a rename, which two writers at once can both pass.
-        """
-        if self.is_object_store or isinstance(self.fs, pafs.LocalFileSystem):
-            # A check then a rename let a second writer replace a completed file it had just
-            # checked was absent (issue 48, case 11: two creators of one table both won).
-            if not self.create_exclusive(rel, data):
-                raise LabformatError(f"refusing to overwrite {rel}: completed files are immutable")
-            return
-        if self.exists(rel):
-            raise LabformatError(f"refusing to overwrite {rel}: completed files are immutable")
-        tmp = self._temp_beside(rel, data)
-        try:
-            self.fs.move(self.full_path(tmp), self.full_path(rel))
-        except BaseException:
-            self._quietly_delete(tmp)
-            raise
-
     def create_exclusive(self, rel: str, data: bytes) -> bool:
-        """Create `rel` holding `data` unless it exists, atomically: False when it already existed.
-
-        What a lock and a requested instant need: of two writers creating the same file, exactly
-        one succeeds, and nobody ever sees it half-written. On a local disk the data goes to a temp
-        file that is then hard-linked to `rel` (link never replaces a file); on S3 it is a PUT with
-        If-None-Match: *.
-        """
-        if self.is_object_store:
-            try:
-                self._put(rel, data, mode="create")
-                return True
-            except FileExistsError:
-                return False
-        if not isinstance(self.fs, pafs.LocalFileSystem):
-            raise LabformatError(f"{self.base_uri}: creating a file exclusively (the table lock, a new instant) "
-                                 "needs a local disk or S3")
-        self.makedirs(rel.rpartition("/")[0])
-        tmp = self._temp_beside(rel, data)
         try:
-            os.link(self.full_path(tmp), self.full_path(rel))
+            self._put(rel, data, mode="create")
             return True
         except FileExistsError:
             return False
-        finally:
-            self._quietly_delete(tmp)
 
     def replace(self, rel: str, data: bytes) -> None:
-        """Write `rel` atomically, replacing any file there (a temp file, then a rename over it): for
-        small files a writer rewrites while others may read them (heartbeats). A PUT on S3."""
-        if self.is_object_store:
-            self._put(rel, data)
-            return
-        tmp = self._temp_beside(rel, data)
-        try:
-            self.fs.move(self.full_path(tmp), self.full_path(rel))
-        except BaseException:
-            self._quietly_delete(tmp)
-            raise
+        self._put(rel, data)  # a PUT is atomic
 
     def touch(self, rel: str) -> bool:
-        """Set `rel`'s modification time to now; False when it is gone. On a local disk without
-        rewriting it; on S3 (no such call) by PUTting its bytes back with If-Match on the ETag just
-        read, so a file deleted or replaced meanwhile is never brought back."""
-        if self.is_object_store:
-            held = self._get(rel)
-            if held is None:
-                return False
-            try:
-                self._put(rel, held[0], mode={"e_tag": held[1]})
-                return True
-            except InterruptedError:
-                return self.exists(rel)
+        """No such call on S3: the bytes PUT back with If-Match on the ETag just read, so a file
+        deleted or replaced meanwhile is never brought back."""
+        held = self._get(rel)
+        if held is None:
+            return False
         try:
-            os.utime(self.full_path(rel))
+            self._put(rel, held[0], mode={"e_tag": held[1]})
             return True
-        except FileNotFoundError:
+        except InterruptedError:
+            return self.exists(rel)
+
+    def take_over(self, rel: str, observed: bytes, data: bytes) -> bool:
+        """A PUT with If-Match on the ETag of the bytes compared."""
+        held = self._get(rel)
+        if held is None or held[0] != observed:
+            return False
+        try:
+            self._put(rel, data, mode={"e_tag": held[1]})
+            return True
+        except InterruptedError:
             return False
 
     def modified_time(self, rel: str) -> float | None:
-        """`rel`'s modification time in seconds since the epoch, or None when it does not exist."""
-        info = self.fs.get_file_info(self.full_path(rel))
-        if info.type == pafs.FileType.NotFound or info.mtime_ns is None:
-            return None
-        if self.is_object_store:
-            # S3's Last-Modified has whole seconds, cut down: the write happened in the second after
-            # it. The later end, so that a live writer's heartbeat or lock never looks older than it is.
-            return float(info.mtime_ns / 1e9 + 1.0)
-        return float(info.mtime_ns / 1e9)
+        found = super().modified_time(rel)
+        # S3's Last-Modified has whole seconds, cut down: the write happened in the second after
+        # it. The later end, so that a live writer's heartbeat or lock never looks older than it is.
+        return None if found is None else found + 1.0
 
-    def delete(self, rel: str) -> bool:
-        try:
-            self.fs.delete_file(self.full_path(rel))
-            return True
-        except FileNotFoundError:
-            return False
 
-    def delete_dir(self, rel: str) -> bool:
-        """Delete the folder `rel` and whatever is left in it; False when it did not exist."""
-        try:
-            self.fs.delete_dir(self.full_path(rel))
-            return True
-        except FileNotFoundError:
-            return False
+def _checked_path(base_uri: object) -> str:
+    if not isinstance(base_uri, (str, os.PathLike)) or not os.fspath(base_uri):
+        raise InvalidInputError(f"a table path must be a non-empty str or os.PathLike, got {base_uri!r}")
+    return os.fspath(base_uri)
 
-    def take_over(self, rel: str, observed: bytes, data: bytes) -> bool:
-        """Replace `rel` with `data` if it still holds `observed`, atomically; whether it did. What
-        breaking an expired lock needs: of two writers that found the same lock expired, one wins,
-        and a fresh lock taken meanwhile is never replaced.
 
-        On S3 a PUT with If-Match on the ETag of the bytes compared. On a local disk the file is
-        moved aside (only one writer can move a given file), compared, and the new one created
-        exclusively; a fresh file moved aside by mistake is put back.
-        """
-        if self.is_object_store:
-            held = self._get(rel)
-            if held is None or held[0] != observed:
-                return False
-            try:
-                self._put(rel, data, mode={"e_tag": held[1]})
-                return True
-            except InterruptedError:
-                return False
-        aside = f"{rel}.{uuid.uuid4().hex}.broken"
-        try:
-            self.fs.move(self.full_path(rel), self.full_path(aside))
-        except FileNotFoundError:
-            return False  # someone else broke or released it first
-        try:
-            moved = self.read_bytes(aside)
-            if moved != observed:
-                # A fresh file written after the expired one was broken: give it back. If a third writer
-                # took its place meanwhile, the fresh file's owner finds out when it next reads it.
-                self.create_exclusive(rel, moved)
-                return False
-            return self.create_exclusive(rel, data)
-        finally:
-            self.delete(aside)
-
-    def makedirs(self, rel: str) -> None:
-        if self.is_object_store:
-            return  # S3 has no folders: a key's prefix is one
-        self.fs.create_dir(self.full_path(rel), recursive=True)
-
-    def list(self, rel: str = "", recursive: bool = False) -> list[FileInfo]:
-        """Files (not folders) under `rel`; empty when it does not exist."""
-        selector = pafs.FileSelector(self.full_path(rel), recursive=recursive, allow_not_found=True)
-        for attempt in range(_LIST_ATTEMPTS):
-            try:
-                found = self.fs.get_file_info(selector)
-                break
-            except OSError as exc:
-                # pyarrow's local walk fails with ENOENT when a folder appears while it starts (it lists,
-                # fails, then finds the folder there) or a file goes while it walks (another writer's
-                # temp file): a walk again sees the tree as it is now.
-                if exc.errno != errno.ENOENT or attempt == _LIST_ATTEMPTS - 1:
-                    raise
-        out = []
-        prefix = len(self.root) + 1
-        for info in found:
-            if info.type == pafs.FileType.File:
-                out.append(FileInfo(info.path[prefix:], info.size))
-        return out
+def _backend(base_uri: object) -> type[Storage]:
+    """The Storage class of a table path: by its scheme (none: a local path)."""
+    uri = _checked_path(base_uri)
+    scheme = uri.partition("://")[0].lower() if "://" in uri else ""
+    if scheme in S3_SCHEMES:
+        return S3Storage
+    return FileSystemStorage if scheme else LocalStorage

@@ -148,10 +148,11 @@ def test_threads_take_the_lock_one_at_a_time(storage):
 def test_exclusive_create_refuses_a_file_system_with_no_exclusive_create(tmp_path):
     from labformat.errors import LabformatError
 
-    storage = Storage(tmp_path)
-    storage.fs = __import__("pyarrow.fs", fromlist=["_"]).SubTreeFileSystem(str(tmp_path), storage.fs)
+    storage = Storage(f"file://{tmp_path}")  # a table on a pyarrow file system of its scheme, neither local nor S3
+    assert type(storage).__name__ == "FileSystemStorage"
     with pytest.raises(LabformatError, match="needs a local disk or S3"):
         storage.create_exclusive("x", b"")
+    assert not (tmp_path / "x").exists()
 
 
 # ---- heartbeats ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 import labformat as lf
 from labformat.errors import ConfigError, ConcurrentWriteError, LabformatError, StorageError
 from labformat.lock import LOCK_PATH, LockOwner, TableLock
-from labformat.storage import Storage, TableUri, s3_options
+from labformat.storage import S3Storage, Storage, TableUri, s3_options
 from tests.helpers import assert_same_rows, hudi_snapshot, snapshot, telemetry
 
 COLUMNS = ["record_key", "drone_id", "day", "battery_pct", "signal_dbm"]
@@ -82,12 +82,12 @@ def test_the_table_lock_on_s3_excludes_a_second_writer_and_breaks_an_expired_loc
 
 def test_optimistic_concurrency_is_refused_on_a_store_that_ignores_if_none_match(spark, s3_server, uri, monkeypatch):
     table = lf.Table.create(spark, uri, storage_options=s3_server.storage_options)
-    real_put = Storage._put
+    real_put = S3Storage._put
 
     def ignores_conditions(self, rel, data, mode=None):  # what some S3 gateways do
         return real_put(self, rel, data, None)
 
-    monkeypatch.setattr(Storage, "_put", ignores_conditions)
+    monkeypatch.setattr(S3Storage, "_put", ignores_conditions)
     before = [f.path for f in table.storage.list("", recursive=True)]
     with pytest.raises(ConfigError, match="ignores conditional writes.*OPTIMISTIC_CONCURRENCY_CONTROL"):
         table.upsert(telemetry(spark, 10), options={"hoodie.write.concurrency.mode": "OPTIMISTIC_CONCURRENCY_CONTROL"})
