@@ -55,8 +55,8 @@ def test_every_insert_gets_exactly_one_place_and_no_new_group_overflows(inserts,
 
 def test_write_tasks_start_costliest_first_counting_incoming_rows_above_carried_over_ones():
     from labformat.config import Scope, resolve
-    from labformat.write.upsert import INCOMING_ROW_COST, Profile, ProfileRow
-    from labformat.write.upsert import assign_inserts as plan_write
+    from labformat.write.write_plan import INCOMING_ROW_COST, Profile, ProfileRow
+    from labformat.write.write_plan import assign_inserts as plan_write
 
     big, mid, small = slice_of("big", 16 * MB), slice_of("mid", 12 * MB), slice_of("small", 2 * MB)
     # 300k inserts at 40 bytes each outweigh the biggest base file once weighted as incoming rows.
@@ -78,8 +78,8 @@ def test_write_tasks_start_costliest_first_counting_incoming_rows_above_carried_
 def test_write_tasks_of_equal_cost_keep_the_insert_buckets_order():
     """Ties never follow the new file groups' random ids: the task index goes into every row's seqno."""
     from labformat.config import Scope, resolve
-    from labformat.write.upsert import Profile, ProfileRow
-    from labformat.write.upsert import assign_inserts as plan_write
+    from labformat.write.write_plan import Profile, ProfileRow
+    from labformat.write.write_plan import assign_inserts as plan_write
 
     cfg = resolve({"max_file_size": "1MB", "small_file_limit": "0"}, [Scope.WRITE])
     profile = Profile([ProfileRow("", None, None, 4000)], rows_in=4000, records=4000)

@@ -276,7 +276,7 @@ def test_without_a_partition_field_bloom_counts_step_1_in_the_tag_job(spark, tmp
 
 
 def test_task_keys_follow_sparks_hash_partitioner(spark):
-    from labformat.write.upsert import spark_hash_long, task_keys
+    from labformat.write.routing import spark_hash_long, task_keys
 
     values = [0, 1, -1, 42, 2**31, -(2**63), 2**63 - 1, 123456789012]
     hashed = spark.createDataFrame([(v,) for v in values], "v long").select(F.hash("v").alias("h")).collect()
@@ -306,7 +306,7 @@ def test_deduplication_keeps_columns_named_like_sql_keywords(spark, tmp_path):
     assert got.filter(F.col("select") == "b").count() == 5
     # Step 1's own output keeps the input's column order (its struct puts the precombine field first).
     from labformat import config as C
-    from labformat.write.upsert import deduplicate
+    from labformat.write.dedupe import deduplicate
 
     deduped, _ = deduplicate(t.context(), newer, C.write_options(), Operation.UPSERT, 1)
     assert [c for c in deduped.columns if not c.startswith("_lf_")] == newer.columns

@@ -1,6 +1,6 @@
 """The upsert's deduplicate shuffle by task count: timed here, counted in tasks and waves, and projected onto the seed's 16 cores.
 
-Step 1 runs alone, as the upsert runs it (`write.upsert.combine_records`, then its count per
+Step 1 runs alone, as the upsert runs it (`write.dedupe.combine_records`, then its count per
 partition path), on a day's batch read in `n` partitions: Hudi 0.13+ then shuffles it in `n` tasks.
 After one untimed run per task count (every core has run a task of that shape), the counts
 alternate, `repeats` times each. The stage that keeps the newest version per key is what the seed's
@@ -59,7 +59,7 @@ def _stage_tasks(spark, table: lf.Table, batch, partitions: int) -> pd.DataFrame
     """Step 1 alone on `batch` read in `partitions` partitions: the tasks of its shuffle stage (Spark UI)."""
     from labformat.spark import SparkUI
     from labformat.spark.jobs import StepRecorder, describe
-    from labformat.write.upsert import combine_records, partition_counts
+    from labformat.write.dedupe import combine_records, partition_counts
 
     ctx = table.context()
     recorder = StepRecorder(spark)
