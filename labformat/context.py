@@ -428,7 +428,7 @@ class TableContext:
         """Each row's partition path, computed in Spark ('' for a non-partitioned table).
 
         A path matching `UNSAFE_PARTITION_PATH` (`''`, `.`, `..`, `../../x`, `.hoodie`, `a//b`) fails
-        the Spark job that computes it with a bad-input marker, so the write ends in
+        the Spark job that computes it (`spark.tasks.refused_in_sql`), so the write ends in
         InvalidInputError before a file is written: an upsert computes every path before its
         instant starts; a bulk insert in its write tasks, and its instant is rolled back.
         """

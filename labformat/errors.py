@@ -128,7 +128,10 @@ class TaskFailure(Exception):
 
 
 def task_payload(error: LabformatError) -> str:
-    """`error` as one line: its class, its arguments and its fields (those JSON can carry)."""
+    """`error` as one line: its class, its arguments and its fields, as JSON carries them (a tuple
+    comes back a list, an argument that is neither str nor int its str; a field JSON cannot hold is
+    left out). Every LabformatError class is rebuilt by its first argument, the message
+    (tests/test_errors.py round-trips each)."""
     fields = {}
     for name, value in vars(error).items():
         try:
@@ -158,9 +161,9 @@ def error_from_payload(payload: str) -> LabformatError | None:
         data, _ = json.JSONDecoder().raw_decode(payload)
         cls = _error_classes()[data["class"]]
         error = cls(*data["args"])
-    except (ValueError, KeyError, TypeError):
+        vars(error).update(data.get("fields") or {})  # e.g. WriteConflictError's instant, an error's notes
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    vars(error).update(data.get("fields") or {})  # e.g. WriteConflictError's instant, an error's notes
     return error
 
 
@@ -190,10 +193,15 @@ def from_task_failure(exc: BaseException) -> LabformatError | None:
     if isinstance(exc, LabformatError):
         return exc
     sent = str(exc)  # Spark's exception: the task's traceback and message, as the worker sent them
+    # The last whole payload: a message may quote the tag (a refused value holding it) and a JVM
+    # stack trace may end in a copy cut short, so each occurrence is tried from the last back.
     at = sent.rfind(TASK_ERROR_TAG)
-    if at < 0:
-        return None
-    return error_from_payload(sent[at + len(TASK_ERROR_TAG):])
+    while at >= 0:
+        found = error_from_payload(sent[at + len(TASK_ERROR_TAG):])
+        if found is not None:
+            return found
+        at = sent.rfind(TASK_ERROR_TAG, 0, at)
+    return None
 
 
 @contextmanager

@@ -25,7 +25,6 @@ import pyarrow.compute as pc
 
 from labformat.errors import ConfigError, InvalidInputError
 from labformat.fileformat.invalid_input import INPUT_REJECTED
-from labformat.spark.tasks import refused_in_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -207,6 +206,8 @@ class KeyGenerator:
         for name in self.record_key_fields:
             missing = F.coalesce(string_of(name, schema), F.lit("")) == ""
             all_missing = missing if all_missing is None else all_missing & missing
+        from labformat.spark.tasks import refused_in_sql
+
         refused = refused_in_sql(InvalidInputError, F.lit(
             f"{INPUT_REJECTED}null or empty record keys: every one of the record key fields "
             f"{list(self.record_key_fields)} is null or empty"))
@@ -362,6 +363,8 @@ def _formatted_time(column: Column, dtype: DataType | None, options: TimestampOp
     """The partition folder of each row: its time, in the output zone, by the output date format; a
     value the input formats cannot parse fails the write as bad input."""
     from pyspark.sql import functions as F
+
+    from labformat.spark.tasks import refused_in_sql
 
     millis = _millis_of_value(column, dtype, options)
     # A null value stands for epoch 1 in the type's unit (Hudi's default partition value).

@@ -353,14 +353,27 @@ def test_the_contract_checks_catch_the_known_shapes():
         del TREES["tests.fake"]
 
 
-TASK_RUNNERS = {"mapInArrow", "applyInArrow", "arrow_udf", "mapInPandas", "applyInPandas", "pandas_udf"}
+TASK_RUNNERS = {"mapInArrow", "applyInArrow", "arrow_udf", "mapInPandas", "applyInPandas", "pandas_udf", "udf",
+                "mapPartitions", "foreachPartition", "raise_error"}
 TEXT_TESTS = {"startswith", "endswith", "find", "rfind", "index", "count"}
 
 
 def _tasks_outside_the_carrier() -> list[tuple[str, int, str]]:
     """A Python task started anywhere but `labformat.spark.tasks`: its errors would leave it as text."""
-    return [(module, node.lineno, node.attr) for module, tree in TREES.items() if module != "labformat.spark.tasks"
-            for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in TASK_RUNNERS]
+    out = []
+    for module, tree in TREES.items():
+        if module == "labformat.spark.tasks":
+            continue
+        # A bare name counts when it is pyspark's (`from pyspark.sql.functions import arrow_udf`), not
+        # the carrier's own wrapper of the same name.
+        from_pyspark = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                        and (node.module or "").startswith("pyspark") for a in node.names}
+        for node in ast.walk(tree):
+            name = (node.attr if isinstance(node, ast.Attribute)
+                    else node.id if isinstance(node, ast.Name) and node.id in from_pyspark else None)
+            if name in TASK_RUNNERS:
+                out.append((module, node.lineno, name))
+    return out
 
 
 def _errors_read_from_text() -> list[tuple[str, int]]:
@@ -412,7 +425,8 @@ def test_no_module_decides_by_an_exceptions_text():
 
 def test_the_error_checks_catch_the_known_shapes():
     bad = ast.parse(
-        "rows = df.mapInArrow(task, ddl)\n"
+        "from pyspark.sql.functions import raise_error\n"
+        "rows = df.mapInArrow(task, ddl); refused = raise_error(message)\n"
         "try:\n    go()\nexcept Exception as exc:\n"
         "    text = str(exc)\n"
         "    a = 'LABFORMAT_INVALID_INPUT:' in text\n"
@@ -423,7 +437,8 @@ def test_the_error_checks_catch_the_known_shapes():
         "    problems.append(f'{exc}: ' + str(exc).splitlines()[0])\n")
     TREES["tests.fake"] = bad
     try:
-        assert [(n, a) for m, n, a in _tasks_outside_the_carrier() if m == "tests.fake"] == [(1, "mapInArrow")]
-        assert [n for m, n in _errors_read_from_text() if m == "tests.fake"] == [6, 7, 8, 9, 10]
+        assert [(n, a) for m, n, a in _tasks_outside_the_carrier() if m == "tests.fake"] == [(2, "mapInArrow"),
+                                                                                              (2, "raise_error")]
+        assert [n for m, n in _errors_read_from_text() if m == "tests.fake"] == [7, 8, 9, 10, 11]
     finally:
         del TREES["tests.fake"]

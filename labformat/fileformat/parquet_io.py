@@ -13,16 +13,21 @@ from typing import Callable, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labformat.errors import CorruptTableError
+from labformat.errors import CorruptTableError, StorageError, storage_refusal
 from labformat.storage import Storage
 
 
-def unreadable(path: str, exc: BaseException, what: str | None = None) -> CorruptTableError:
-    """The error for a file of the table that cannot be read: missing, or damaged. `what` names its kind;
+def unreadable(path: str, exc: BaseException, what: str | None = None) -> CorruptTableError | StorageError:
+    """The error for a file of the table that cannot be read: missing, damaged, or refused by the storage
+    (StorageError: no permission, ...). `what` names its kind;
     by default told from its folder (change records and the metadata table live under `.hoodie/`)."""
     if what is None:
         what = ("change-record file" if "/.hoodie/cdc/" in f"/{path}" else
                 "metadata table file" if "/.hoodie/metadata/" in f"/{path}" else "base file")
+    if isinstance(exc, OSError):
+        refused = storage_refusal(exc, f"reading {what} {path}")
+        if refused is not None:  # the storage said no (permission, ...): not a damaged file
+            return refused
     if isinstance(exc, FileNotFoundError):
         return CorruptTableError(f"{what} {path} is missing: deleted after this read or write was planned (a clean "
                                  "that ran meanwhile deletes file slices older than hoodie.cleaner.commits.retained "

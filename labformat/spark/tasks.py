@@ -51,15 +51,28 @@ def calling_with_errors(task: Callable[..., R]) -> Callable[..., R]:
     @functools.wraps(task)
     def run(*args: Any, **kwargs: Any) -> R:
         try:
-            return task(*args, **kwargs)
+            result = task(*args, **kwargs)
         except Exception as exc:
             failure = _as_data(exc)
             if failure is None:
                 raise
             raise failure from exc
+        if isinstance(result, Iterator):  # an iterator form: its errors come as it is read
+            return _read_carrying_errors(result)  # type: ignore[return-value]  # an Iterator, as `task` returns
+        return result
     # Spark counts the parameters with getfullargspec, which sees this signature, not `__wrapped__`.
     run.__signature__ = inspect.signature(task)  # type: ignore[attr-defined]
     return run
+
+
+def _read_carrying_errors(results: Iterator[Any]) -> Iterator[Any]:
+    try:
+        yield from results
+    except Exception as exc:
+        failure = _as_data(exc)
+        if failure is None:
+            raise
+        raise failure from exc
 
 
 def map_in_arrow(df: DataFrame, task: Callable[[Iterator[Any]], Iterator[Any]], schema: Any) -> DataFrame:
