@@ -40,6 +40,7 @@ from labformat.schema import (
 )
 from labformat.storage import Storage
 from labformat.timeline import TIMELINE_DIR, Timeline
+from labformat.fileformat.footers import FooterCache
 
 # Written to every table labformat creates; fixed for a version-6 copy-on-write table.
 _FIXED_PROPERTIES = {
@@ -337,6 +338,13 @@ class TableContext:
     # still says so (`check_same_table`), so that a table deleted and created again is never written
     # to with the old one's key or layout.
     properties: tuple[tuple[str, str], ...] = ()
+    # The table's footers as planning reads them, shared by its contexts (`Table` holds one); a
+    # context made without one gets its own.
+    footers: FooterCache = None  # type: ignore[assignment]  # set in __post_init__ when not given
+
+    def __post_init__(self) -> None:
+        if self.footers is None:
+            object.__setattr__(self, "footers", FooterCache(self.storage))
 
     def check_same_table(self) -> None:
         """TableChangedError unless `hoodie.properties` still holds what this context was made from."""

@@ -38,6 +38,7 @@ from labformat.write.compaction import Compaction, inline_settings
 from labformat.write.metadata_rebuild import MetadataRebuild
 from labformat.write.operation import execute
 from labformat.write.upsert import Upsert
+from labformat.fileformat.footers import FooterCache
 
 
 class Table:
@@ -60,6 +61,7 @@ class Table:
         self.properties = props  # as stored, including keys labformat does not interpret
         self.config = TableConfig.from_properties(props)
         self._metadata_cache: dict[str, Any] = {}  # shared by every timeline this table loads
+        self._footers = FooterCache(storage)  # shared by every context: a base file's footer is read once
 
     # ---- create / open ------------------------------------------------------------------
 
@@ -127,7 +129,7 @@ class Table:
         StorageError naming the table, raised before any operation starts."""
         try:
             ctx = TableContext(self.spark, self.storage, self.config, Timeline(self.storage, self._metadata_cache),
-                               tuple(self.properties.items()))
+                               tuple(self.properties.items()), self._footers)
             ctx.check_same_table()
         except LabformatError:
             raise
@@ -306,7 +308,7 @@ class Table:
         is in `report.compaction`.
         """
         _require_spark_dataframe(df, "upsert")
-        return self._delta_write(df, options, Operation.UPSERT)
+        return self._upsert_or_delete(df, options, Operation.UPSERT)
 
     def delete(self, keys_df: DataFrame, options: Mapping[str, Any] | None = None) -> WriteReport:
         """Delete the records whose keys (and partition field, if any) `keys_df` holds.
@@ -315,9 +317,9 @@ class Table:
         matches nothing commits nothing.
         """
         _require_spark_dataframe(keys_df, "delete")
-        return self._delta_write(keys_df, options, Operation.DELETE)
+        return self._upsert_or_delete(keys_df, options, Operation.DELETE)
 
-    def _delta_write(self, df: DataFrame, options: Mapping[str, Any] | None, operation: Operation) -> WriteReport:
+    def _upsert_or_delete(self, df: DataFrame, options: Mapping[str, Any] | None, operation: Operation) -> WriteReport:
         """An upsert or a delete; its transaction runs the inline compaction that may be due after it."""
         write_options, ctx = C.write_options(options), self.context()
         inline_settings(ctx.config, write_options)  # a refusal comes before anything is written

@@ -85,24 +85,56 @@ class FooterInfo:
 
 def read_footer(base_uri: str, path: str) -> pq.FileMetaData:
     """A base file's parquet footer; CorruptTableError naming the file when it cannot be read."""
-    storage = Storage(base_uri)
+    return read_footer_of(Storage(base_uri), path)
+
+
+def read_footer_of(storage: Storage, path: str) -> pq.FileMetaData:
     try:
         return pq.read_metadata(storage.full_path(path), filesystem=storage.fs)
     except (OSError, ValueError) as exc:
         raise CorruptTableError(f"cannot read the footer of base file {path}: {exc}") from None
 
 
-@lru_cache(maxsize=65536)
-def _footer(base_uri: str, path: str) -> FooterInfo:
-    meta = read_footer(base_uri, path)
-    keys = KeyFooter.parse(meta.metadata)
-    return FooterInfo(keys.min_key, keys.max_key, meta.num_rows, meta.num_row_groups)
+class FooterCache:
+    """One table's footers as the driver plans with them (key ranges, row counts, column stats), each
+    read once: a base file never changes, so what its footer said stays true while its path is in
+    the table. Held by the `Table` (its contexts share it), so it lives and goes with the table; at
+    most `maxsize` files are remembered, the least recently used forgotten first."""
 
+    def __init__(self, storage: Storage, maxsize: int = 16384):
+        self.storage = storage
+        self._info = lru_cache(maxsize=maxsize)(self._read_info)
+        self._stats = lru_cache(maxsize=maxsize)(self._read_stats)
 
-def key_ranges(base_uri: str, paths: list[str]) -> dict[str, FooterInfo]:
-    """Footer key range of each base file; read in parallel threads (pyarrow releases the GIL)."""
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        return dict(zip(paths, pool.map(lambda p: _footer(base_uri, p), paths)))
+    def _read_info(self, path: str) -> FooterInfo:
+        meta = read_footer_of(self.storage, path)
+        keys = KeyFooter.parse(meta.metadata)
+        return FooterInfo(keys.min_key, keys.max_key, meta.num_rows, meta.num_row_groups)
+
+    def _read_stats(self, path: str) -> tuple[tuple[Any, ...], ...]:
+        return _footer_column_stats(read_footer_of(self.storage, path))
+
+    def key_ranges(self, paths: list[str]) -> dict[str, FooterInfo]:
+        """Footer key range of each base file; read in parallel threads (pyarrow releases the GIL)."""
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return dict(zip(paths, pool.map(self._info, paths)))
+
+    def column_stats(self, paths: list[str]) -> dict[str, dict[str, ColumnStats]]:
+        """Per base file, per column: ColumnStats from the parquet footer (the fallback when the
+        metadata table has none). Floating columns get no NaN count: parquet does not keep one."""
+        from labformat.model.column_stats import ColumnStats
+
+        def one(path: str) -> dict[str, ColumnStats]:
+            stats = {}
+            for name, low, high, nulls, rows, bounded in self._stats(path):
+                if isinstance(low, datetime) and low.tzinfo is None:
+                    low, high = low.replace(tzinfo=timezone.utc), high.replace(tzinfo=timezone.utc)
+                stats[name] = ColumnStats(low if bounded else None, high if bounded else None, nulls, rows,
+                                          None if isinstance(low, float) else 0)
+            return stats
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return dict(zip(paths, pool.map(one, paths)))
 
 
 def bloom_filter(base_uri: str, path: str) -> RecordKeyFilter | None:
@@ -122,10 +154,8 @@ def base_file_schema(base_uri: str, path: str) -> StructType:
     return from_arrow_schema(read_footer(base_uri, path).schema.to_arrow_schema())
 
 
-@lru_cache(maxsize=65536)
-def _footer_column_stats(base_uri: str, path: str) -> tuple[tuple[Any, ...], ...]:
-    """Row-group statistics of one base file, folded per column: (name, min, max, nulls, rows)."""
-    meta = read_footer(base_uri, path)
+def _footer_column_stats(meta: pq.FileMetaData) -> tuple[tuple[Any, ...], ...]:
+    """Row-group statistics of one base file, folded per column: (name, min, max, nulls, rows, bounded)."""
     out: dict[str, list[Any]] = {}  # name: [min, max, nulls, rows, bounded]
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
@@ -168,20 +198,3 @@ def row_group_column_stats(meta: pq.FileMetaData, g: int) -> dict[str, ColumnSta
                                                 None if isinstance(low, float) else 0)
     return out
 
-
-def footer_column_stats(base_uri: str, paths: list[str]) -> dict[str, dict[str, ColumnStats]]:
-    """Per base file, per column: ColumnStats from the parquet footer (the fallback when the
-    metadata table has none). Floating columns get no NaN count: parquet does not keep one."""
-    from labformat.model.column_stats import ColumnStats
-
-    def one(path: str) -> dict[str, ColumnStats]:
-        stats = {}
-        for name, low, high, nulls, rows, bounded in _footer_column_stats(base_uri, path):
-            if isinstance(low, datetime) and low.tzinfo is None:
-                low, high = low.replace(tzinfo=timezone.utc), high.replace(tzinfo=timezone.utc)
-            stats[name] = ColumnStats(low if bounded else None, high if bounded else None, nulls, rows,
-                                      None if isinstance(low, float) else 0)
-        return stats
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        return dict(zip(paths, pool.map(one, paths)))

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from labformat.fileformat.arrow_columns import constant
 from labformat.fileformat.bloom_filter import decode
-from labformat.fileformat.footers import FooterInfo, bloom_filter, key_ranges
+from labformat.fileformat.footers import FooterInfo, bloom_filter
 from labformat.fileformat.invalid_input import check_record_keys
 from labformat.fileformat.log_file import LogFormatError, block_keys, live_blocks, read_blocks
 from labformat.fileformat.parquet_io import read_base_file, unreadable
@@ -219,7 +219,7 @@ class BloomIndex:
                 source = Source(StatsSource.METADATA_TABLE)
         footer_ranges = ranges is None
         if ranges is None:
-            ranges = key_ranges(lookup.base_uri, [s.path for s in slices])
+            ranges = lookup.ctx.footers.key_ranges([s.path for s in slices])
         metadata_files = lookup.metadata.files_read if lookup.options.use_metadata and lookup.metadata is not None else 0
         by_partition: dict[str, list[tuple[str, str | None, str, bool]]] = {}
         for s in slices:

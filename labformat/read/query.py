@@ -27,7 +27,7 @@ from pyspark.sql import types as T
 from labformat.config import ReadOptions
 from labformat.context import NULL_PARTITION
 from labformat.errors import CleanedInstantError, ConfigError, LabformatError, from_task_failure
-from labformat.fileformat.footers import bloom_filter, footer_column_stats, key_ranges
+from labformat.fileformat.footers import FooterCache, bloom_filter
 from labformat.fs_view import check_base_files
 from labformat.metadata import MetadataReader
 from labformat.model.column_stats import ColumnStats
@@ -204,8 +204,8 @@ def prune_by_column_stats(scan: ScanContext, slices: tuple[FileSlice, ...]) -> P
         stats, why = scan.metadata.column_stats(list(scan.snapshot), scan.schema)
     if stats is None:
         paths = [s.path for s in slices]
-        stats = footer_column_stats(ctx.storage.base_uri, paths)
-        row_groups = {p: info.num_row_groups for p, info in key_ranges(ctx.storage.base_uri, paths).items()}
+        stats = ctx.footers.column_stats(paths)
+        row_groups = {p: info.num_row_groups for p, info in ctx.footers.key_ranges(paths).items()}
         source = Source(StatsSource.FOOTERS, why)
     else:
         source = Source(StatsSource.METADATA_TABLE)
@@ -359,6 +359,7 @@ class ScanPlan:
     metadata_files_read: int = 0  # planning's reads of the metadata table: files, and their entries
     stats_entries_read: int = 0
     count_requests: bool = False  # the scan's tasks count their read requests (`counting()`)
+    footers: FooterCache | None = field(default=None, repr=False, compare=False)  # the table's (planning read them)
 
     @property
     def file_slices(self) -> tuple[FileSlice, ...]:
@@ -447,7 +448,8 @@ class ScanPlan:
         # Row groups from the footers planning read; the rest (stats from the metadata table) read now.
         known = {p: n for stage in self.stages for p, n in stage.row_groups.items()}
         unread = [p for p in paths if p not in known]
-        known.update({p: f.num_row_groups for p, f in key_ranges(self.storage.base_uri, unread).items()})
+        footers = self.footers if self.footers is not None else FooterCache(self.storage)
+        known.update({p: f.num_row_groups for p, f in footers.key_ranges(unread).items()})
         return ScanReport(
             condition=self.condition if isinstance(self.condition, str) else str(self.condition),
             instant=self.instant, funnel=self.funnel,
@@ -500,4 +502,4 @@ def plan_scan(ctx: TableContext, condition: Column | str, at: Instant | None, op
                     time.perf_counter() - started, ctx.spark, ctx.storage, ctx.config.precombine_field,
                     options.query_type, ctx.config.merge_mode,
                     metadata.files_read if metadata is not None else 0,
-                    metadata.entries_read if metadata is not None else 0)
+                    metadata.entries_read if metadata is not None else 0, footers=ctx.footers)
