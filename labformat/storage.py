@@ -185,6 +185,8 @@ class Storage:
 
     def __init__(self, base_uri: str | os.PathLike[str], storage_options: Mapping[str, object] | None = None):
         uri = _checked_path(base_uri)
+        if storage_options is None and isinstance(base_uri, TableUri):
+            storage_options = base_uri.storage_options
         if storage_options:
             raise ConfigError(f"storage_options apply to s3:// tables; {uri} is not one")
         self._locate(uri)
@@ -368,14 +370,24 @@ class Storage:
 
 
 class FileSystemStorage(Storage):
-    """A table on another pyarrow file system (`scheme://...`): reads and plain writes work; a new
-    instant cannot be created exclusively, so writers are refused (`create_exclusive`), and a
-    completed instant is published by a check then a rename, which two writers at once can both pass."""
+    """A table on another pyarrow file system (`scheme://...`, not a local disk): reads and plain
+    writes work; nothing can be created exclusively there, so writers are refused (`create_exclusive`,
+    and so the lock, a take-over and a heartbeat's touch), and a completed instant is published by a
+    check then a rename, which two writers at once can both pass."""
 
     def publish(self, rel: str, data: bytes) -> None:
         if self.exists(rel):
             raise LabformatError(f"refusing to overwrite {rel}: completed files are immutable")
         self.replace(rel, data)
+
+    def honours_conditional_writes(self) -> bool:
+        return False
+
+    def take_over(self, rel: str, observed: bytes, data: bytes) -> bool:
+        return self.create_exclusive(rel, data)  # refused before anything is moved
+
+    def touch(self, rel: str) -> bool:
+        return self.create_exclusive(rel, b"")  # refused: a check then a rewrite could bring a file back
 
 
 class LocalStorage(Storage):
@@ -383,6 +395,10 @@ class LocalStorage(Storage):
     replaces a file), a rename replaces one, a move aside takes one over."""
 
     def _locate(self, uri: str) -> None:
+        if "://" in uri:  # file:///path: the URI is the table's name, the path its root
+            self.fs, root = pafs.FileSystem.from_uri(uri)
+            self.base_uri, self.root = uri.rstrip("/"), root.rstrip("/")
+            return
         self.fs = pafs.LocalFileSystem()
         self.base_uri = os.path.abspath(uri)
         self.root = self.base_uri.rstrip("/")
@@ -544,4 +560,6 @@ def _backend(base_uri: object) -> type[Storage]:
     scheme = uri.partition("://")[0].lower() if "://" in uri else ""
     if scheme in S3_SCHEMES:
         return S3Storage
-    return FileSystemStorage if scheme else LocalStorage
+    if not scheme or isinstance(pafs.FileSystem.from_uri(uri)[0], pafs.LocalFileSystem):
+        return LocalStorage  # a plain path, or file:///path
+    return FileSystemStorage

@@ -61,7 +61,7 @@ class Table:
         self.properties = props  # as stored, including keys labformat does not interpret
         self.config = TableConfig.from_properties(props)
         self._metadata_cache: dict[str, Any] = {}  # shared by every timeline this table loads
-        self._footers = FooterCache(storage)  # shared by every context: a base file's footer is read once
+        self._footers = FooterCache.of_table(storage)  # shared by every context: a base file's footer is read once
 
     # ---- create / open ------------------------------------------------------------------
 
@@ -177,6 +177,11 @@ class Table:
     def active_timeline(self) -> Timeline:
         """The timeline as of now (Hudi's active timeline), loaded from `.hoodie/` on each access."""
         return self.context().timeline
+
+    @property
+    def footers(self) -> FooterCache:
+        """This table's footer cache: key ranges, row counts and column stats of its base files, each read once."""
+        return self._footers
 
     def timeline(self) -> list[Instant]:
         """Completed instants (commits, replacecommits, rollbacks), oldest first."""

@@ -92,7 +92,7 @@ def base_files(table: lf.Table, as_of: str | None = None) -> pd.DataFrame:
     """One row per latest base file: path, file_id, partition_path, instant, min_key, max_key, rows,
     row_groups, size_bytes. Reads only metadata: the file listing and each base file's footer."""
     slices = table.file_slices(as_of)
-    footers = table.context().footers.key_ranges([s.path for s in slices])
+    footers = table.footers.key_ranges([s.path for s in slices])
     rows = [{"path": s.path, "file_id": s.file_id, "partition_path": s.partition_path,
              "instant": s.base_instant_time, "min_key": footers[s.path].min_key,
              "max_key": footers[s.path].max_key, "rows": footers[s.path].num_rows,

@@ -26,3 +26,16 @@ def test_each_footer_is_read_once_per_table_and_tables_do_not_share(tmp_path):
     assert first._info.cache_info().hits == 1 and first._info.cache_info().misses == 1
     stats = first.column_stats([a])[a]
     assert (stats["v"].min, stats["v"].max, stats["v"].value_count) == (0, 1, 2)
+
+
+def test_a_table_opened_again_finds_its_footers_and_only_the_last_tables_are_kept(tmp_path):
+    from labformat.fileformat import footers
+
+    name = _base_file(tmp_path / "t", "f1.parquet", ["k1", "k2"])
+    first = FooterCache.of_table(Storage(tmp_path / "t"))
+    first.key_ranges([name])
+    again = FooterCache.of_table(Storage(tmp_path / "t"))
+    assert again is first and again._info.cache_info().currsize == 1
+    for i in range(footers._KEPT):
+        FooterCache.of_table(Storage(tmp_path / f"other{i}"))
+    assert FooterCache.of_table(Storage(tmp_path / "t")) is not first  # forgotten: eight tables were opened since

@@ -148,11 +148,17 @@ def test_threads_take_the_lock_one_at_a_time(storage):
 def test_exclusive_create_refuses_a_file_system_with_no_exclusive_create(tmp_path):
     from labformat.errors import LabformatError
 
-    storage = Storage(f"file://{tmp_path}")  # a table on a pyarrow file system of its scheme, neither local nor S3
-    assert type(storage).__name__ == "FileSystemStorage"
-    with pytest.raises(LabformatError, match="needs a local disk or S3"):
-        storage.create_exclusive("x", b"")
-    assert not (tmp_path / "x").exists()
+    from labformat.storage import FileSystemStorage, LocalStorage
+
+    assert isinstance(Storage(f"file://{tmp_path}"), LocalStorage)  # file:///path is a local disk: writable
+    storage = FileSystemStorage(f"file://{tmp_path}")  # as a table on a pyarrow file system neither local nor S3
+    (tmp_path / "held").write_bytes(b"lock")
+    for refused in (lambda: storage.create_exclusive("x", b""), lambda: storage.take_over("held", b"lock", b"mine"),
+                    lambda: storage.touch("held")):
+        with pytest.raises(LabformatError, match="needs a local disk or S3"):
+            refused()
+    assert not (tmp_path / "x").exists() and (tmp_path / "held").read_bytes() == b"lock"
+    assert not storage.honours_conditional_writes()
 
 
 # ---- heartbeats ------------------------------------------------------------------------------

@@ -120,7 +120,7 @@ class Workload:
 
 
 def deduplicate_arrow(batch: pa.Table) -> pa.Table:
-    """One row per record key, by labformat's rule (labformat/write/upsert.py `deduplicate`).
+    """One row per record key, by labformat's rule (labformat/write/dedupe.py `deduplicate`).
 
     The row with the highest `updated_at` wins; ties go to the row whose remaining columns,
     compared in order, are larger. Nulls sort lowest, as in Spark's `max` of a struct.

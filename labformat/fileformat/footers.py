@@ -1,7 +1,9 @@
 """Base-file footers: the key-value entries Hudi writes, key ranges (read on the driver) and bloom filters (read in tasks).
 
-Base files never change once written, so a footer read once is good for the life of the
-process; after the first upsert only the new file slices cost a read.
+Base files never change once written, so a footer read once stays true while its file is in the
+table: a table's `FooterCache` reads each once, and after the first upsert only the new file slices
+cost a read. A process keeps the caches of the tables it opened last (`FooterCache.of_table`), so a
+table opened again (a daily job's loop, a notebook cell) finds its footers.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import lru_cache
+import threading
+from collections import OrderedDict
+from functools import lru_cache, partial
 
 import pyarrow.parquet as pq
 
@@ -75,6 +79,16 @@ class KeyFooter:
         return None if self.bloom is None else decode(self.bloom, self.bloom_type)
 
 
+def _read_info(storage: Storage, path: str) -> FooterInfo:
+    meta = read_footer_of(storage, path)
+    keys = KeyFooter.parse(meta.metadata)
+    return FooterInfo(keys.min_key, keys.max_key, meta.num_rows, meta.num_row_groups)
+
+
+def _read_stats(storage: Storage, path: str) -> tuple[tuple[Any, ...], ...]:
+    return _footer_column_stats(read_footer_of(storage, path))
+
+
 @dataclass(frozen=True)
 class FooterInfo:
     min_key: str | None
@@ -101,18 +115,23 @@ class FooterCache:
     the table. Held by the `Table` (its contexts share it), so it lives and goes with the table; at
     most `maxsize` files are remembered, the least recently used forgotten first."""
 
-    def __init__(self, storage: Storage, maxsize: int = 16384):
+    def __init__(self, storage: Storage, maxsize: int = 65536):
         self.storage = storage
-        self._info = lru_cache(maxsize=maxsize)(self._read_info)
-        self._stats = lru_cache(maxsize=maxsize)(self._read_stats)
+        # Over the storage, not bound to self: a dropped cache is freed at once, not at the next collection.
+        self._info = lru_cache(maxsize=maxsize)(partial(_read_info, storage))
+        self._stats = lru_cache(maxsize=maxsize)(partial(_read_stats, storage))
 
-    def _read_info(self, path: str) -> FooterInfo:
-        meta = read_footer_of(self.storage, path)
-        keys = KeyFooter.parse(meta.metadata)
-        return FooterInfo(keys.min_key, keys.max_key, meta.num_rows, meta.num_row_groups)
-
-    def _read_stats(self, path: str) -> tuple[tuple[Any, ...], ...]:
-        return _footer_column_stats(read_footer_of(self.storage, path))
+    @classmethod
+    def of_table(cls, storage: Storage) -> "FooterCache":
+        """The cache of the table at `storage`'s base path: the one this process made for it, if it is
+        among the last `_KEPT` tables opened, else a new one."""
+        key = storage.base_uri
+        with _RECENT_LOCK:
+            cache = _RECENT.pop(key, None) or cls(storage)
+            _RECENT[key] = cache
+            while len(_RECENT) > _KEPT:
+                _RECENT.popitem(last=False)
+        return cache
 
     def key_ranges(self, paths: list[str]) -> dict[str, FooterInfo]:
         """Footer key range of each base file; read in parallel threads (pyarrow releases the GIL)."""
@@ -152,6 +171,12 @@ def base_file_schema(base_uri: str, path: str) -> StructType:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(read_footer(base_uri, path).schema.to_arrow_schema())
+
+
+# The caches of the tables this process opened last, most recent at the end: per table, bounded.
+_KEPT = 8
+_RECENT: OrderedDict[str, FooterCache] = OrderedDict()
+_RECENT_LOCK = threading.Lock()
 
 
 def _footer_column_stats(meta: pq.FileMetaData) -> tuple[tuple[Any, ...], ...]:

@@ -1,5 +1,8 @@
 """Upsert and delete: Hudi's seven steps, one named function each, read top to bottom like the lesson.
 
+Step 1 is in `dedupe.py`, steps 3-6's planning in `write_plan.py` and step 7's routing in `routing.py`;
+this module runs them in order.
+
 1. deduplicate the batch by record key (highest precombine value wins; a shuffle)
 2. latest file slices of every affected partition
 3. tag each record as update (with its file group) or insert, through the index
@@ -57,7 +60,7 @@ from labformat.write.write_plan import (
 log = logging.getLogger(__name__)
 
 
-# ---- step 1 -------------------------------------------------------------------------------------
+# ---- step 1: write/dedupe.py ---------------------------------------------------------------------
 
 
 # ---- step 2 -------------------------------------------------------------------------------------
