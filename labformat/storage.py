@@ -195,11 +195,6 @@ class Storage:
         self.fs, root = pafs.FileSystem.from_uri(uri)
         self.base_uri, self.root = uri.rstrip("/"), root.rstrip("/")
 
-    @property
-    def is_object_store(self) -> bool:
-        """True on S3: no rename, no hard link; conditional PUTs instead."""
-        return False
-
     def storage_options(self) -> dict[str, str]:
         """The options other readers (hudi-rs, delta-rs) take to open this table: empty for a local one."""
         return dict(getattr(self.base_uri, "storage_options", {}))
@@ -442,10 +437,6 @@ class S3Storage(Storage):
         self.bucket, self.prefix = bucket, prefix
         self.root = (f"{bucket}/{prefix}" if prefix else bucket).rstrip("/")
         self.base_uri = TableUri(f"s3://{self.root}", options)
-
-    @property
-    def is_object_store(self) -> bool:
-        return True
 
     @property
     def store(self) -> S3Store:
